@@ -1,0 +1,116 @@
+//! The monotonic clock the client reads all of its timing decisions from.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub use tokio::time::Instant;
+
+/// A boxed future returned by [`Clock::sleep_until`].
+pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// A monotonic clock.
+///
+/// The client reads time only through this trait, so a simulation can give each
+/// client its own drift, jumps and pauses while tokio's paused clock drives them
+/// all. The default, [`TokioClock`], is `tokio::time::Instant` (CLOCK_MONOTONIC on
+/// Linux, which stops while the machine is suspended; see `docs/safety.md`).
+pub trait Clock: Send + Sync + Debug + 'static {
+    /// The current instant on this clock.
+    fn now(&self) -> Instant;
+
+    /// A future that completes once this clock reads `deadline` or later. It may
+    /// wake early (callers re-check [`now`](Self::now)) but must not wake late by
+    /// more than the runtime's timer granularity.
+    fn sleep_until(&self, deadline: Instant) -> Sleep;
+}
+
+/// `tokio::time::Instant`: real monotonic time, or tokio's paused test clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokioClock;
+
+impl Clock for TokioClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
+}
+
+/// A clock that runs at `rate` × tokio time and can be jumped forward: for
+/// simulations and tests of drift and process pauses.
+///
+/// A rate of `1.01` runs 1 % fast; `0.99` runs 1 % slow. [`jump`](Self::jump) moves
+/// the clock forward at once, as a process that was paused sees time when it wakes.
+#[derive(Debug)]
+pub struct DriftingClock {
+    rate: f64,
+    state: Mutex<DriftState>,
+}
+
+#[derive(Debug)]
+struct DriftState {
+    /// Tokio instant at which `reading` was taken.
+    base_real: Instant,
+    /// This clock's reading at `base_real`.
+    reading: Instant,
+}
+
+impl DriftingClock {
+    /// A clock that starts at tokio's now and runs at `rate` (must be positive).
+    pub fn new(rate: f64) -> Self {
+        let now = Instant::now();
+        Self {
+            rate: if rate.is_finite() && rate > 0.0 {
+                rate
+            } else {
+                1.0
+            },
+            state: Mutex::new(DriftState {
+                base_real: now,
+                reading: now,
+            }),
+        }
+    }
+
+    /// The clock's rate relative to tokio time.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Move the clock forward by `by` at once.
+    pub fn jump(&self, by: Duration) {
+        let mut state = self.lock();
+        let real = Instant::now();
+        let reading = Self::read(self.rate, &state, real);
+        state.base_real = real;
+        state.reading = reading + by;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, DriftState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn read(rate: f64, state: &DriftState, real: Instant) -> Instant {
+        let elapsed = real.saturating_duration_since(state.base_real);
+        state.reading + elapsed.mul_f64(rate)
+    }
+}
+
+impl Clock for DriftingClock {
+    fn now(&self) -> Instant {
+        Self::read(self.rate, &self.lock(), Instant::now())
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Sleep {
+        let ahead = deadline.saturating_duration_since(self.now());
+        // Convert this clock's duration into tokio time, rounding up so the sleep
+        // never ends before the clock reads the deadline.
+        let real = ahead.div_f64(self.rate) + Duration::from_nanos(1);
+        Box::pin(tokio::time::sleep(real))
+    }
+}

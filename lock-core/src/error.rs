@@ -1,0 +1,250 @@
+//! Errors: [`StoreError`] from stores, classified for the protocol, and
+//! [`LockError`] for users of the client.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use crate::{LockKey, LostReason};
+
+type Source = Box<dyn StdError + Send + Sync + 'static>;
+
+/// What kind of failure a store reported; the client acts on it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The store shed load; nothing was applied. Retried with backoff.
+    Throttled,
+    /// The store could not be reached or failed before applying. Retried.
+    Unavailable,
+    /// The write may or may not have applied (timeout, lost response). Resolved by
+    /// RVN.
+    Ambiguous,
+    /// The table or namespace does not exist. Not retried.
+    NotFound,
+    /// The request is invalid (key too long, item too large). Not retried.
+    Invalid,
+    /// Credentials missing, wrong or without permission. Not retried.
+    Unauthorized,
+    /// Anything else. Not retried.
+    Other,
+}
+
+/// An error from a [`ConditionalStore`](crate::ConditionalStore).
+#[derive(Debug, thiserror::Error)]
+#[error("{kind:?}: {message}")]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    message: String,
+    #[source]
+    source: Option<Source>,
+}
+
+impl StoreError {
+    /// An error of `kind` with a message saying what happened and, where it helps,
+    /// what to do.
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Attach the underlying error (kept in the source chain).
+    pub fn with_source(mut self, source: impl Into<Source>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Shorthand for [`StoreErrorKind::Throttled`].
+    pub fn throttled(message: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Throttled, message)
+    }
+    /// Shorthand for [`StoreErrorKind::Unavailable`].
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Unavailable, message)
+    }
+    /// Shorthand for [`StoreErrorKind::Ambiguous`].
+    pub fn ambiguous(message: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Ambiguous, message)
+    }
+    /// Shorthand for [`StoreErrorKind::NotFound`].
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::NotFound, message)
+    }
+    /// Shorthand for [`StoreErrorKind::Invalid`].
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Invalid, message)
+    }
+    /// Shorthand for [`StoreErrorKind::Unauthorized`].
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Unauthorized, message)
+    }
+    /// Shorthand for [`StoreErrorKind::Other`].
+    pub fn other(message: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Other, message)
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// The message, without the kind.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Worth retrying: throttled, unavailable or ambiguous (the client resolves
+    /// ambiguous writes by RVN before it retries them).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.kind,
+            StoreErrorKind::Throttled | StoreErrorKind::Unavailable | StoreErrorKind::Ambiguous
+        )
+    }
+
+    /// The write may have applied.
+    pub fn is_ambiguous(&self) -> bool {
+        self.kind == StoreErrorKind::Ambiguous
+    }
+}
+
+/// A configuration the client builder refused.
+#[derive(Clone, PartialEq, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The lease duration is zero.
+    #[error("lease duration must be greater than zero")]
+    ZeroLease,
+    /// The heartbeat period is zero.
+    #[error("heartbeat period must be greater than zero")]
+    ZeroHeartbeat,
+    /// The refresh (poll) period is zero.
+    #[error("refresh period must be greater than zero")]
+    ZeroRefresh,
+    /// The clock drift bound is not a fraction in `[0, 0.5)`.
+    #[error("max clock drift must be a fraction in [0, 0.5), got {drift}")]
+    BadDrift {
+        /// The refused value.
+        drift: f64,
+    },
+    /// Lease × (1 − drift) − safety margin leaves no safe time.
+    #[error(
+        "no safe time: lease {lease:?} × (1 − drift {drift}) − safety margin {margin:?} is not positive"
+    )]
+    NoSafeTime {
+        /// Lease duration.
+        lease: Duration,
+        /// Drift bound.
+        drift: f64,
+        /// Safety margin.
+        margin: Duration,
+    },
+    /// The heartbeat period is not shorter than the safe time, so the guard would
+    /// fall into danger between heartbeats.
+    #[error(
+        "heartbeat period {heartbeat:?} must be shorter than the safe time {safe:?} (lease × (1 − drift) − safety margin)"
+    )]
+    HeartbeatTooSlow {
+        /// Heartbeat period.
+        heartbeat: Duration,
+        /// Safe time of one lease.
+        safe: Duration,
+    },
+    /// The heartbeat rate limit is zero.
+    #[error("heartbeat rate limit must be at least one heartbeat per second")]
+    ZeroRateLimit,
+    /// The owner name is empty.
+    #[error("owner name must not be empty")]
+    EmptyOwner,
+}
+
+/// An error from the [`LockClient`](crate::LockClient) or a
+/// [`LockGuard`](crate::LockGuard).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The wait budget ran out while someone else held the lock.
+    #[error("timed out after {waited:?} waiting for lock {key}: held by {}", holder.as_deref().unwrap_or("nobody (store errors)"))]
+    AcquireTimeout {
+        /// The lock.
+        key: LockKey,
+        /// Owner name of the holder last seen, if any.
+        holder: Option<String>,
+        /// How long the client waited.
+        waited: Duration,
+    },
+    /// The lock is held by someone else (for example on release or
+    /// [`LockClient::release_if_owner`](crate::LockClient)); nothing was written.
+    #[error("lock {key} is not owned by this client (current owner: {})", owner.as_deref().unwrap_or("none"))]
+    NotOwned {
+        /// The lock.
+        key: LockKey,
+        /// The current owner, if any.
+        owner: Option<String>,
+    },
+    /// The lease can no longer be trusted: stolen, expired, or (in `with_lock`) no
+    /// heartbeat confirmed within the safe time.
+    #[error("lock {key} lost: {reason}")]
+    Lost {
+        /// The lock.
+        key: LockKey,
+        /// Why.
+        reason: LostReason,
+    },
+    /// This client already holds the lock and the acquire was not reentrant.
+    #[error("lock {key} is already held by this client (ask for a reentrant acquire to share it)")]
+    AlreadyHeld {
+        /// The lock.
+        key: LockKey,
+    },
+    /// `only_if_exists` was asked and the lock has no record.
+    #[error("lock {key} does not exist and the acquire asked for an existing lock only")]
+    NotFound {
+        /// The lock.
+        key: LockKey,
+    },
+    /// The client configuration is invalid.
+    #[error("invalid lock client configuration: {0}")]
+    InvalidConfig(#[from] ConfigError),
+    /// A key, data or option is invalid for this store; nothing was written.
+    #[error("invalid input: {reason}")]
+    InvalidInput {
+        /// What is wrong and the limit that applies.
+        reason: String,
+        /// The store's error, when the store refused the input.
+        #[source]
+        source: Option<StoreError>,
+    },
+    /// The store failed in a way retries did not fix, or that is not retryable.
+    #[error("store error on lock {key}: {source}")]
+    Store {
+        /// The lock.
+        key: LockKey,
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+    /// The client was shut down.
+    #[error("the lock client has been shut down")]
+    Shutdown,
+}
+
+impl LockError {
+    /// Map a store error on `key`, turning invalid-input errors into
+    /// [`LockError::InvalidInput`].
+    pub(crate) fn from_store(key: &LockKey, source: StoreError) -> Self {
+        if source.kind() == StoreErrorKind::Invalid {
+            LockError::InvalidInput {
+                reason: format!("the store refused lock {key}: {}", source.message()),
+                source: Some(source),
+            }
+        } else {
+            LockError::Store {
+                key: key.clone(),
+                source,
+            }
+        }
+    }
+}

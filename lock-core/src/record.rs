@@ -1,0 +1,125 @@
+//! The lock record a store keeps per key, and the pieces it is made of.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::LockKey;
+
+/// A record version number: a fresh random id chosen by the writer for **every**
+/// write.
+///
+/// Because no two writes share an RVN, a client that sees its own RVN in the store
+/// knows its write applied, even when the response to that write was lost.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Rvn(String);
+
+impl Rvn {
+    /// A fresh, random RVN (a UUID v4).
+    pub fn fresh() -> Self {
+        Self(uuid::Uuid::new_v4().to_string())
+    }
+
+    /// Wrap an RVN read from a store (any non-empty string other libraries wrote).
+    pub fn from_stored(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The RVN as stored.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Rvn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Rvn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Rvn({})", self.0)
+    }
+}
+
+/// A fencing token: strictly increasing per key across every acquisition, kept
+/// across heartbeats and release.
+///
+/// Pass it to the resource you protect and have the resource reject any write whose
+/// fence is lower than the highest it has seen; a holder that was paused past its
+/// lease then cannot do harm. Records written by libraries that know no fences read
+/// as fence 0.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default)]
+pub struct Fence(pub u64);
+
+impl Fence {
+    /// The fence as a number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Fence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// What a write does to the stored fence.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FenceUpdate {
+    /// Store the previous fence + 1, or 1 when there is no record: every
+    /// acquisition (vacant or takeover).
+    Next,
+    /// Keep the stored fence: heartbeats, data updates and release.
+    Keep,
+}
+
+/// One lock record as a store keeps it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct LockRecord {
+    /// The key this record belongs to.
+    pub key: LockKey,
+    /// Owner name of the client that wrote it.
+    pub owner: String,
+    /// Record version number of the write that produced this record.
+    pub rvn: Rvn,
+    /// The lease the writer promised to heartbeat within.
+    pub lease: Duration,
+    /// True once the holder released it; a released record is vacant.
+    pub released: bool,
+    /// Fencing token of the acquisition this record belongs to.
+    pub fence: Fence,
+    /// Bytes stored with the lock, readable by anyone.
+    pub data: Option<Vec<u8>>,
+    /// Wall-clock epoch seconds for store-side garbage collection only (for example
+    /// DynamoDB TTL). Never used to decide ownership.
+    pub expires_at: Option<u64>,
+}
+
+impl LockRecord {
+    /// True when the record may be acquired with [`Expect::Vacant`](crate::Expect::Vacant).
+    pub fn is_vacant(&self) -> bool {
+        self.released
+    }
+}
+
+/// The record a writer asks the store to write. The store fills in the key and
+/// computes the fence from [`FenceUpdate`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct NewRecord {
+    /// Owner name of the writer.
+    pub owner: String,
+    /// A fresh RVN for this write.
+    pub rvn: Rvn,
+    /// The lease the writer promises to heartbeat within.
+    pub lease: Duration,
+    /// Whether this write releases the lock.
+    pub released: bool,
+    /// What the write does to the fence.
+    pub fence: FenceUpdate,
+    /// Bytes to store with the lock (replacing what was there).
+    pub data: Option<Vec<u8>>,
+    /// Optional garbage-collection time (wall-clock epoch seconds).
+    pub expires_at: Option<u64>,
+}

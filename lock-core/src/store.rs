@@ -1,0 +1,195 @@
+//! The store contract: a linearizable map from [`LockKey`] to [`LockRecord`] with
+//! conditional writes. Everything the protocol needs from a backend is here.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::{LockKey, LockRecord, NewRecord, Rvn, StoreError};
+
+/// The condition a write is made under.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Expect {
+    /// The key is absent or its record is released.
+    Vacant,
+    /// The stored record carries exactly this RVN.
+    Version(Rvn),
+}
+
+/// The result of a conditional write that reached the store and was decided.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Outcome {
+    /// The condition held and the write applied. For `put`, the record as stored
+    /// (with the fence the store computed); for `delete`, the record that was
+    /// deleted.
+    Applied(LockRecord),
+    /// The condition did not hold; nothing was written. `current` is the record the
+    /// store holds now (`None` when the key is absent, or when the store cannot
+    /// return the current record in the same round trip; see
+    /// [`Capabilities::returns_current_on_conflict`]).
+    Rejected {
+        /// The record that made the condition fail.
+        current: Option<LockRecord>,
+    },
+}
+
+/// An opaque position in a paged listing, produced by the store.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Cursor(pub String);
+
+/// One page of a listing.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Page {
+    /// The records of this page.
+    pub records: Vec<LockRecord>,
+    /// Where the next page starts; `None` when this was the last page.
+    pub next: Option<Cursor>,
+}
+
+/// What a store can and cannot do, so that the client and the conformance suite ask
+/// instead of failing at run time.
+#[derive(Clone, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// A rejected write carries the current record (no extra read on conflict).
+    pub returns_current_on_conflict: bool,
+    /// Keys may have a sort key.
+    pub sort_keys: bool,
+    /// Longest partition key in bytes (UTF-8).
+    pub max_partition_key_bytes: usize,
+    /// Longest sort key in bytes (UTF-8).
+    pub max_sort_key_bytes: usize,
+    /// Largest record in bytes, as the store measures it (key, attributes, data).
+    pub max_record_bytes: usize,
+    /// The store keeps released records (fences stay monotonic across release).
+    /// A store that deletes on release resets the fence history of a key.
+    pub keeps_released_records: bool,
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Self {
+            returns_current_on_conflict: true,
+            sort_keys: true,
+            max_partition_key_bytes: 2048,
+            max_sort_key_bytes: 1024,
+            max_record_bytes: 400 * 1024,
+            keeps_released_records: true,
+        }
+    }
+}
+
+impl Capabilities {
+    /// Builder-style setter for [`Capabilities::returns_current_on_conflict`].
+    pub fn with_returns_current_on_conflict(mut self, value: bool) -> Self {
+        self.returns_current_on_conflict = value;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::sort_keys`].
+    pub fn with_sort_keys(mut self, value: bool) -> Self {
+        self.sort_keys = value;
+        self
+    }
+    /// Builder-style setter for the key length limits.
+    pub fn with_key_limits(mut self, partition: usize, sort: usize) -> Self {
+        self.max_partition_key_bytes = partition;
+        self.max_sort_key_bytes = sort;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::max_record_bytes`].
+    pub fn with_max_record_bytes(mut self, value: usize) -> Self {
+        self.max_record_bytes = value;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::keeps_released_records`].
+    pub fn with_keeps_released_records(mut self, value: bool) -> Self {
+        self.keeps_released_records = value;
+        self
+    }
+}
+
+/// A conditional key-value store the lock protocol runs on.
+///
+/// # Contract
+///
+/// Every implementation must give, for each key:
+///
+/// * **Linearizability**: every call takes effect atomically at one instant between
+///   its start and its end, and a later call sees the effect of an earlier one.
+/// * **Strongly consistent reads**: [`get`](Self::get) returns the latest applied
+///   write (DynamoDB: `ConsistentRead = true`).
+/// * **One write per call**: `put` and `delete` are single conditional writes that
+///   either apply completely or not at all. Nothing is ever half-written.
+/// * **Honest errors**: an error that means the write did not apply is
+///   [`StoreErrorKind::Throttled`](crate::StoreErrorKind::Throttled) or
+///   [`Unavailable`](crate::StoreErrorKind::Unavailable); a write that may have
+///   applied (timeout after sending, lost response) is
+///   [`Ambiguous`](crate::StoreErrorKind::Ambiguous). Claiming "not applied" for a
+///   write that did apply breaks the protocol.
+/// * **No hidden retries of conditional writes**: the client retries and resolves
+///   ambiguity by RVN; an SDK retry that re-sends a write can turn a success into a
+///   spurious rejection. If a store does retry, it must report a rejection whose
+///   current record carries the RVN it wrote as applied.
+///
+/// The trait is object safe: the client holds an `Arc<dyn ConditionalStore>`.
+#[async_trait]
+pub trait ConditionalStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Strongly consistent read of one key. `Ok(None)` when the key is absent.
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError>;
+
+    /// Write `new` under `key` if `expect` holds, in one atomic step.
+    ///
+    /// The stored fence is the previous fence + 1 (1 when there was no record) for
+    /// [`FenceUpdate::Next`](crate::FenceUpdate::Next), and unchanged for
+    /// [`FenceUpdate::Keep`](crate::FenceUpdate::Keep). On success the applied
+    /// record is returned; on a failed condition, the current record where the store
+    /// can return it.
+    async fn put(&self, key: &LockKey, expect: Expect, new: NewRecord)
+    -> Result<Outcome, StoreError>;
+
+    /// Delete the record under `key` if `expect` holds, in one atomic step.
+    ///
+    /// [`Expect::Vacant`] on an absent key is rejected with `current: None` (there is
+    /// nothing to delete).
+    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError>;
+
+    /// One page of at most `limit` records (order unspecified but stable for one
+    /// store), starting at `cursor`. With `partition`, only that partition's records.
+    /// Listing need not be a consistent snapshot.
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError>;
+
+    /// What this store supports.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+}
+
+macro_rules! forward_store {
+    ($($ty:ty),*) => {$(
+        #[async_trait]
+        impl<S: ConditionalStore + ?Sized> ConditionalStore for $ty {
+            async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+                (**self).get(key).await
+            }
+            async fn put(&self, key: &LockKey, expect: Expect, new: NewRecord) -> Result<Outcome, StoreError> {
+                (**self).put(key, expect, new).await
+            }
+            async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+                (**self).delete(key, expect).await
+            }
+            async fn list(&self, partition: Option<&str>, cursor: Option<Cursor>, limit: usize) -> Result<Page, StoreError> {
+                (**self).list(partition, cursor, limit).await
+            }
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+        }
+    )*};
+}
+
+forward_store!(Arc<S>, Box<S>);

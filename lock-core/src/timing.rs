@@ -1,0 +1,261 @@
+//! The protocol's timing decisions as pure functions of state and `now`.
+//!
+//! Everything the client decides about time (is my lease safe, in danger, lost;
+//! may I take over a lock I have been watching) is here, so it can be unit-tested
+//! with hand-picked instants and drift values, without a runtime.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::clock::Instant;
+
+/// The timing parameters of one client.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timing {
+    /// Lease duration `L`.
+    pub lease: Duration,
+    /// Bound on clock drift between any two clients, as a fraction (0.01 = 1 %).
+    pub max_drift: f64,
+    /// Extra time the holder stops trusting its lease before the drift-adjusted end.
+    pub safety_margin: Duration,
+}
+
+impl Timing {
+    /// How long after sending a confirmed write the holder may trust its lease:
+    /// `L × (1 − drift) − margin` (zero when that is negative).
+    pub fn safe_time(&self) -> Duration {
+        self.safe_time_for(self.lease)
+    }
+
+    /// [`safe_time`](Self::safe_time) for another lease duration.
+    pub fn safe_time_for(&self, lease: Duration) -> Duration {
+        lease
+            .mul_f64(1.0 - self.max_drift)
+            .saturating_sub(self.safety_margin)
+    }
+
+    /// How long a waiter must see the same RVN before it may take over:
+    /// `lease × (1 + drift)`, using the lease the holder wrote.
+    pub fn takeover_after(&self, observed_lease: Duration) -> Duration {
+        observed_lease.mul_f64(1.0 + self.max_drift)
+    }
+
+    /// The holder's view of its lease at `now`, given the send time of its latest
+    /// confirmed write (`confirmed_send`) and the lease it wrote.
+    pub fn lease_state(
+        &self,
+        confirmed_send: Instant,
+        lease: Duration,
+        now: Instant,
+    ) -> LeaseState {
+        let safe_until = confirmed_send + self.safe_time_for(lease);
+        let expires = confirmed_send + lease;
+        if now < safe_until {
+            LeaseState::Safe {
+                remaining: safe_until - now,
+            }
+        } else if now < expires {
+            LeaseState::InDanger {
+                remaining: expires - now,
+            }
+        } else {
+            LeaseState::Lost {
+                reason: LostReason::Expired,
+            }
+        }
+    }
+
+    /// Whether a waiter that has seen the same record since `observation.seen_at` may
+    /// take it over at `now`.
+    pub fn may_take_over(&self, observation: &Observation, now: Instant) -> bool {
+        now >= self.takeover_at(observation)
+    }
+
+    /// The instant at which a waiter may take over the observed record.
+    pub fn takeover_at(&self, observation: &Observation) -> Instant {
+        observation.seen_at + self.takeover_after(observation.lease)
+    }
+}
+
+/// A waiter's observation of a held record: its RVN, its lease, and when the
+/// response carrying it arrived (the latest possible write time, so a waiter's
+/// count starts no earlier than the write).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    /// The RVN seen.
+    pub rvn: crate::Rvn,
+    /// The lease the holder wrote.
+    pub lease: Duration,
+    /// The holder's owner name.
+    pub owner: String,
+    /// When the response carrying the record arrived.
+    pub seen_at: Instant,
+}
+
+/// How far a holder can trust its lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Safe to act under the lock for `remaining` more (before heartbeats).
+    Safe {
+        /// Safe time left.
+        remaining: Duration,
+    },
+    /// Past the safe time but before the lease ends: stop starting work, finish or
+    /// abandon what is running. `remaining` is the time until the lease ends.
+    InDanger {
+        /// Time left until the lease expires.
+        remaining: Duration,
+    },
+    /// The lease can no longer be trusted.
+    Lost {
+        /// Why.
+        reason: LostReason,
+    },
+}
+
+impl LeaseState {
+    /// True for [`LeaseState::Safe`].
+    pub fn is_safe(&self) -> bool {
+        matches!(self, LeaseState::Safe { .. })
+    }
+}
+
+/// Why a lease stopped being trusted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// Another writer replaced the record (a takeover, a forced release, another
+    /// owner): seen on a heartbeat or write.
+    Stolen {
+        /// The owner now in the record, if there is a record.
+        owner: Option<String>,
+    },
+    /// No heartbeat was confirmed before the lease ran out.
+    Expired,
+    /// No heartbeat was confirmed within the safe time (used by `with_lock`, which
+    /// cancels its work as soon as the lease is in danger).
+    InDanger,
+    /// The lock was released (by the guard, or by `shutdown`).
+    Released,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LostReason::Stolen { owner: Some(owner) } => {
+                write!(f, "stolen: the record now belongs to {owner}")
+            }
+            LostReason::Stolen { owner: None } => f.write_str("stolen: the record was deleted"),
+            LostReason::Expired => f.write_str("expired: no heartbeat confirmed within the lease"),
+            LostReason::InDanger => {
+                f.write_str("in danger: no heartbeat confirmed within the safe time")
+            }
+            LostReason::Released => f.write_str("released"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Rvn;
+
+    fn timing(drift: f64) -> Timing {
+        Timing {
+            lease: Duration::from_secs(10),
+            max_drift: drift,
+            safety_margin: Duration::from_millis(500),
+        }
+    }
+
+    #[test]
+    fn holder_is_safe_then_in_danger_then_lost() {
+        let t = timing(0.01);
+        let sent = Instant::now();
+        // safe time = 10 s × 0.99 − 0.5 s = 9.4 s
+        assert_eq!(t.safe_time(), Duration::from_millis(9400));
+        assert_eq!(
+            t.lease_state(sent, t.lease, sent),
+            LeaseState::Safe {
+                remaining: Duration::from_millis(9400)
+            }
+        );
+        assert!(
+            t.lease_state(sent, t.lease, sent + Duration::from_millis(9399))
+                .is_safe()
+        );
+        assert_eq!(
+            t.lease_state(sent, t.lease, sent + Duration::from_millis(9400)),
+            LeaseState::InDanger {
+                remaining: Duration::from_millis(600)
+            }
+        );
+        assert_eq!(
+            t.lease_state(sent, t.lease, sent + Duration::from_secs(10)),
+            LeaseState::Lost {
+                reason: LostReason::Expired
+            }
+        );
+    }
+
+    #[test]
+    fn waiter_waits_lease_times_one_plus_drift() {
+        let t = timing(0.05);
+        let seen = Instant::now();
+        let obs = Observation {
+            rvn: Rvn::fresh(),
+            lease: Duration::from_secs(10),
+            owner: "a".into(),
+            seen_at: seen,
+        };
+        assert!(!t.may_take_over(&obs, seen + Duration::from_millis(10_499)));
+        assert!(t.may_take_over(&obs, seen + Duration::from_millis(10_500)));
+        // The observed (holder's) lease counts, not the waiter's own.
+        let long = Observation {
+            lease: Duration::from_secs(20),
+            ..obs
+        };
+        assert!(!t.may_take_over(&long, seen + Duration::from_secs(20)));
+        assert!(t.may_take_over(&long, seen + Duration::from_secs(21)));
+    }
+
+    /// With every clock's rate within `1 ± max_drift` of true time (holder slow, so
+    /// its lease looks longer; waiter fast, so it counts down sooner), the holder
+    /// stops trusting its lease before the waiter may take over, in true time.
+    #[test]
+    fn drifted_holder_stops_before_drifted_waiter_takes_over() {
+        for drift in [0.0, 0.01, 0.05, 0.1, 0.2, 0.4] {
+            let t = timing(drift);
+            let lease = t.lease.as_secs_f64();
+            let holder_rate = 1.0 - drift;
+            let waiter_rate = 1.0 + drift;
+            // Holder sends at true 0; the write applies, and the waiter's response
+            // arrives, at true 0 at the earliest.
+            let holder_safe_true =
+                (lease * (1.0 - drift) - t.safety_margin.as_secs_f64()) / holder_rate;
+            let waiter_takeover_true = lease * (1.0 + drift) / waiter_rate;
+            assert!(
+                holder_safe_true < waiter_takeover_true,
+                "drift {drift}: safe until {holder_safe_true}, takeover at {waiter_takeover_true}"
+            );
+        }
+        // Without drift the holder also sees its lease expire before any takeover.
+        let t = timing(0.0);
+        assert!(t.lease <= t.takeover_after(t.lease));
+    }
+
+    #[test]
+    fn safe_time_saturates_at_zero() {
+        let t = Timing {
+            lease: Duration::from_millis(100),
+            max_drift: 0.0,
+            safety_margin: Duration::from_secs(1),
+        };
+        assert_eq!(t.safe_time(), Duration::ZERO);
+        let now = Instant::now();
+        assert!(matches!(
+            t.lease_state(now, t.lease, now),
+            LeaseState::InDanger { .. }
+        ));
+    }
+}
