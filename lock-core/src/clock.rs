@@ -92,7 +92,9 @@ impl DriftingClock {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, DriftState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn read(rate: f64, state: &DriftState, real: Instant) -> Instant {

@@ -144,8 +144,12 @@ pub trait ConditionalStore: Send + Sync + std::fmt::Debug + 'static {
     /// [`FenceUpdate::Keep`](crate::FenceUpdate::Keep). On success the applied
     /// record is returned; on a failed condition, the current record where the store
     /// can return it.
-    async fn put(&self, key: &LockKey, expect: Expect, new: NewRecord)
-    -> Result<Outcome, StoreError>;
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError>;
 
     /// Delete the record under `key` if `expect` holds, in one atomic step.
     ///

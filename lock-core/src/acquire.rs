@@ -1,0 +1,288 @@
+//! Acquire: one conditional write when the lock is vacant, otherwise watch the
+//! holder's record and take it over once its RVN has not changed for
+//! `lease × (1 + drift)`.
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use crate::client::Inner;
+use crate::clock::Instant;
+use crate::held::Held;
+use crate::{
+    AcquireOptions, Expect, FenceUpdate, LockError, LockGuard, LockKey, LockRecord, NewRecord,
+    Observation, Outcome, Rvn, StoreError,
+};
+
+/// How many times in a row a released record may be retried at once before the
+/// waiter paces itself (it is racing other waiters).
+const QUICK_RETRIES: u32 = 3;
+
+#[derive(Clone)]
+enum Step {
+    Put(Expect),
+    Read,
+}
+
+enum Reply {
+    /// The store's current record (after a rejection or a read).
+    Seen(Option<LockRecord>),
+    /// The store failed; the write may have applied if ambiguous.
+    Failed(StoreError),
+}
+
+impl Inner {
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        key: LockKey,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.ensure_running()?;
+        self.validate_input(&key, options.data.as_deref())?;
+        if let Some(guard) = self.reacquire(&key, options.reentrant)? {
+            return Ok(guard);
+        }
+        let span = tracing::info_span!("acquire", key = %key, owner = %self.config.owner);
+        self.acquire_loop(key, options).instrument(span).await
+    }
+
+    async fn acquire_loop(
+        self: &Arc<Self>,
+        key: LockKey,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        let timing = self.config.timing;
+        let started = self.clock.now();
+        let deadline = started + options.wait;
+        let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
+        // Writes of ours whose outcome is unknown: (rvn, send time).
+        let mut candidates: Vec<(Rvn, Instant)> = Vec::new();
+        let mut observation: Option<Observation> = None;
+        let mut step = if options.only_if_exists {
+            Step::Read
+        } else {
+            Step::Put(Expect::Vacant)
+        };
+        let mut errors: u32 = 0;
+        let mut quick: u32 = 0;
+        loop {
+            self.ensure_running()?;
+            let retry_step = step.clone();
+            let reply = match std::mem::replace(&mut step, Step::Read) {
+                Step::Put(expect) => {
+                    let takeover = matches!(expect, Expect::Version(_));
+                    let rvn = Rvn::fresh();
+                    let new = NewRecord {
+                        owner: self.config.owner.clone(),
+                        rvn: rvn.clone(),
+                        lease: timing.lease,
+                        released: false,
+                        fence: FenceUpdate::Next,
+                        data: options.data.clone(),
+                        expires_at: None,
+                    };
+                    let sent = self.clock.now();
+                    match self.store.put(&key, expect, new).await {
+                        Ok(Outcome::Applied(record)) => {
+                            if takeover {
+                                tracing::info!(fence = %record.fence, previous = observation.as_ref().map(|o| o.owner.as_str()).unwrap_or("-"), "took over expired lock");
+                            }
+                            return Ok(self.hold(record, rvn, sent, &options));
+                        }
+                        Ok(Outcome::Rejected { current }) => {
+                            match self.current_after_rejection(&key, current).await {
+                                Ok(current) => Reply::Seen(current),
+                                Err(error) => Reply::Failed(error),
+                            }
+                        }
+                        Err(error) => {
+                            if error.is_ambiguous() {
+                                candidates.push((rvn, sent));
+                            }
+                            Reply::Failed(error)
+                        }
+                    }
+                }
+                Step::Read => match self.store.get(&key).await {
+                    Ok(current) => Reply::Seen(current),
+                    Err(error) => Reply::Failed(error),
+                },
+            };
+            let now = self.clock.now();
+            let current = match reply {
+                Reply::Seen(current) => {
+                    errors = 0;
+                    current
+                }
+                Reply::Failed(error) => {
+                    if !error.is_retryable() {
+                        return Err(LockError::from_store(&key, error));
+                    }
+                    // Keep resolving an ambiguous write past the wait budget for as
+                    // long as that write, if it applied, would still hold the lock.
+                    let resolve_until = candidates
+                        .iter()
+                        .map(|(_, sent)| *sent + timing.lease)
+                        .max()
+                        .map_or(deadline, |until| until.max(deadline));
+                    if now >= resolve_until {
+                        return Err(LockError::from_store(&key, error));
+                    }
+                    tracing::debug!(attempt = errors, error = %error, "store error while acquiring, retrying");
+                    let pause = self.backoff(errors);
+                    errors = errors.saturating_add(1);
+                    self.clock
+                        .sleep_until((now + pause).min(resolve_until))
+                        .await;
+                    // After an ambiguous write, read to learn whether it applied;
+                    // otherwise the write surely did not apply: repeat it.
+                    if !error.is_ambiguous() && candidates.is_empty() {
+                        step = retry_step;
+                    }
+                    continue;
+                }
+            };
+            let Some(record) = current else {
+                if options.only_if_exists && candidates.is_empty() {
+                    return Err(LockError::NotFound { key });
+                }
+                step = Step::Put(Expect::Vacant);
+                quick += 1;
+                if quick > QUICK_RETRIES {
+                    self.pace(now, refresh, deadline, &key, None).await?;
+                }
+                continue;
+            };
+            if let Some(&(_, sent)) = candidates.iter().find(|(rvn, _)| *rvn == record.rvn) {
+                // One of our ambiguous writes applied.
+                if timing.lease_state(sent, record.lease, now).is_safe() {
+                    let rvn = record.rvn.clone();
+                    tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
+                    return Ok(self.hold(record, rvn, sent, &options));
+                }
+                // Too old to trust: acquire it afresh (a new fence) on top of it.
+                step = Step::Put(Expect::Version(record.rvn));
+                continue;
+            }
+            if record.released {
+                step = if options.only_if_exists {
+                    Step::Put(Expect::Version(record.rvn))
+                } else {
+                    Step::Put(Expect::Vacant)
+                };
+                quick += 1;
+                if quick > QUICK_RETRIES {
+                    self.pace(now, refresh, deadline, &key, Some(&record.owner))
+                        .await?;
+                }
+                continue;
+            }
+            quick = 0;
+            // Held by someone else: count from the first time we saw this RVN.
+            let watched = match observation.take() {
+                Some(seen) if seen.rvn == record.rvn => seen,
+                _ => Observation {
+                    rvn: record.rvn.clone(),
+                    lease: record.lease,
+                    owner: record.owner.clone(),
+                    seen_at: now,
+                },
+            };
+            let takeover_at = timing.takeover_at(&watched);
+            if now >= takeover_at {
+                step = Step::Put(Expect::Version(watched.rvn.clone()));
+                observation = Some(watched);
+                continue;
+            }
+            if now >= deadline {
+                return Err(LockError::AcquireTimeout {
+                    key,
+                    holder: Some(record.owner),
+                    waited: now.saturating_duration_since(started),
+                });
+            }
+            let wake = (now + self.jitter(refresh)).min(takeover_at).min(deadline);
+            tracing::trace!(holder = %record.owner, "lock held, waiting");
+            self.clock.sleep_until(wake).await;
+            step = if self.clock.now() >= takeover_at {
+                Step::Put(Expect::Version(watched.rvn.clone()))
+            } else {
+                Step::Read
+            };
+            observation = Some(watched);
+        }
+    }
+
+    /// Sleep one jittered refresh period, or fail with a timeout once the budget is
+    /// spent (used when racing other waiters for a vacant lock).
+    async fn pace(
+        &self,
+        now: Instant,
+        refresh: std::time::Duration,
+        deadline: Instant,
+        key: &LockKey,
+        holder: Option<&str>,
+    ) -> Result<(), LockError> {
+        if now >= deadline {
+            return Err(LockError::AcquireTimeout {
+                key: key.clone(),
+                holder: holder.map(str::to_owned),
+                waited: now.saturating_duration_since(deadline),
+            });
+        }
+        let wake = (now + self.jitter(refresh)).min(deadline);
+        self.clock.sleep_until(wake).await;
+        Ok(())
+    }
+
+    /// Record a confirmed acquisition and start heartbeating it.
+    fn hold(
+        self: &Arc<Self>,
+        record: LockRecord,
+        rvn: Rvn,
+        sent: Instant,
+        options: &AcquireOptions,
+    ) -> LockGuard {
+        let held = Arc::new(Held::new(
+            record.key.clone(),
+            record.fence,
+            options.delete_on_release,
+            rvn,
+            sent,
+            self.config.timing.lease,
+            record.data,
+        ));
+        tracing::info!(key = %held.key, fence = %held.fence, owner = %self.config.owner, "acquired");
+        self.lock_held().insert(held.key.clone(), held.clone());
+        self.schedule_first_heartbeat(held.clone(), sent);
+        LockGuard::new(self.clone(), held)
+    }
+
+    /// A second guard for a lock this client already holds, or an error.
+    fn reacquire(
+        self: &Arc<Self>,
+        key: &LockKey,
+        reentrant: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let held = match self.lock_held().get(key) {
+            Some(held) => held.clone(),
+            None => return Ok(None),
+        };
+        if !reentrant {
+            return Err(LockError::AlreadyHeld { key: key.clone() });
+        }
+        let shared = held.update(|state| {
+            if state.lost.is_none() && !state.stopping {
+                state.guards += 1;
+                true
+            } else {
+                false
+            }
+        });
+        if shared {
+            Ok(Some(LockGuard::new(self.clone(), held)))
+        } else {
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,552 @@
+//! [`LockClient`]: the user-facing API, and the state it shares with its guards and
+//! its heartbeat task.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use crate::clock::Instant;
+use crate::config::{ClientConfig, LockClientBuilder};
+use crate::heartbeat::{Command, Heartbeats};
+use crate::held::Held;
+use crate::write::{HeldWrite, WriteEnd};
+use crate::{
+    AcquireOptions, Capabilities, Clock, ConditionalStore, ListOptions, LockError, LockGuard,
+    LockInfo, LockKey, LockPage, LockView, LostReason,
+};
+
+/// A client of one lock store: acquires locks, heartbeats them from one background
+/// task, releases them.
+///
+/// Cheap to clone (all clones share the same held locks and heartbeat task). Build
+/// one with [`LockClient::builder`].
+#[derive(Clone, Debug)]
+pub struct LockClient {
+    inner: Arc<Inner>,
+}
+
+/// What [`LockClient::shutdown`] did.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Locks released (or already gone).
+    pub released: Vec<LockKey>,
+    /// Locks whose release failed, with the error.
+    pub failed: Vec<(LockKey, LockError)>,
+    /// Locks whose release did not finish within the shutdown timeout.
+    pub timed_out: Vec<LockKey>,
+}
+
+/// State shared by the client, its guards and its heartbeat task.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub store: Arc<dyn ConditionalStore>,
+    pub clock: Arc<dyn Clock>,
+    pub config: ClientConfig,
+    pub caps: Capabilities,
+    held: Mutex<HashMap<LockKey, Arc<Held>>>,
+    shut_down: AtomicBool,
+    heartbeats: Mutex<Option<Heartbeats>>,
+    rng: Mutex<fastrand::Rng>,
+}
+
+impl LockClient {
+    /// Start building a client over `store`.
+    pub fn builder(store: impl ConditionalStore) -> LockClientBuilder {
+        LockClientBuilder::new(Arc::new(store))
+    }
+
+    /// Start building a client over a shared store (for example one picked at run
+    /// time as `Arc<dyn ConditionalStore>`).
+    pub fn builder_shared(store: Arc<dyn ConditionalStore>) -> LockClientBuilder {
+        LockClientBuilder::new(store)
+    }
+
+    pub(crate) fn from_parts(
+        store: Arc<dyn ConditionalStore>,
+        clock: Arc<dyn Clock>,
+        config: ClientConfig,
+    ) -> Self {
+        let caps = store.capabilities();
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                config,
+                caps,
+                held: Mutex::new(HashMap::new()),
+                shut_down: AtomicBool::new(false),
+                heartbeats: Mutex::new(None),
+                rng: Mutex::new(fastrand::Rng::new()),
+            }),
+        }
+    }
+
+    /// The owner name this client writes.
+    pub fn owner(&self) -> &str {
+        &self.inner.config.owner
+    }
+
+    /// The lease duration this client writes.
+    pub fn lease(&self) -> Duration {
+        self.inner.config.timing.lease
+    }
+
+    /// Acquire `key`, waiting up to the options' budget.
+    ///
+    /// A vacant lock (absent or released) costs one store write. A held lock is
+    /// polled every refresh period (jittered) and taken over once its record has kept
+    /// the same version for the holder's lease × (1 + max drift). When the budget
+    /// runs out, [`LockError::AcquireTimeout`] names the holder and the time waited.
+    pub async fn acquire(
+        &self,
+        key: impl Into<LockKey>,
+        options: AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.inner.acquire(key.into(), options).await
+    }
+
+    /// One attempt: `Ok(None)` when someone else holds the lock.
+    pub async fn try_acquire(
+        &self,
+        key: impl Into<LockKey>,
+    ) -> Result<Option<LockGuard>, LockError> {
+        match self.inner.acquire(key.into(), AcquireOptions::new()).await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(LockError::AcquireTimeout { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Acquire `key`, run `work` while the lock is held, then release it.
+    ///
+    /// `work` is cancelled (its future dropped) as soon as the lease stops being
+    /// safe, and the call returns [`LockError::Lost`]; otherwise it returns what
+    /// `work` returned. A failed release after `work` finished is logged, not
+    /// returned: the lease then runs out on its own.
+    pub async fn with_lock<F, Fut, T>(
+        &self,
+        key: impl Into<LockKey>,
+        options: AcquireOptions,
+        work: F,
+    ) -> Result<T, LockError>
+    where
+        F: FnOnce(LockView) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.acquire(key, options).await?;
+        let view = guard.view();
+        let untrusted = view.until_unsafe();
+        let outcome = tokio::select! {
+            biased;
+            reason = untrusted => Err(reason),
+            value = work(view) => Ok(value),
+        };
+        let key = guard.key().clone();
+        match outcome {
+            Ok(value) => {
+                if let Err(error) = guard.release().await {
+                    tracing::warn!(%key, %error, "release after with_lock failed");
+                }
+                Ok(value)
+            }
+            Err(reason) => {
+                tracing::warn!(%key, %reason, "with_lock cancelled its work: lease no longer safe");
+                if let Err(error) = guard.release().await {
+                    tracing::debug!(%key, %error, "release after losing the lease failed");
+                }
+                Err(LockError::Lost { key, reason })
+            }
+        }
+    }
+
+    /// The lock's record as stored (strongly consistent read), or `None`.
+    pub async fn get_lock(&self, key: impl Into<LockKey>) -> Result<Option<LockInfo>, LockError> {
+        self.inner.ensure_running()?;
+        let key = key.into();
+        self.inner.validate_input(&key, None)?;
+        let record = self
+            .inner
+            .store
+            .get(&key)
+            .await
+            .map_err(|error| LockError::from_store(&key, error))?;
+        Ok(record.map(|record| {
+            let mine = self.inner.holds_version(&record.key, record.rvn.as_str());
+            LockInfo::from_record(record, mine)
+        }))
+    }
+
+    /// One page of locks.
+    pub async fn list_locks(&self, options: ListOptions) -> Result<LockPage, LockError> {
+        self.inner.ensure_running()?;
+        let page = self
+            .inner
+            .store
+            .list(options.partition.as_deref(), options.cursor, options.limit)
+            .await
+            .map_err(|error| {
+                let key = LockKey::new(options.partition.clone().unwrap_or_else(|| "*".into()));
+                LockError::from_store(&key, error)
+            })?;
+        let locks = page
+            .records
+            .into_iter()
+            .map(|record| {
+                let mine = self.inner.holds_version(&record.key, record.rvn.as_str());
+                LockInfo::from_record(record, mine)
+            })
+            .collect();
+        Ok(LockPage {
+            locks,
+            next: page.next,
+        })
+    }
+
+    /// Keys this client holds right now.
+    pub fn held_keys(&self) -> Vec<LockKey> {
+        let mut keys: Vec<LockKey> = self.inner.lock_held().keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// Stop heartbeats and release every held lock concurrently, waiting at most the
+    /// shutdown timeout. Later calls on this client (and a second shutdown) return
+    /// [`LockError::Shutdown`].
+    pub async fn shutdown(&self) -> Result<ShutdownReport, LockError> {
+        self.inner.shutdown().await
+    }
+}
+
+impl Inner {
+    pub(crate) fn lock_held(&self) -> MutexGuard<'_, HashMap<LockKey, Arc<Held>>> {
+        self.held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn ensure_running(&self) -> Result<(), LockError> {
+        if self.shut_down.load(Ordering::Acquire) {
+            Err(LockError::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn holds_version(&self, key: &LockKey, rvn: &str) -> bool {
+        self.lock_held()
+            .get(key)
+            .is_some_and(|held| held.state().rvn.as_str() == rvn)
+    }
+
+    /// Check a key and data against the store's limits before anything is written.
+    pub(crate) fn validate_input(
+        &self,
+        key: &LockKey,
+        data: Option<&[u8]>,
+    ) -> Result<(), LockError> {
+        let invalid = |reason: String| {
+            Err(LockError::InvalidInput {
+                reason,
+                source: None,
+            })
+        };
+        if key.partition().is_empty() {
+            return invalid("the partition key is empty".into());
+        }
+        if key.partition().len() > self.caps.max_partition_key_bytes {
+            return invalid(format!(
+                "the partition key is {} bytes; this store allows at most {}",
+                key.partition().len(),
+                self.caps.max_partition_key_bytes
+            ));
+        }
+        if let Some(sort) = key.sort() {
+            if !self.caps.sort_keys {
+                return invalid(format!("lock {key}: this store does not support sort keys"));
+            }
+            if sort.is_empty() {
+                return invalid(format!("lock {key}: the sort key is empty"));
+            }
+            if sort.len() > self.caps.max_sort_key_bytes {
+                return invalid(format!(
+                    "the sort key is {} bytes; this store allows at most {}",
+                    sort.len(),
+                    self.caps.max_sort_key_bytes
+                ));
+            }
+        }
+        let size = key.partition().len()
+            + key.sort().map_or(0, str::len)
+            + self.config.owner.len()
+            + data.map_or(0, <[u8]>::len);
+        if size > self.caps.max_record_bytes {
+            return invalid(format!(
+                "lock {key}: key, owner and data take {size} bytes; this store allows records of at most {} bytes",
+                self.caps.max_record_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// A random fraction in `[0, 1)`.
+    pub(crate) fn random(&self) -> f64 {
+        self.rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .f64()
+    }
+
+    /// Between half and all of `period`.
+    pub(crate) fn jitter(&self, period: Duration) -> Duration {
+        let half = period / 2;
+        half + half.mul_f64(self.random())
+    }
+
+    /// Queue the first heartbeat of a fresh acquisition, spread over the last
+    /// quarter of the period so locks taken together do not beat together.
+    pub(crate) fn schedule_first_heartbeat(self: &Arc<Self>, held: Arc<Held>, sent: Instant) {
+        let period = self.config.heartbeat_period;
+        let first = sent + period - (period / 4).mul_f64(self.random());
+        self.schedule(held, first);
+    }
+
+    fn schedule(self: &Arc<Self>, held: Arc<Held>, at: Instant) {
+        let mut heartbeats = self
+            .heartbeats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let running = heartbeats
+            .as_ref()
+            .is_some_and(|beats| !beats.task.is_finished());
+        if !running {
+            *heartbeats = Some(Heartbeats::start(
+                Arc::downgrade(self),
+                self.clock.clone(),
+                self.config.heartbeat_rate_limit,
+            ));
+        }
+        if let Some(beats) = heartbeats.as_ref() {
+            // The task only ends when the client is gone or shut down.
+            let _ = beats.tx.send(Command::Schedule(held, at));
+        }
+    }
+
+    /// Mark `held` lost and forget it, so this client can acquire the key again.
+    pub(crate) fn lose(&self, held: &Arc<Held>, reason: LostReason) {
+        held.mark_lost(reason);
+        self.forget(held);
+    }
+
+    fn forget(&self, held: &Arc<Held>) {
+        let mut map = self.lock_held();
+        if map
+            .get(&held.key)
+            .is_some_and(|current| Arc::ptr_eq(current, held))
+        {
+            map.remove(&held.key);
+        }
+    }
+
+    pub(crate) async fn set_data(
+        &self,
+        held: &Arc<Held>,
+        data: Option<Vec<u8>>,
+    ) -> Result<(), LockError> {
+        self.ensure_running()?;
+        self.validate_input(&held.key, data.as_deref())?;
+        let _writing = held.write.lock().await;
+        let (lost, expires) = {
+            let state = held.state();
+            (state.lost.clone(), state.confirmed_send + state.lease)
+        };
+        if let Some(reason) = lost {
+            return Err(LockError::Lost {
+                key: held.key.clone(),
+                reason,
+            });
+        }
+        match self
+            .write_held(held, HeldWrite::SetData(data), expires)
+            .await
+        {
+            WriteEnd::Confirmed => Ok(()),
+            WriteEnd::Stolen { owner } => {
+                let reason = LostReason::Stolen { owner };
+                self.lose(held, reason.clone());
+                Err(LockError::Lost {
+                    key: held.key.clone(),
+                    reason,
+                })
+            }
+            WriteEnd::GaveUp(_) | WriteEnd::Stopped => {
+                self.lose(held, LostReason::Expired);
+                Err(LockError::Lost {
+                    key: held.key.clone(),
+                    reason: LostReason::Expired,
+                })
+            }
+            WriteEnd::Failed(error) => Err(LockError::from_store(&held.key, error)),
+        }
+    }
+
+    /// Drop one guard of `held`; the last one releases the lock.
+    pub(crate) async fn release(&self, held: Arc<Held>, delete: bool) -> Result<(), LockError> {
+        let last = held.update(|state| {
+            state.guards = state.guards.saturating_sub(1);
+            if state.guards == 0 {
+                state.stopping = true;
+                true
+            } else {
+                false
+            }
+        });
+        if !last {
+            return Ok(());
+        }
+        self.forget(&held);
+        let span = tracing::info_span!("release", key = %held.key, fence = %held.fence);
+        self.write_release(&held, delete).instrument(span).await
+    }
+
+    async fn write_release(&self, held: &Arc<Held>, delete: bool) -> Result<(), LockError> {
+        let _writing = held.write.lock().await;
+        let (lost, expires) = {
+            let state = held.state();
+            (state.lost.clone(), state.confirmed_send + state.lease)
+        };
+        match lost {
+            Some(LostReason::Released) => return Ok(()),
+            Some(reason @ LostReason::Stolen { .. }) => {
+                return Err(LockError::Lost {
+                    key: held.key.clone(),
+                    reason,
+                });
+            }
+            // Expired or in danger: the record may still be ours; try to vacate it.
+            _ => {}
+        }
+        let give_up_at = expires.max(self.clock.now() + self.config.retry_max * 4);
+        let write = if delete {
+            HeldWrite::Delete
+        } else {
+            HeldWrite::Release
+        };
+        match self.write_held(held, write, give_up_at).await {
+            WriteEnd::Confirmed => {
+                held.mark_lost(LostReason::Released);
+                tracing::info!("released");
+                Ok(())
+            }
+            WriteEnd::Stolen { owner } => {
+                let reason = LostReason::Stolen { owner };
+                held.mark_lost(reason.clone());
+                Err(LockError::Lost {
+                    key: held.key.clone(),
+                    reason,
+                })
+            }
+            WriteEnd::GaveUp(error) => Err(LockError::Store {
+                key: held.key.clone(),
+                source: error.unwrap_or_else(|| {
+                    crate::StoreError::unavailable("release did not complete before its deadline")
+                }),
+            }),
+            WriteEnd::Failed(error) => Err(LockError::from_store(&held.key, error)),
+            WriteEnd::Stopped => Ok(()),
+        }
+    }
+
+    /// A guard was dropped without release: release it in the background, best
+    /// effort. Without a runtime, heartbeats stop and the lease runs out.
+    pub(crate) fn release_in_background(self: &Arc<Self>, held: Arc<Held>) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let inner = self.clone();
+                runtime.spawn(async move {
+                    let key = held.key.clone();
+                    if let Err(error) = inner.release(held, false).await {
+                        tracing::debug!(%key, %error, "background release failed");
+                    }
+                });
+            }
+            Err(_) => {
+                held.update(|state| {
+                    state.guards = state.guards.saturating_sub(1);
+                    if state.guards == 0 {
+                        state.stopping = true;
+                    }
+                });
+                if held.state().stopping {
+                    self.forget(&held);
+                }
+            }
+        }
+    }
+
+    async fn shutdown(self: &Arc<Self>) -> Result<ShutdownReport, LockError> {
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return Err(LockError::Shutdown);
+        }
+        let span = tracing::info_span!("shutdown", owner = %self.config.owner);
+        async {
+            if let Some(beats) = self
+                .heartbeats
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take()
+            {
+                beats.task.abort();
+            }
+            let held: Vec<Arc<Held>> = self.lock_held().drain().map(|(_, held)| held).collect();
+            let mut pending: Vec<LockKey> = held.iter().map(|held| held.key.clone()).collect();
+            let mut releases = JoinSet::new();
+            for held in held {
+                held.update(|state| state.stopping = true);
+                let inner = self.clone();
+                releases.spawn(async move {
+                    let result = inner.write_release(&held, held.delete_on_release).await;
+                    (held.key.clone(), result)
+                });
+            }
+            let mut report = ShutdownReport::default();
+            let deadline = self
+                .clock
+                .sleep_until(self.clock.now() + self.config.shutdown_timeout);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    next = releases.join_next() => match next {
+                        Some(Ok((key, result))) => {
+                            pending.retain(|k| *k != key);
+                            match result {
+                                Ok(()) => report.released.push(key),
+                                Err(error) => report.failed.push((key, error)),
+                            }
+                        }
+                        Some(Err(_)) => {}
+                        None => break,
+                    },
+                    () = &mut deadline => {
+                        releases.abort_all();
+                        report.timed_out = pending;
+                        break;
+                    }
+                }
+            }
+            tracing::info!(
+                released = report.released.len(),
+                failed = report.failed.len(),
+                "shut down"
+            );
+            Ok(report)
+        }
+        .instrument(span)
+        .await
+    }
+}

@@ -1,0 +1,207 @@
+//! Client configuration: the builder, its defaults and its validation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Clock, ConditionalStore, ConfigError, LockClient, LockError, Timing, TokioClock};
+
+/// Validated settings of one [`LockClient`].
+#[derive(Clone, Debug)]
+pub(crate) struct ClientConfig {
+    pub owner: String,
+    pub timing: Timing,
+    pub heartbeat_period: Duration,
+    pub refresh_period: Duration,
+    pub heartbeat_rate_limit: Option<u32>,
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    pub shutdown_timeout: Duration,
+}
+
+/// Builds a [`LockClient`]; see [`LockClient::builder`].
+///
+/// Defaults: lease 20 s, heartbeat every lease / 4, refresh (poll) period 1 s (or
+/// lease / 4 if shorter), max clock drift 1 %, safety margin lease / 10 (at most
+/// 1 s), no heartbeat rate limit, store retries backing off from 50 ms to 2 s,
+/// shutdown bounded by 5 s, owner name = host name + random suffix.
+#[derive(Debug)]
+#[must_use]
+pub struct LockClientBuilder {
+    store: Arc<dyn ConditionalStore>,
+    clock: Arc<dyn Clock>,
+    owner: Option<String>,
+    lease: Duration,
+    heartbeat_period: Option<Duration>,
+    refresh_period: Option<Duration>,
+    max_drift: f64,
+    safety_margin: Option<Duration>,
+    heartbeat_rate_limit: Option<u32>,
+    retry_base: Duration,
+    retry_max: Duration,
+    shutdown_timeout: Duration,
+}
+
+impl LockClientBuilder {
+    pub(crate) fn new(store: Arc<dyn ConditionalStore>) -> Self {
+        Self {
+            store,
+            clock: Arc::new(TokioClock),
+            owner: None,
+            lease: Duration::from_secs(20),
+            heartbeat_period: None,
+            refresh_period: None,
+            max_drift: 0.01,
+            safety_margin: None,
+            heartbeat_rate_limit: None,
+            retry_base: Duration::from_millis(50),
+            retry_max: Duration::from_secs(2),
+            shutdown_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The owner name written into every record (default: host name + random
+    /// suffix). Two clients must never share one.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// The lease duration `L`: how long a record stays trusted without a heartbeat.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How often each held lock is heartbeaten (default lease / 4). Must be shorter
+    /// than the safe time `L × (1 − drift) − margin`.
+    pub fn heartbeat_period(mut self, period: Duration) -> Self {
+        self.heartbeat_period = Some(period);
+        self
+    }
+
+    /// How often a waiting acquire polls the lock (default 1 s, or lease / 4 when
+    /// shorter). Each poll is jittered to between half and all of this period.
+    pub fn refresh_period(mut self, period: Duration) -> Self {
+        self.refresh_period = Some(period);
+        self
+    }
+
+    /// Bound on every client's clock rate error, as a fraction (default 0.01). A
+    /// holder stops trusting its lease `L × drift` early and a waiter waits
+    /// `L × drift` longer.
+    pub fn max_clock_drift(mut self, drift: f64) -> Self {
+        self.max_drift = drift;
+        self
+    }
+
+    /// Extra time the holder stops trusting its lease before the drift-adjusted end,
+    /// covering scheduling delays (default lease / 10, at most 1 s).
+    pub fn safety_margin(mut self, margin: Duration) -> Self {
+        self.safety_margin = Some(margin);
+        self
+    }
+
+    /// At most this many heartbeats started per second by this client (default
+    /// unlimited); heartbeats beyond it are spread out.
+    pub fn heartbeat_rate_limit(mut self, per_second: u32) -> Self {
+        self.heartbeat_rate_limit = Some(per_second);
+        self
+    }
+
+    /// Backoff for retried store errors: from `base`, doubling, capped at `max`,
+    /// with jitter.
+    pub fn retry_backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.retry_base = base;
+        self.retry_max = max.max(base);
+        self
+    }
+
+    /// How long [`LockClient::shutdown`] waits for its releases (default 5 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// The clock all timing decisions read (default [`TokioClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Validate the settings and build the client. Writes nothing.
+    pub fn build(self) -> Result<LockClient, LockError> {
+        let config = self.validate()?;
+        Ok(LockClient::from_parts(self.store, self.clock, config))
+    }
+
+    fn validate(&self) -> Result<ClientConfig, ConfigError> {
+        let lease = self.lease;
+        if lease.is_zero() {
+            return Err(ConfigError::ZeroLease);
+        }
+        if !(0.0..0.5).contains(&self.max_drift) || !self.max_drift.is_finite() {
+            return Err(ConfigError::BadDrift {
+                drift: self.max_drift,
+            });
+        }
+        let margin = self
+            .safety_margin
+            .unwrap_or_else(|| (lease / 10).min(Duration::from_secs(1)));
+        let timing = Timing {
+            lease,
+            max_drift: self.max_drift,
+            safety_margin: margin,
+        };
+        let safe = timing.safe_time();
+        if safe.is_zero() {
+            return Err(ConfigError::NoSafeTime {
+                lease,
+                drift: self.max_drift,
+                margin,
+            });
+        }
+        let heartbeat = self.heartbeat_period.unwrap_or(lease / 4);
+        if heartbeat.is_zero() {
+            return Err(ConfigError::ZeroHeartbeat);
+        }
+        if heartbeat >= safe {
+            return Err(ConfigError::HeartbeatTooSlow { heartbeat, safe });
+        }
+        let refresh = self
+            .refresh_period
+            .unwrap_or_else(|| Duration::from_secs(1).min(lease / 4));
+        if refresh.is_zero() {
+            return Err(ConfigError::ZeroRefresh);
+        }
+        if self.heartbeat_rate_limit == Some(0) {
+            return Err(ConfigError::ZeroRateLimit);
+        }
+        let owner = match &self.owner {
+            Some(owner) if owner.trim().is_empty() => return Err(ConfigError::EmptyOwner),
+            Some(owner) => owner.clone(),
+            None => default_owner(),
+        };
+        Ok(ClientConfig {
+            owner,
+            timing,
+            heartbeat_period: heartbeat,
+            refresh_period: refresh,
+            heartbeat_rate_limit: self.heartbeat_rate_limit,
+            retry_base: self.retry_base,
+            retry_max: self.retry_max,
+            shutdown_timeout: self.shutdown_timeout,
+        })
+    }
+}
+
+/// Host name plus a random suffix, so two processes on one host differ.
+fn default_owner() -> String {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let host = if host.is_empty() {
+        "localhost".to_owned()
+    } else {
+        host
+    };
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}", &suffix[..8])
+}

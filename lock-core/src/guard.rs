@@ -1,0 +1,156 @@
+//! [`LockGuard`], the proof of holding a lock, and [`LockView`], a cheap read-only
+//! handle to the same acquisition.
+
+use std::future::Future;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Inner;
+use crate::held::Held;
+use crate::{Fence, LeaseState, LockError, LockKey, LostReason};
+
+/// A cheap, clonable, read-only handle to a held lock: what
+/// [`with_lock`](crate::LockClient::with_lock) hands its closure, and what a
+/// [`LockGuard`] derefs to.
+#[derive(Clone, Debug)]
+pub struct LockView {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) held: Arc<Held>,
+}
+
+impl LockView {
+    /// The lock's key.
+    pub fn key(&self) -> &LockKey {
+        &self.held.key
+    }
+
+    /// The fencing token of this acquisition: pass it to the resource you protect.
+    pub fn fence(&self) -> Fence {
+        self.held.fence
+    }
+
+    /// This client's owner name, as written in the record.
+    pub fn owner(&self) -> &str {
+        &self.inner.config.owner
+    }
+
+    /// The data stored with the lock, as last written by this client.
+    pub fn data(&self) -> Option<Vec<u8>> {
+        self.held.state().data.clone()
+    }
+
+    /// How far the lease can be trusted now.
+    pub fn state(&self) -> LeaseState {
+        self.held
+            .lease_state(&self.inner.config.timing, self.inner.clock.now())
+    }
+
+    /// True while the lease is safe.
+    pub fn is_safe(&self) -> bool {
+        self.state().is_safe()
+    }
+
+    /// Safe time left (zero once in danger or lost). Heartbeats extend it.
+    pub fn remaining(&self) -> Duration {
+        match self.state() {
+            LeaseState::Safe { remaining } => remaining,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// A future that resolves with the reason once the lease is lost: stolen (seen
+    /// by a heartbeat), expired (no heartbeat confirmed within the lease), or
+    /// released. It does not borrow the guard.
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        let view = self.clone();
+        async move {
+            view.held
+                .until(&view.inner.config.timing, view.inner.clock.as_ref(), false)
+                .await
+        }
+    }
+
+    /// A future that resolves as soon as the lease is no longer safe (in danger or
+    /// lost), with [`LostReason::InDanger`] or the loss reason.
+    pub fn until_unsafe(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        let view = self.clone();
+        async move {
+            view.held
+                .until(&view.inner.config.timing, view.inner.clock.as_ref(), true)
+                .await
+        }
+    }
+}
+
+/// Proof that this client holds a lock.
+///
+/// Heartbeats keep it while it lives. Release it with [`release`](Self::release) to
+/// learn whether the release was written; dropping it releases in the background,
+/// best effort (the record otherwise expires after its lease).
+///
+/// Derefs to [`LockView`] for [`fence`](LockView::fence), [`state`](LockView::state),
+/// [`lost`](LockView::lost) and the rest.
+#[must_use = "dropping the guard releases the lock at once"]
+#[derive(Debug)]
+pub struct LockGuard {
+    view: LockView,
+    active: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn new(inner: Arc<Inner>, held: Arc<Held>) -> Self {
+        Self {
+            view: LockView { inner, held },
+            active: true,
+        }
+    }
+
+    /// A clonable read-only handle to this acquisition.
+    pub fn view(&self) -> LockView {
+        self.view.clone()
+    }
+
+    /// Replace the data stored with the lock. One conditional write, which also
+    /// extends the lease.
+    pub async fn set_data(&self, data: Option<Vec<u8>>) -> Result<(), LockError> {
+        self.view.inner.set_data(&self.view.held, data).await
+    }
+
+    /// Release the lock, keeping the record (marked released, fence kept) so the
+    /// key's fences keep increasing; or delete it if the acquire asked for
+    /// delete-on-release. With reentrant guards, only the last one writes.
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.active = false;
+        let delete = self.view.held.delete_on_release;
+        self.view
+            .inner
+            .release(self.view.held.clone(), delete)
+            .await
+    }
+
+    /// Release the lock by deleting its record. This resets the key's fence
+    /// history: the next acquisition gets fence 1.
+    pub async fn release_and_delete(mut self) -> Result<(), LockError> {
+        self.active = false;
+        self.view.inner.release(self.view.held.clone(), true).await
+    }
+}
+
+impl Deref for LockGuard {
+    type Target = LockView;
+
+    fn deref(&self) -> &LockView {
+        &self.view
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.active {
+            self.view
+                .inner
+                .release_in_background(self.view.held.clone());
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The client's bookkeeping for one held lock, shared by its guards and the
+//! heartbeat task.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::clock::{Clock, Instant};
+use crate::{Fence, LeaseState, LockKey, LostReason, Rvn, Timing};
+
+/// One acquisition held by this client.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub key: LockKey,
+    pub fence: Fence,
+    pub delete_on_release: bool,
+    /// Serializes writes to this record (heartbeat, data update, release), so each
+    /// write expects the RVN the previous one confirmed.
+    pub write: tokio::sync::Mutex<()>,
+    state: Mutex<HeldState>,
+    /// Bumped on every change of `state`; waiters for loss or danger watch it.
+    changed: watch::Sender<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct HeldState {
+    /// RVN of the latest confirmed write.
+    pub rvn: Rvn,
+    /// Send time of the latest confirmed write: the lease runs from here.
+    pub confirmed_send: Instant,
+    pub lease: Duration,
+    pub data: Option<Vec<u8>>,
+    /// Set once the lease can no longer be trusted, for good.
+    pub lost: Option<LostReason>,
+    /// Reentrant guards alive for this acquisition.
+    pub guards: usize,
+    /// Release has begun: heartbeats stop.
+    pub stopping: bool,
+    /// Writes whose outcome is unknown (ambiguous), with their send times. A later
+    /// reply that shows one of these RVNs proves that write applied.
+    pub pending: Vec<(Rvn, Instant)>,
+    /// A delete of ours failed ambiguously, so an absent record may be our doing.
+    pub ambiguous_delete: bool,
+}
+
+impl Held {
+    pub fn new(
+        key: LockKey,
+        fence: Fence,
+        delete_on_release: bool,
+        rvn: Rvn,
+        confirmed_send: Instant,
+        lease: Duration,
+        data: Option<Vec<u8>>,
+    ) -> Self {
+        Self {
+            key,
+            fence,
+            delete_on_release,
+            write: tokio::sync::Mutex::new(()),
+            state: Mutex::new(HeldState {
+                rvn,
+                confirmed_send,
+                lease,
+                data,
+                lost: None,
+                guards: 1,
+                stopping: false,
+                pending: Vec::new(),
+                ambiguous_delete: false,
+            }),
+            changed: watch::Sender::new(0),
+        }
+    }
+
+    /// Lock the state. A poisoned lock still holds consistent data (every update is
+    /// a few field stores), so recover it instead of panicking.
+    pub fn state(&self) -> MutexGuard<'_, HeldState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Apply `update` to the state and wake everyone watching it.
+    pub fn update<R>(&self, update: impl FnOnce(&mut HeldState) -> R) -> R {
+        let result = update(&mut self.state());
+        self.changed
+            .send_modify(|version| *version = version.wrapping_add(1));
+        result
+    }
+
+    /// A write sent at `sent` with `rvn` is confirmed: the lease now runs from
+    /// `sent`. Never moves the deadline backwards.
+    pub fn confirm(&self, rvn: Rvn, sent: Instant, data: Option<Vec<u8>>) {
+        self.update(|state| {
+            state.rvn = rvn;
+            state.pending.clear();
+            if sent > state.confirmed_send {
+                state.confirmed_send = sent;
+            }
+            state.data = data;
+        });
+    }
+
+    /// Mark the lease lost for good (the first reason wins).
+    pub fn mark_lost(&self, reason: LostReason) {
+        self.update(|state| {
+            if state.lost.is_none() {
+                state.lost = Some(reason);
+            }
+        });
+    }
+
+    /// Still worth heartbeating: not lost and not being released.
+    pub fn wants_heartbeat(&self) -> bool {
+        let state = self.state();
+        state.lost.is_none() && !state.stopping
+    }
+
+    /// The holder's view at `now`.
+    pub fn lease_state(&self, timing: &Timing, now: Instant) -> LeaseState {
+        let state = self.state();
+        if let Some(reason) = &state.lost {
+            return LeaseState::Lost {
+                reason: reason.clone(),
+            };
+        }
+        timing.lease_state(state.confirmed_send, state.lease, now)
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Resolve with the reason once the lease is lost, or (with `stop_at_danger`)
+    /// once it is no longer safe.
+    pub async fn until(
+        &self,
+        timing: &Timing,
+        clock: &dyn Clock,
+        stop_at_danger: bool,
+    ) -> LostReason {
+        let mut changes = self.subscribe();
+        loop {
+            let now = clock.now();
+            let wake = {
+                let state = self.state();
+                if let Some(reason) = &state.lost {
+                    return reason.clone();
+                }
+                let safe_until = state.confirmed_send + timing.safe_time_for(state.lease);
+                let expires = state.confirmed_send + state.lease;
+                if now >= expires {
+                    return LostReason::Expired;
+                }
+                if stop_at_danger && now >= safe_until {
+                    return LostReason::InDanger;
+                }
+                if stop_at_danger { safe_until } else { expires }
+            };
+            tokio::select! {
+                () = clock.sleep_until(wake) => {}
+                changed = changes.changed() => {
+                    // The sender lives as long as `self`; an error cannot happen while
+                    // we borrow it, but do not spin if it somehow does.
+                    if changed.is_err() {
+                        clock.sleep_until(wake).await;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Per-call options: [`AcquireOptions`] and [`ListOptions`].
+
+use std::time::Duration;
+
+use crate::Cursor;
+
+/// How one [`acquire`](crate::LockClient::acquire) behaves.
+///
+/// The default makes one attempt (zero wait budget), stores no data, creates the
+/// record when absent, is not reentrant and keeps the record on release.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[must_use]
+pub struct AcquireOptions {
+    pub(crate) wait: Duration,
+    pub(crate) refresh_period: Option<Duration>,
+    pub(crate) data: Option<Vec<u8>>,
+    pub(crate) only_if_exists: bool,
+    pub(crate) reentrant: bool,
+    pub(crate) delete_on_release: bool,
+}
+
+impl AcquireOptions {
+    /// The defaults: one attempt, no data.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Wait up to `budget` for the lock (zero = one attempt). A lock that is held and
+    /// not released can only be taken over after the holder's lease × (1 + drift)
+    /// without a heartbeat, so a budget shorter than that only wins released locks.
+    pub fn wait(mut self, budget: Duration) -> Self {
+        self.wait = budget;
+        self
+    }
+
+    /// Poll period while waiting, overriding the client's refresh period.
+    pub fn refresh_period(mut self, period: Duration) -> Self {
+        self.refresh_period = Some(period);
+        self
+    }
+
+    /// Bytes to store with the lock (readable by anyone with
+    /// [`get_lock`](crate::LockClient::get_lock)).
+    pub fn data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.data = Some(data.into());
+        self
+    }
+
+    /// Only acquire a lock whose record already exists (held or released);
+    /// [`LockError::NotFound`](crate::LockError::NotFound) otherwise.
+    pub fn only_if_exists(mut self, yes: bool) -> Self {
+        self.only_if_exists = yes;
+        self
+    }
+
+    /// If this client already holds the lock, return another guard for the same
+    /// acquisition (same fence) instead of
+    /// [`LockError::AlreadyHeld`](crate::LockError::AlreadyHeld). The lock is
+    /// released when the last guard is.
+    pub fn reentrant(mut self, yes: bool) -> Self {
+        self.reentrant = yes;
+        self
+    }
+
+    /// Delete the record on release instead of marking it released. This resets
+    /// the key's fence history (the next acquisition gets fence 1 again): only use it
+    /// when nothing relies on the fences of this key.
+    pub fn delete_on_release(mut self, yes: bool) -> Self {
+        self.delete_on_release = yes;
+        self
+    }
+}
+
+/// What [`list_locks`](crate::LockClient::list_locks) returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct ListOptions {
+    pub(crate) partition: Option<String>,
+    pub(crate) cursor: Option<Cursor>,
+    pub(crate) limit: usize,
+}
+
+impl Default for ListOptions {
+    fn default() -> Self {
+        Self {
+            partition: None,
+            cursor: None,
+            limit: 100,
+        }
+    }
+}
+
+impl ListOptions {
+    /// The first page of up to 100 locks of every partition.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only the locks of this partition.
+    pub fn partition(mut self, partition: impl Into<String>) -> Self {
+        self.partition = Some(partition.into());
+        self
+    }
+
+    /// Continue from the `next` cursor of a previous page.
+    pub fn cursor(mut self, cursor: Option<Cursor>) -> Self {
+        self.cursor = cursor;
+        self
+    }
+
+    /// At most this many locks per page (at least 1).
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit.max(1);
+        self
+    }
+}

@@ -1,0 +1,210 @@
+//! Writes to a record this client holds (heartbeat, data update, release), with
+//! retries and ambiguous-write resolution by RVN.
+//!
+//! Every write carries a fresh RVN. A write that fails ambiguously is remembered
+//! as a *candidate* with its send time; when a later reply shows the store holding a
+//! candidate's RVN, that write applied and the lease runs from its send time. The
+//! deadline only ever moves on a confirmed write.
+
+use std::time::Duration;
+
+use crate::client::Inner;
+use crate::clock::Instant;
+use crate::held::Held;
+use crate::{Expect, FenceUpdate, LockRecord, NewRecord, Outcome, Rvn, StoreError};
+
+/// What a held write is for.
+#[derive(Clone, Debug)]
+pub(crate) enum HeldWrite {
+    /// Extend the lease, keep the data.
+    Heartbeat,
+    /// Replace the data (extends the lease too).
+    SetData(Option<Vec<u8>>),
+    /// Mark released, keeping the record and its fence.
+    Release,
+    /// Delete the record.
+    Delete,
+}
+
+/// How a held write ended.
+#[derive(Debug)]
+pub(crate) enum WriteEnd {
+    /// The write (or an earlier ambiguous one) is known to have applied.
+    Confirmed,
+    /// The record is no longer ours.
+    Stolen { owner: Option<String> },
+    /// Retries ran past `give_up_at`; the last store error.
+    GaveUp(Option<StoreError>),
+    /// The store refused the request for good (invalid, unauthorized, not found...).
+    Failed(StoreError),
+    /// Release began while a heartbeat was retrying.
+    Stopped,
+}
+
+impl Inner {
+    /// Perform `write` on `held` under its write lock (the caller holds it).
+    pub(crate) async fn write_held(
+        &self,
+        held: &Held,
+        write: HeldWrite,
+        give_up_at: Instant,
+    ) -> WriteEnd {
+        let is_heartbeat = matches!(write, HeldWrite::Heartbeat);
+        let mut attempt: u32 = 0;
+        let mut last_error = None;
+        let mut changes = held.subscribe();
+        loop {
+            let (expected, data) = {
+                let state = held.state();
+                if is_heartbeat && (state.stopping || state.lost.is_some()) {
+                    return WriteEnd::Stopped;
+                }
+                let data = match &write {
+                    HeldWrite::SetData(data) => data.clone(),
+                    _ => state.data.clone(),
+                };
+                (state.rvn.clone(), data)
+            };
+            let sent = self.clock.now();
+            if sent >= give_up_at {
+                return WriteEnd::GaveUp(last_error);
+            }
+            let rvn = Rvn::fresh();
+            let result = match &write {
+                HeldWrite::Delete => {
+                    self.store
+                        .delete(&held.key, Expect::Version(expected))
+                        .await
+                }
+                _ => {
+                    let new = NewRecord {
+                        owner: self.config.owner.clone(),
+                        rvn: rvn.clone(),
+                        lease: self.config.timing.lease,
+                        released: matches!(write, HeldWrite::Release),
+                        fence: FenceUpdate::Keep,
+                        data: data.clone(),
+                        expires_at: None,
+                    };
+                    self.store
+                        .put(&held.key, Expect::Version(expected), new)
+                        .await
+                }
+            };
+            let error = match result {
+                Ok(Outcome::Applied(record)) => {
+                    if record.fence != held.fence && !matches!(write, HeldWrite::Delete) {
+                        tracing::warn!(key = %held.key, ours = %held.fence, stored = %record.fence,
+                            "store changed the fence on a keep-fence write");
+                    }
+                    held.confirm(rvn, sent, data);
+                    return WriteEnd::Confirmed;
+                }
+                Ok(Outcome::Rejected { current }) => {
+                    match self.current_after_rejection(&held.key, current).await {
+                        Ok(current) => match self.resolve_rejection(held, &write, current, &data) {
+                            Some(end) => return end,
+                            // An earlier write of ours applied; repeat this one on top.
+                            None => continue,
+                        },
+                        Err(error) => error,
+                    }
+                }
+                Err(error) => {
+                    if error.is_ambiguous() {
+                        let delete = matches!(write, HeldWrite::Delete);
+                        held.update(|state| {
+                            if delete {
+                                state.ambiguous_delete = true;
+                            } else {
+                                state.pending.push((rvn, sent));
+                            }
+                        });
+                    }
+                    error
+                }
+            };
+            if !error.is_retryable() && !is_heartbeat {
+                return WriteEnd::Failed(error);
+            }
+            tracing::debug!(key = %held.key, attempt, error = %error, "store error on held write, retrying");
+            let pause = self.backoff(attempt);
+            attempt = attempt.saturating_add(1);
+            last_error = Some(error);
+            let wake = (self.clock.now() + pause).min(give_up_at);
+            // A heartbeat stops retrying as soon as release begins.
+            tokio::select! {
+                () = self.clock.sleep_until(wake) => {}
+                _ = changes.changed(), if is_heartbeat => {}
+            }
+        }
+    }
+
+    /// The record a rejection is about: the one the store returned, or a read when
+    /// the store cannot return it.
+    pub(crate) async fn current_after_rejection(
+        &self,
+        key: &crate::LockKey,
+        current: Option<LockRecord>,
+    ) -> Result<Option<LockRecord>, StoreError> {
+        if current.is_some() || self.caps.returns_current_on_conflict {
+            Ok(current)
+        } else {
+            self.store.get(key).await
+        }
+    }
+
+    /// Decide a rejected held write: `None` means an earlier ambiguous write of ours
+    /// applied (now confirmed) and this write must be repeated on top of it.
+    fn resolve_rejection(
+        &self,
+        held: &Held,
+        write: &HeldWrite,
+        current: Option<LockRecord>,
+        data: &Option<Vec<u8>>,
+    ) -> Option<WriteEnd> {
+        let (pending, ambiguous_delete) = {
+            let state = held.state();
+            (state.pending.clone(), state.ambiguous_delete)
+        };
+        let Some(record) = current else {
+            return Some(if matches!(write, HeldWrite::Delete) && ambiguous_delete {
+                WriteEnd::Confirmed
+            } else {
+                WriteEnd::Stolen { owner: None }
+            });
+        };
+        if let Some((rvn, sent)) = pending.into_iter().find(|(rvn, _)| *rvn == record.rvn) {
+            held.confirm(rvn, sent, record.data.clone());
+            let done = match write {
+                HeldWrite::Heartbeat => true,
+                HeldWrite::SetData(_) => record.data == *data,
+                HeldWrite::Release => record.released,
+                HeldWrite::Delete => false,
+            };
+            return if done {
+                Some(WriteEnd::Confirmed)
+            } else {
+                None
+            };
+        }
+        if matches!(write, HeldWrite::Delete) && ambiguous_delete {
+            // Our delete applied and someone acquired the vacant key since.
+            return Some(WriteEnd::Confirmed);
+        }
+        Some(WriteEnd::Stolen {
+            owner: Some(record.owner),
+        })
+    }
+
+    /// Exponential backoff with equal jitter: between half and all of
+    /// `base × 2^attempt`, capped at the configured maximum.
+    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
+        let base = self.config.retry_base;
+        let capped = base
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.config.retry_max);
+        let half = capped / 2;
+        half + half.mul_f64(self.random())
+    }
+}
