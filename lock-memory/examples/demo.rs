@@ -1,0 +1,200 @@
+//! Several workers contend for job locks on the in-memory store. One of them
+//! freezes mid-job (a crash, as far as the others can tell): a waiter takes its
+//! lock over after the lease, and when the frozen worker wakes, the fenced
+//! resource refuses its stale write.
+//!
+//! Run with `cargo run -p lock-memory --example demo`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOptions, Expect, Fence, LeaseState, ListOptions, LockClient, LockError, LockKey,
+};
+use lock_memory::{CallResult, FaultyStore, MemoryStore};
+use tokio::time::Instant;
+
+const JOBS: [&str; 2] = ["job/billing", "job/reports"];
+const WORKERS: usize = 4;
+const ROUNDS: usize = 3;
+/// The worker that freezes in the middle of its second job.
+const FREEZER: usize = 2;
+
+/// A resource that accepts a write only with the highest fence it has seen.
+#[derive(Default)]
+struct FencedResource {
+    highest: Mutex<HashMap<String, u64>>,
+}
+
+impl FencedResource {
+    fn write(&self, job: &str, fence: Fence) -> Result<(), u64> {
+        let mut highest = self.highest.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = highest.entry(job.to_owned()).or_default();
+        if fence.get() < *seen {
+            return Err(*seen);
+        }
+        *seen = fence.get();
+        Ok(())
+    }
+}
+
+struct Log {
+    start: Instant,
+}
+
+impl Log {
+    fn say(&self, who: &str, what: impl std::fmt::Display) {
+        let t = self.start.elapsed().as_secs_f64();
+        println!("[{t:6.2}s] {who:<3} {what}");
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), LockError> {
+    let store = MemoryStore::new();
+    let resource = Arc::new(FencedResource::default());
+    let log = Arc::new(Log {
+        start: Instant::now(),
+    });
+    println!(
+        "{WORKERS} workers, {} jobs, lease 1.5 s, heartbeat 300 ms, poll 100 ms\n",
+        JOBS.len()
+    );
+
+    let mut tasks = Vec::new();
+    for id in 0..WORKERS {
+        let name = format!("w{}", id + 1);
+        // Each worker talks to the shared store through its own link, so one of
+        // them can be cut off (frozen) without the others noticing anything.
+        let link = FaultyStore::new(store.clone(), id as u64);
+        let client = LockClient::builder(link.clone())
+            .owner(name.clone())
+            .lease(Duration::from_millis(1500))
+            .heartbeat_period(Duration::from_millis(300))
+            .refresh_period(Duration::from_millis(100))
+            .build()?;
+        let (resource, log) = (resource.clone(), log.clone());
+        tasks.push(tokio::spawn(async move {
+            worker(id, name, client, link, resource, log).await
+        }));
+    }
+    for task in tasks {
+        if let Ok(Err(error)) = task.await {
+            println!("worker failed: {error}");
+        }
+    }
+
+    println!("\nlocks at the end:");
+    let observer = LockClient::builder(store.clone())
+        .owner("observer")
+        .build()?;
+    let page = observer.list_locks(ListOptions::new()).await?;
+    for lock in page.locks {
+        println!(
+            "  {:<12} fence {:>2}  last owner {:<3} {}",
+            lock.key.to_string(),
+            lock.fence,
+            lock.owner,
+            if lock.released {
+                "released"
+            } else {
+                "HELD (stale)"
+            }
+        );
+    }
+    println!("store calls: {} ({} writes)", store.calls(), store.writes());
+    Ok(())
+}
+
+async fn worker(
+    id: usize,
+    name: String,
+    client: LockClient,
+    link: FaultyStore<MemoryStore>,
+    resource: Arc<FencedResource>,
+    log: Arc<Log>,
+) -> Result<(), LockError> {
+    // Stagger the start so the output is easy to follow.
+    tokio::time::sleep(Duration::from_millis(50 * id as u64)).await;
+    for round in 0..ROUNDS {
+        let job = JOBS[(id + round) % JOBS.len()];
+        let guard = match client
+            .acquire(job, AcquireOptions::new().wait(Duration::from_secs(10)))
+            .await
+        {
+            Ok(guard) => guard,
+            Err(error) => {
+                log.say(&name, format!("gave up on {job}: {error}"));
+                continue;
+            }
+        };
+        let how = match taken_over_from(link.inner(), job, guard.fence()) {
+            Some(previous) => format!(" (took over from {previous}, whose lease ran out)"),
+            None => String::new(),
+        };
+        log.say(
+            &name,
+            format!("holds {job} with fence {}{how}", guard.fence()),
+        );
+
+        if id == FREEZER && round == 1 {
+            log.say(
+                &name,
+                format!("freezes in the middle of {job}: no heartbeats, no release"),
+            );
+            link.set_unavailable(true);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            link.set_unavailable(false);
+            let state = match guard.state() {
+                LeaseState::Lost { reason } => format!("lost ({reason})"),
+                other => format!("{other:?}"),
+            };
+            log.say(&name, format!("wakes up; its guard says {state}"));
+            match resource.write(job, guard.fence()) {
+                Ok(()) => log.say(&name, "wrote with a stale fence (this must not happen)"),
+                Err(highest) => log.say(
+                    &name,
+                    format!(
+                        "tries to write with fence {} -> refused, the resource has seen fence {highest}",
+                        guard.fence()
+                    ),
+                ),
+            }
+            drop(guard);
+            continue;
+        }
+
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        match resource.write(job, guard.fence()) {
+            Ok(()) => log.say(&name, format!("wrote {job} with fence {}", guard.fence())),
+            Err(highest) => log.say(&name, format!("write refused (highest fence {highest})")),
+        }
+        guard.release().await?;
+        log.say(&name, format!("released {job}"));
+    }
+    Ok(())
+}
+
+/// Whose unreleased record the acquisition that got `fence` replaced, read from
+/// the store's history: a takeover is the one acquisition that is conditional on
+/// the previous holder's record version rather than on a vacant lock.
+fn taken_over_from(store: &MemoryStore, job: &str, fence: Fence) -> Option<String> {
+    let key = LockKey::new(job);
+    let history = store.history();
+    let applied = |entry: &lock_memory::HistoryEntry| match &entry.result {
+        CallResult::Applied(record) if entry.key() == Some(&key) => Some(record.clone()),
+        _ => None,
+    };
+    let acquisition = history
+        .iter()
+        .find(|entry| entry.is_put() && applied(entry).is_some_and(|r| r.fence == fence))?;
+    let Some(Expect::Version(previous)) = acquisition.expect() else {
+        return None;
+    };
+    history
+        .iter()
+        .filter_map(applied)
+        .find(|record| &record.rvn == previous)
+        .map(|record| record.owner)
+}

@@ -1,0 +1,66 @@
+//! [`MemoryStoreBuilder`]: the limits and behaviours of a [`MemoryStore`].
+
+use lock_core::Capabilities;
+
+use crate::MemoryStore;
+
+/// Configures a [`MemoryStore`]; start from [`MemoryStore::builder`].
+///
+/// The defaults are DynamoDB's: partition keys up to 2048 bytes, sort keys up to
+/// 1024 bytes, records up to 400 KiB (measured by [`record_size`](crate::record_size)),
+/// and a rejected write returns the current record. Whatever is configured here is
+/// what [`capabilities`](lock_core::ConditionalStore::capabilities) reports.
+#[derive(Clone, Debug)]
+pub struct MemoryStoreBuilder {
+    caps: Capabilities,
+}
+
+impl Default for MemoryStoreBuilder {
+    fn default() -> Self {
+        Self {
+            // The store always keeps released records, whatever the defaults say.
+            caps: Capabilities::default().with_keeps_released_records(true),
+        }
+    }
+}
+
+impl MemoryStoreBuilder {
+    /// The largest record, in bytes as [`record_size`](crate::record_size)
+    /// measures it (default 400 KiB).
+    pub fn max_record_bytes(mut self, bytes: usize) -> Self {
+        self.caps = self.caps.with_max_record_bytes(bytes);
+        self
+    }
+
+    /// The longest partition key and sort key, in UTF-8 bytes (default 2048 and
+    /// 1024).
+    pub fn key_limits(mut self, partition: usize, sort: usize) -> Self {
+        self.caps = self.caps.with_key_limits(partition, sort);
+        self
+    }
+
+    /// Whether keys may have a sort key (default `true`). Without, a key with a sort
+    /// key is refused as `Invalid`.
+    pub fn sort_keys(mut self, allowed: bool) -> Self {
+        self.caps = self.caps.with_sort_keys(allowed);
+        self
+    }
+
+    /// Whether a rejected write carries the current record (default `true`). With
+    /// `false`, every rejection carries `current: None`, like a store that cannot
+    /// return the record in the same round trip, so the client has to read it.
+    pub fn returns_current_on_conflict(mut self, returns: bool) -> Self {
+        self.caps = self.caps.with_returns_current_on_conflict(returns);
+        self
+    }
+
+    /// The capabilities the store will report and enforce.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    /// An empty store with this configuration.
+    pub fn build(self) -> MemoryStore {
+        MemoryStore::from_capabilities(self.caps)
+    }
+}

@@ -1,0 +1,313 @@
+//! [`FaultyStore`]: a wrapper that injects faults into calls to any
+//! [`ConditionalStore`].
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{
+    Capabilities, ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page,
+    StoreError,
+};
+use tokio::time::Instant;
+
+use crate::Op;
+use crate::faults::{Fault, FaultConfig, FaultEvent, FaultSource};
+
+/// Wraps any [`ConditionalStore`] and disturbs its calls: delays, throttling,
+/// failures before the call is applied, and ambiguous failures after it was
+/// applied (the response is lost) or before.
+///
+/// For every call, in this order of precedence:
+///
+/// 1. While [switched off](Self::set_unavailable), every call fails with
+///    `Unavailable` at once and never reaches the store.
+/// 2. Otherwise the first [scripted](Self::script) fault queued for this
+///    [`Op`] is consumed and injected.
+/// 3. Otherwise a fault and a delay are drawn from the seeded generator and the
+///    [`FaultConfig`] for reads (`get`, `list`) or writes (`put`, `delete`).
+///
+/// Given the seed and the order of calls, the faults injected are always the
+/// same: replay a failing run by reusing its [`seed`](Self::seed) (also shown by
+/// `Debug`). Clones share the generator, the script, the switch and the record of
+/// injected faults, so a test can keep a handle on a store it handed to a client.
+/// Every call is recorded as a [`FaultEvent`] in [`faults`](Self::faults).
+pub struct FaultyStore<S> {
+    inner: Arc<S>,
+    seed: u64,
+    shared: Arc<Mutex<State>>,
+}
+
+struct State {
+    rng: fastrand::Rng,
+    reads: FaultConfig,
+    writes: FaultConfig,
+    script: VecDeque<(Op, Fault)>,
+    unavailable: bool,
+    events: Vec<FaultEvent>,
+    next_seq: u64,
+}
+
+impl<S> Clone for FaultyStore<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            seed: self.seed,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for FaultyStore<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state();
+        f.debug_struct("FaultyStore")
+            .field("seed", &self.seed)
+            .field("unavailable", &state.unavailable)
+            .field("reads", &state.reads)
+            .field("writes", &state.writes)
+            .field("scripted", &state.script.len())
+            .field("calls", &state.events.len())
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl<S> FaultyStore<S> {
+    /// Wrap `inner`, drawing random faults from a generator seeded with `seed`.
+    /// No random faults are configured yet: until
+    /// [`with_faults`](Self::with_faults) or a setter says otherwise, only scripted
+    /// faults and the outage switch disturb calls.
+    pub fn new(inner: S, seed: u64) -> Self {
+        Self::from_arc(Arc::new(inner), seed)
+    }
+
+    /// Wrap a store that is already shared.
+    pub fn from_arc(inner: Arc<S>, seed: u64) -> Self {
+        Self {
+            inner,
+            seed,
+            shared: Arc::new(Mutex::new(State {
+                rng: fastrand::Rng::with_seed(seed),
+                reads: FaultConfig::NONE,
+                writes: FaultConfig::NONE,
+                script: VecDeque::new(),
+                unavailable: false,
+                events: Vec::new(),
+                next_seq: 0,
+            })),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every mutation under this lock is a single step; a poisoned lock is sound.
+        self.shared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The seed the random faults are drawn from.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The same random faults for reads and writes.
+    pub fn with_faults(self, config: FaultConfig) -> Self {
+        self.set_read_faults(config);
+        self.set_write_faults(config);
+        self
+    }
+
+    /// Random faults for `get` and `list`.
+    pub fn with_read_faults(self, config: FaultConfig) -> Self {
+        self.set_read_faults(config);
+        self
+    }
+
+    /// Random faults for `put` and `delete`.
+    pub fn with_write_faults(self, config: FaultConfig) -> Self {
+        self.set_write_faults(config);
+        self
+    }
+
+    /// Change the random faults for `get` and `list` from now on.
+    pub fn set_read_faults(&self, config: FaultConfig) {
+        self.state().reads = config;
+    }
+
+    /// Change the random faults for `put` and `delete` from now on.
+    pub fn set_write_faults(&self, config: FaultConfig) {
+        self.state().writes = config;
+    }
+
+    /// Queue `fault` for the next call of `op` that finds no earlier fault queued
+    /// for it. Scripted faults of one op are consumed in the order they were
+    /// queued, and take precedence over random faults.
+    pub fn script(&self, op: Op, fault: Fault) {
+        self.state().script.push_back((op, fault));
+    }
+
+    /// Scripted faults not consumed yet.
+    pub fn scripted(&self) -> usize {
+        self.state().script.len()
+    }
+
+    /// Drop every scripted fault not consumed yet.
+    pub fn clear_script(&self) {
+        self.state().script.clear();
+    }
+
+    /// Switch the store off (`true`: every call fails with `Unavailable` and never
+    /// reaches the wrapped store) or back on. Scripted faults wait for the store
+    /// to come back, and no random numbers are drawn during the outage.
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.state().unavailable = unavailable;
+    }
+
+    /// True while the store is switched off.
+    pub fn is_unavailable(&self) -> bool {
+        self.state().unavailable
+    }
+
+    /// What was done to every call since the last
+    /// [`clear_faults`](Self::clear_faults), in call order.
+    pub fn faults(&self) -> Vec<FaultEvent> {
+        self.state().events.clone()
+    }
+
+    /// Calls seen since the last [`clear_faults`](Self::clear_faults).
+    pub fn calls(&self) -> usize {
+        self.state().events.len()
+    }
+
+    /// Calls disturbed (any fault or delay) since the last
+    /// [`clear_faults`](Self::clear_faults).
+    pub fn injected(&self) -> usize {
+        self.state()
+            .events
+            .iter()
+            .filter(|event| event.is_fault())
+            .count()
+    }
+
+    /// Forget the recorded events (sequence numbers keep counting).
+    pub fn clear_faults(&self) {
+        self.state().events.clear();
+    }
+
+    /// Decide what happens to this call and record it. The lock is released before
+    /// anything is awaited.
+    fn decide(&self, op: Op, key: Option<&LockKey>) -> (Fault, Option<Duration>) {
+        let mut state = self.state();
+        let (fault, source, delay) = if state.unavailable {
+            (Fault::Unavailable, FaultSource::Outage, None)
+        } else if let Some(index) = state.script.iter().position(|(o, _)| *o == op) {
+            let fault = state
+                .script
+                .remove(index)
+                .map_or(Fault::Pass, |(_, fault)| fault);
+            (fault, FaultSource::Script, None)
+        } else {
+            let config = if op.is_write() {
+                state.writes
+            } else {
+                state.reads
+            };
+            let (fault, delay) = config.draw(&mut state.rng);
+            (fault.unwrap_or(Fault::Pass), FaultSource::Random, delay)
+        };
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        state.events.push(FaultEvent {
+            seq,
+            at: Instant::now(),
+            op,
+            key: key.cloned(),
+            fault: fault.clone(),
+            source,
+            delay,
+        });
+        (fault, delay)
+    }
+
+    /// Run `call` against the wrapped store under this call's fault.
+    async fn run<T, F>(&self, op: Op, key: Option<&LockKey>, call: F) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
+        let (fault, delay) = self.decide(op, key);
+        let delay = match &fault {
+            Fault::Delay(scripted) => Some(*scripted),
+            _ => delay,
+        };
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        let what = format!("injected fault on {op:?}");
+        match fault {
+            Fault::Pass | Fault::Delay(_) => call.await,
+            Fault::AmbiguousApplied => {
+                // The call takes effect; its response is lost on the way back.
+                let _lost = call.await;
+                Err(StoreError::ambiguous(format!(
+                    "{what}: response lost (the call was applied)"
+                )))
+            }
+            Fault::AmbiguousNotApplied => Err(StoreError::ambiguous(format!(
+                "{what}: timed out (the call was not applied)"
+            ))),
+            Fault::Throttled => Err(StoreError::throttled(format!("{what}: throttled"))),
+            Fault::Unavailable => Err(StoreError::unavailable(format!(
+                "{what}: unavailable (the call was not applied)"
+            ))),
+            Fault::Error(kind) => Err(StoreError::new(
+                kind,
+                format!("{what}: {kind:?} (the call was not applied)"),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl<S: ConditionalStore> ConditionalStore for FaultyStore<S> {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        self.run(Op::Get, Some(key), self.inner.get(key)).await
+    }
+
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        self.run(Op::Put, Some(key), self.inner.put(key, expect, new))
+            .await
+    }
+
+    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+        self.run(Op::Delete, Some(key), self.inner.delete(key, expect))
+            .await
+    }
+
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        self.run(Op::List, None, self.inner.list(partition, cursor, limit))
+            .await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+}

@@ -1,0 +1,242 @@
+//! The operation history: every call a [`MemoryStore`](crate::MemoryStore) served,
+//! in the order it took effect, with its arguments, times and result.
+
+use lock_core::{
+    Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page, StoreError, StoreErrorKind,
+};
+use tokio::time::Instant;
+
+/// Which store method was called.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
+pub enum Op {
+    /// [`get`](lock_core::ConditionalStore::get)
+    Get,
+    /// [`put`](lock_core::ConditionalStore::put)
+    Put,
+    /// [`delete`](lock_core::ConditionalStore::delete)
+    Delete,
+    /// [`list`](lock_core::ConditionalStore::list)
+    List,
+}
+
+impl Op {
+    /// `put` and `delete` write.
+    pub fn is_write(self) -> bool {
+        matches!(self, Op::Put | Op::Delete)
+    }
+
+    /// `get` and `list` read.
+    pub fn is_read(self) -> bool {
+        !self.is_write()
+    }
+}
+
+/// One call, with its arguments (owned copies).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Call {
+    /// `get(key)`
+    Get {
+        /// The key read.
+        key: LockKey,
+    },
+    /// `put(key, expect, new)`
+    Put {
+        /// The key written.
+        key: LockKey,
+        /// The condition.
+        expect: Expect,
+        /// The record asked for.
+        new: NewRecord,
+    },
+    /// `delete(key, expect)`
+    Delete {
+        /// The key deleted.
+        key: LockKey,
+        /// The condition.
+        expect: Expect,
+    },
+    /// `list(partition, cursor, limit)`
+    List {
+        /// The partition filter.
+        partition: Option<String>,
+        /// Where the page started.
+        cursor: Option<Cursor>,
+        /// The page size asked for.
+        limit: usize,
+    },
+}
+
+impl Call {
+    /// The method called.
+    pub fn op(&self) -> Op {
+        match self {
+            Call::Get { .. } => Op::Get,
+            Call::Put { .. } => Op::Put,
+            Call::Delete { .. } => Op::Delete,
+            Call::List { .. } => Op::List,
+        }
+    }
+
+    /// The key, for `get`, `put` and `delete`.
+    pub fn key(&self) -> Option<&LockKey> {
+        match self {
+            Call::Get { key } | Call::Put { key, .. } | Call::Delete { key, .. } => Some(key),
+            Call::List { .. } => None,
+        }
+    }
+
+    /// The condition of a `put` or `delete`.
+    pub fn expect(&self) -> Option<&Expect> {
+        match self {
+            Call::Put { expect, .. } | Call::Delete { expect, .. } => Some(expect),
+            Call::Get { .. } | Call::List { .. } => None,
+        }
+    }
+
+    /// The record a `put` asked for.
+    pub fn new_record(&self) -> Option<&NewRecord> {
+        match self {
+            Call::Put { new, .. } => Some(new),
+            _ => None,
+        }
+    }
+}
+
+/// What a call returned, as an owned summary.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum CallResult {
+    /// `get` found this record (or nothing).
+    Found(Option<LockRecord>),
+    /// The write applied: for `put` the record stored, for `delete` the record
+    /// deleted.
+    Applied(LockRecord),
+    /// The write was rejected; the current record as returned to the caller
+    /// (`None` when the key was absent, or when the store is configured not to
+    /// return it).
+    Rejected(Option<LockRecord>),
+    /// `list` returned a page.
+    Listed {
+        /// The keys on the page, in order.
+        keys: Vec<LockKey>,
+        /// The cursor of the next page, if any.
+        next: Option<Cursor>,
+    },
+    /// The call failed; nothing was written.
+    Failed {
+        /// The kind of error.
+        kind: StoreErrorKind,
+        /// Its message.
+        message: String,
+    },
+}
+
+impl CallResult {
+    pub(crate) fn of_get(result: &Result<Option<LockRecord>, StoreError>) -> Self {
+        match result {
+            Ok(found) => CallResult::Found(found.clone()),
+            Err(error) => Self::of_error(error),
+        }
+    }
+
+    pub(crate) fn of_write(result: &Result<Outcome, StoreError>) -> Self {
+        match result {
+            Ok(Outcome::Applied(record)) => CallResult::Applied(record.clone()),
+            Ok(Outcome::Rejected { current }) => CallResult::Rejected(current.clone()),
+            Err(error) => Self::of_error(error),
+        }
+    }
+
+    pub(crate) fn of_list(result: &Result<Page, StoreError>) -> Self {
+        match result {
+            Ok(page) => CallResult::Listed {
+                keys: page
+                    .records
+                    .iter()
+                    .map(|record| record.key.clone())
+                    .collect(),
+                next: page.next.clone(),
+            },
+            Err(error) => Self::of_error(error),
+        }
+    }
+
+    fn of_error(error: &StoreError) -> Self {
+        CallResult::Failed {
+            kind: error.kind(),
+            message: error.message().to_owned(),
+        }
+    }
+
+    /// The kind of error, when the call failed.
+    pub fn error_kind(&self) -> Option<StoreErrorKind> {
+        match self {
+            CallResult::Failed { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+}
+
+/// One entry of the history.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct HistoryEntry {
+    /// Position in the store's history, from 0; it keeps counting across
+    /// [`clear_history`](crate::MemoryStore::clear_history). Entries are in the
+    /// order the calls took effect (their linearization order).
+    pub seq: u64,
+    /// Tokio time when the call was made.
+    pub started: Instant,
+    /// Tokio time when it returned. The in-memory store never waits, so in paused
+    /// time this equals `started`.
+    pub finished: Instant,
+    /// The call.
+    pub call: Call,
+    /// Its result.
+    pub result: CallResult,
+}
+
+impl HistoryEntry {
+    /// The method called.
+    pub fn op(&self) -> Op {
+        self.call.op()
+    }
+
+    /// True for `put`.
+    pub fn is_put(&self) -> bool {
+        self.op() == Op::Put
+    }
+
+    /// True for `put` and `delete`.
+    pub fn is_write(&self) -> bool {
+        self.op().is_write()
+    }
+
+    /// True for `get` and `list`.
+    pub fn is_read(&self) -> bool {
+        self.op().is_read()
+    }
+
+    /// The key, for `get`, `put` and `delete`.
+    pub fn key(&self) -> Option<&LockKey> {
+        self.call.key()
+    }
+
+    /// The condition of a `put` or `delete`.
+    pub fn expect(&self) -> Option<&Expect> {
+        self.call.expect()
+    }
+
+    /// The owner a `put` wrote as.
+    pub fn writer(&self) -> Option<&str> {
+        self.call.new_record().map(|new| new.owner.as_str())
+    }
+
+    /// When the call was made.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// True when a write applied.
+    pub fn applied(&self) -> bool {
+        matches!(self.result, CallResult::Applied(_))
+    }
+}

@@ -1,0 +1,72 @@
+//! A deterministic in-process store for the lease-lock protocol, with fault
+//! injection and an operation history, for testing locking code without a
+//! database.
+//!
+//! * [`MemoryStore`] is a linearizable, strongly consistent
+//!   [`ConditionalStore`](lock_core::ConditionalStore): one mutex around an
+//!   ordered map, the same conditional-write semantics as the DynamoDB store
+//!   (vacant-or-version conditions, store-computed fences, the current record on
+//!   conflict), the same limits by default, and a [`history`](MemoryStore::history)
+//!   of every call so a test can assert what the client did ("an uncontended
+//!   acquire is exactly one write").
+//! * [`FaultyStore`] wraps **any** store and, from a seed, throttles, fails,
+//!   delays, or applies a write and loses the response; faults can also be
+//!   [scripted](FaultyStore::script) call by call, and the store can be switched
+//!   off for outage tests.
+//!
+//! ```
+//! use std::time::Duration;
+//! use lock_core::{ConditionalStore, Expect, Fence, FenceUpdate, LockKey, NewRecord, Outcome, Rvn};
+//! use lock_memory::{Fault, FaultyStore, MemoryStore, Op};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_core::StoreError> {
+//! let store = MemoryStore::new();
+//! let key = LockKey::new("leader");
+//! let acquire = |owner: &str| NewRecord {
+//!     owner: owner.into(),
+//!     rvn: Rvn::fresh(),
+//!     lease: Duration::from_secs(10),
+//!     released: false,
+//!     fence: FenceUpdate::Next,
+//!     data: None,
+//!     expires_at: None,
+//! };
+//!
+//! // A vacant key is taken in one conditional write; the store computes the fence.
+//! let Outcome::Applied(held) = store.put(&key, Expect::Vacant, acquire("alice")).await? else {
+//!     panic!("the key was vacant");
+//! };
+//! assert_eq!(held.fence, Fence(1));
+//!
+//! // A second acquirer is rejected and sees the holder without another read.
+//! let outcome = store.put(&key, Expect::Vacant, acquire("bob")).await?;
+//! assert_eq!(outcome, Outcome::Rejected { current: Some(held.clone()) });
+//! assert_eq!((store.writes(), store.reads()), (2, 0));
+//!
+//! // Through the fault injector, a takeover applies but its response is lost.
+//! let faulty = FaultyStore::new(store.clone(), 42);
+//! faulty.script(Op::Put, Fault::AmbiguousApplied);
+//! let error = faulty.put(&key, Expect::Version(held.rvn), acquire("bob")).await.unwrap_err();
+//! assert!(error.is_ambiguous());
+//! let current = store.record(&key).expect("the write applied");
+//! assert_eq!((current.owner.as_str(), current.fence), ("bob", Fence(2)));
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+mod builder;
+mod cursor;
+mod faults;
+mod faulty;
+mod history;
+mod limits;
+mod store;
+
+pub use builder::MemoryStoreBuilder;
+pub use faults::{Fault, FaultConfig, FaultEvent, FaultSource};
+pub use faulty::FaultyStore;
+pub use history::{Call, CallResult, HistoryEntry, Op};
+pub use limits::{RECORD_OVERHEAD_BYTES, record_size};
+pub use store::MemoryStore;
