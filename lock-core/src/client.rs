@@ -126,9 +126,10 @@ impl LockClient {
     /// Acquire `key`, run `work` while the lock is held, then release it.
     ///
     /// `work` is cancelled (its future dropped) as soon as the lease stops being
-    /// safe, and the call returns [`LockError::Lost`]; otherwise it returns what
-    /// `work` returned. A failed release after `work` finished is logged, not
-    /// returned: the lease then runs out on its own.
+    /// safe, and the call returns [`LockError::Lost`] at once (the record is then
+    /// released in the background, best effort); otherwise it returns what `work`
+    /// returned. A failed release after `work` finished is logged, not returned:
+    /// the lease then runs out on its own.
     pub async fn with_lock<F, Fut, T>(
         &self,
         key: impl Into<LockKey>,
@@ -157,9 +158,9 @@ impl LockClient {
             }
             Err(reason) => {
                 tracing::warn!(%key, %reason, "with_lock cancelled its work: lease no longer safe");
-                if let Err(error) = guard.release().await {
-                    tracing::debug!(%key, %error, "release after losing the lease failed");
-                }
+                // The caller needs to know now, not after release has retried against
+                // a store that is probably failing: release in the background.
+                drop(guard);
                 Err(LockError::Lost { key, reason })
             }
         }

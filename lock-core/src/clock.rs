@@ -116,3 +116,42 @@ impl Clock for DriftingClock {
         Box::pin(tokio::time::sleep(real))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn drifting_clock_runs_at_its_rate_and_jumps() {
+        let fast = DriftingClock::new(1.5);
+        let start = fast.now();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(fast.now() - start, Duration::from_secs(3));
+        fast.jump(Duration::from_secs(10));
+        assert_eq!(fast.now() - start, Duration::from_secs(13));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(fast.now() - start, Duration::from_secs(16));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn drifting_clock_sleeps_until_its_own_deadline() {
+        for rate in [0.5, 0.99, 1.0, 1.01, 2.0] {
+            let clock = DriftingClock::new(rate);
+            let deadline = clock.now() + Duration::from_secs(10);
+            let real = Instant::now();
+            clock.sleep_until(deadline).await;
+            assert!(clock.now() >= deadline, "rate {rate}");
+            let slept = real.elapsed().as_secs_f64();
+            assert!(
+                (slept - 10.0 / rate).abs() < 0.01,
+                "rate {rate}: slept {slept}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_rate_falls_back_to_real_time() {
+        assert_eq!(DriftingClock::new(0.0).rate(), 1.0);
+        assert_eq!(DriftingClock::new(f64::NAN).rate(), 1.0);
+    }
+}

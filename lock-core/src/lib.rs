@@ -1,5 +1,47 @@
 //! Lease-based distributed locks over any conditional store.
+//!
+//! `lock-core` is the protocol and the client; it knows no store. A store is
+//! anything that implements the small [`ConditionalStore`] trait (a linearizable map
+//! with conditional writes): `lock-memory` for tests, `lock-dynamodb` for
+//! production, or your own (see `docs/adapters.md`).
+//!
+//! * [`LockClient`] acquires locks ([`acquire`](LockClient::acquire),
+//!   [`try_acquire`](LockClient::try_acquire),
+//!   [`with_lock`](LockClient::with_lock)), heartbeats them from one background
+//!   task, and releases them ([`shutdown`](LockClient::shutdown) releases all).
+//! * [`LockGuard`] proves a lock is held: its [`Fence`] goes with every write to the
+//!   protected resource, [`state`](LockView::state) says whether the lease is still
+//!   safe, [`lost`](LockView::lost) is a future that resolves when it is not.
+//! * The timing decisions are pure functions in [`timing`]; the protocol is
+//!   described in `docs/protocol.md`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use lock_core::{AcquireOptions, Fence, LockClient};
+//! use lock_memory::MemoryStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_core::LockError> {
+//! let store = MemoryStore::new();
+//! let alice = LockClient::builder(store.clone()).owner("alice").build()?;
+//! let bob = LockClient::builder(store).owner("bob").build()?;
+//!
+//! let guard = alice.acquire("leader", AcquireOptions::new()).await?;
+//! assert_eq!(guard.fence(), Fence(1));
+//! assert!(bob.try_acquire("leader").await?.is_none()); // alice holds it
+//!
+//! guard.release().await?; // the record stays, marked released
+//! let guard = bob.acquire("leader", AcquireOptions::new()).await?;
+//! assert_eq!(guard.fence(), Fence(2)); // fences keep increasing
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
 
 mod acquire;
 mod client;

@@ -1,0 +1,779 @@
+//! Behaviour of the lock client over the in-memory store, in paused tokio time.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOptions, ConditionalStore, ConfigError, Expect, Fence, FenceUpdate, LeaseState,
+    LockClient, LockError, LockKey, LostReason, NewRecord, Outcome, Rvn,
+};
+use lock_memory::{Fault, FaultyStore, MemoryStore, Op};
+use tokio::time::Instant;
+
+const LEASE: Duration = Duration::from_secs(10);
+
+fn client(store: impl ConditionalStore, owner: &str) -> LockClient {
+    LockClient::builder(store)
+        .owner(owner)
+        .lease(LEASE)
+        .heartbeat_period(Duration::from_secs(2))
+        .refresh_period(Duration::from_millis(500))
+        .max_clock_drift(0.01)
+        .safety_margin(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+fn wait(budget: Duration) -> AcquireOptions {
+    AcquireOptions::new().wait(budget)
+}
+
+#[tokio::test(start_paused = true)]
+async fn uncontended_acquire_of_a_new_key_is_one_write() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(store.calls(), 1, "history: {:?}", store.history());
+    assert_eq!(store.writes(), 1);
+    assert_eq!(guard.fence(), Fence(1));
+    assert!(guard.is_safe());
+    guard.release().await.unwrap();
+    assert_eq!(store.writes(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquire_of_a_released_key_is_one_write_and_fence_plus_one() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    for expected in 1..=5u64 {
+        let before = store.calls();
+        let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+        assert_eq!(store.calls() - before, 1);
+        assert_eq!(guard.fence(), Fence(expected));
+        guard.release().await.unwrap();
+        let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+        assert!(record.released);
+        assert_eq!(record.fence, Fence(expected), "release keeps the fence");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn try_acquire_of_a_held_lock_is_none_and_a_timeout_names_the_holder() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "alice");
+    let b = client(store.clone(), "bob");
+    let _guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert!(b.try_acquire("job").await.unwrap().is_none());
+    let started = Instant::now();
+    let error = b
+        .acquire("job", wait(Duration::from_secs(3)))
+        .await
+        .unwrap_err();
+    match error {
+        LockError::AcquireTimeout {
+            key,
+            holder,
+            waited,
+        } => {
+            assert_eq!(key, LockKey::new("job"));
+            assert_eq!(holder.as_deref(), Some("alice"));
+            assert!(waited >= Duration::from_secs(3), "{waited:?}");
+            assert!(started.elapsed() < Duration::from_secs(4));
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+}
+
+/// The holder crashed (its store is unreachable, so it never writes again); the
+/// waiter must wait lease × (1 + drift) from its first sight of the record.
+#[tokio::test(start_paused = true)]
+async fn takeover_happens_after_lease_times_one_plus_drift_and_never_earlier() {
+    let store = MemoryStore::new();
+    let holder_store = FaultyStore::new(store.clone(), 7);
+    let holder = client(holder_store.clone(), "holder");
+    let waiter = client(store.clone(), "waiter");
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    let first_rvn = store.get(&LockKey::new("job")).await.unwrap().unwrap().rvn;
+    holder_store.set_unavailable(true);
+
+    let started = Instant::now();
+    let taken = waiter
+        .acquire("job", wait(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    let takeover = LEASE.mul_f64(1.01);
+    assert!(
+        waited >= takeover,
+        "took over after {waited:?}, before {takeover:?}"
+    );
+    assert!(
+        waited < takeover + Duration::from_millis(100),
+        "took over late: {waited:?}"
+    );
+    assert_eq!(taken.fence(), Fence(2));
+    // The takeover was conditional on the RVN the waiter had watched all along.
+    let takeover_put = store
+        .history()
+        .into_iter()
+        .rfind(|entry| entry.is_put())
+        .unwrap();
+    assert_eq!(takeover_put.expect(), Some(&Expect::Version(first_rvn)));
+    // By then the crashed holder had stopped trusting its lease.
+    assert!(matches!(guard.state(), LeaseState::Lost { .. }));
+    drop(guard);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_released_lock_is_taken_within_one_refresh_period() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = client(store.clone(), "b");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let guard = b
+            .acquire("job", wait(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        (Instant::now(), guard.fence(), b, guard)
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let released_at = Instant::now();
+    guard.release().await.unwrap();
+    let (acquired_at, fence, _b, _guard) = waiter.await.unwrap();
+    assert!(acquired_at - released_at <= Duration::from_millis(500));
+    assert_eq!(fence, Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeats_keep_the_lock_for_many_leases() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = client(store.clone(), "b");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let error = b.acquire("job", wait(LEASE * 10)).await.unwrap_err();
+    assert!(
+        matches!(error, LockError::AcquireTimeout { .. }),
+        "{error:?}"
+    );
+    assert!(guard.is_safe());
+    assert_eq!(guard.fence(), Fence(1));
+    let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert_eq!(record.owner, "a");
+    assert_eq!(record.fence, Fence(1), "heartbeats keep the fence");
+    let heartbeats = store
+        .history()
+        .iter()
+        .filter(|entry| entry.is_put() && entry.writer() == Some("a"))
+        .count();
+    // 100 s of heartbeats every 2 s (the first one spread a little earlier).
+    assert!((49..=52).contains(&heartbeats), "{heartbeats} heartbeats");
+}
+
+/// With the store unreachable for the holder, its guard goes in danger, then lost,
+/// and both happen before the earliest instant a waiter may take over.
+#[tokio::test(start_paused = true)]
+async fn outage_puts_the_guard_in_danger_then_lost_before_a_waiter_can_take_over() {
+    let store = MemoryStore::new();
+    let holder_store = FaultyStore::new(store.clone(), 11);
+    let holder = client(holder_store.clone(), "holder");
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    let acquired = Instant::now();
+    holder_store.set_unavailable(true);
+
+    let waiter = client(store.clone(), "waiter");
+    let waiting = tokio::spawn(async move {
+        let guard = waiter
+            .acquire("job", wait(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        (Instant::now(), waiter, guard)
+    });
+
+    let mut danger_at = None;
+    let mut lost_at = None;
+    while lost_at.is_none() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        match guard.state() {
+            LeaseState::Safe { .. } => assert!(
+                danger_at.is_none(),
+                "danger is not left without a heartbeat"
+            ),
+            LeaseState::InDanger { .. } => {
+                danger_at.get_or_insert(Instant::now());
+            }
+            LeaseState::Lost { reason } => {
+                assert_eq!(reason, LostReason::Expired);
+                lost_at = Some(Instant::now());
+            }
+        }
+    }
+    let (taken_at, _waiter, taken) = waiting.await.unwrap();
+    let danger_at = danger_at.unwrap() - acquired;
+    let lost_at = lost_at.unwrap() - acquired;
+    let taken_at = taken_at - acquired;
+    // safe time = 10 s × 0.99 − 0.5 s = 9.4 s
+    assert!(
+        danger_at >= Duration::from_millis(9400) && danger_at < Duration::from_millis(9420),
+        "{danger_at:?}"
+    );
+    assert!(
+        lost_at >= LEASE && lost_at < LEASE + Duration::from_millis(20),
+        "{lost_at:?}"
+    );
+    assert!(taken_at >= LEASE.mul_f64(1.01), "{taken_at:?}");
+    assert!(lost_at < taken_at);
+    assert_eq!(taken.fence(), Fence(2));
+    assert_eq!(guard.lost().await, LostReason::Expired);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stolen_lock_is_detected_at_the_next_heartbeat() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let key = LockKey::new("job");
+    let current = store.get(&key).await.unwrap().unwrap();
+    // An operator force-takes the lock.
+    let outcome = store
+        .put(
+            &key,
+            Expect::Version(current.rvn),
+            NewRecord {
+                owner: "mallory".into(),
+                rvn: Rvn::fresh(),
+                lease: LEASE,
+                released: false,
+                fence: FenceUpdate::Next,
+                data: None,
+                expires_at: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Applied(_)));
+    let stolen_at = Instant::now();
+    let reason = guard.lost().await;
+    assert_eq!(
+        reason,
+        LostReason::Stolen {
+            owner: Some("mallory".into())
+        }
+    );
+    assert!(
+        stolen_at.elapsed() <= Duration::from_secs(2),
+        "seen within one heartbeat period"
+    );
+    assert!(!guard.is_safe());
+    // The lost guard's release does not touch the thief's record.
+    let error = guard.release().await.unwrap_err();
+    assert!(matches!(error, LockError::Lost { .. }), "{error:?}");
+    assert_eq!(store.get(&key).await.unwrap().unwrap().owner, "mallory");
+    // And this client may acquire the key again later.
+    assert!(a.try_acquire("job").await.unwrap().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn fences_strictly_increase_across_acquire_release_takeover_and_retries() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 3);
+    let a = client(faulty.clone(), "a");
+    let b = client(store.clone(), "b");
+    let mut fences = Vec::new();
+
+    let g = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    fences.push(g.fence());
+    g.release().await.unwrap();
+
+    // An ambiguous acquire that applied, then a retried one that did not.
+    faulty.script(Op::Put, Fault::AmbiguousApplied);
+    let g = a
+        .acquire("job", wait(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    fences.push(g.fence());
+    g.release().await.unwrap();
+    faulty.script(Op::Put, Fault::AmbiguousNotApplied);
+    faulty.script(Op::Put, Fault::Throttled);
+    let g = a
+        .acquire("job", wait(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    fences.push(g.fence());
+
+    // Crash and takeover.
+    faulty.set_unavailable(true);
+    let t = b
+        .acquire("job", wait(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    fences.push(t.fence());
+    drop(g);
+    t.release().await.unwrap();
+    faulty.set_unavailable(false);
+    let g = a
+        .acquire("job", wait(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    fences.push(g.fence());
+
+    assert_eq!(
+        fences,
+        vec![Fence(1), Fence(2), Fence(3), Fence(4), Fence(5)],
+        "fences: {fences:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn ambiguous_acquire_that_applied_is_recognised_as_ours() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 1);
+    let a = client(faulty.clone(), "a");
+    faulty.script(Op::Put, Fault::AmbiguousApplied);
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(guard.fence(), Fence(1));
+    assert!(guard.is_safe());
+    // One write, then a read that found our RVN: no second acquisition.
+    assert_eq!(store.writes(), 1, "{:?}", store.history());
+    let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert_eq!(record.owner, "a");
+    assert_eq!(record.fence, Fence(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn ambiguous_acquire_that_did_not_apply_is_retried() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 2);
+    let a = client(faulty.clone(), "a");
+    faulty.script(Op::Put, Fault::AmbiguousNotApplied);
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(guard.fence(), Fence(1), "the first write never applied");
+    assert_eq!(store.writes(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn ambiguous_heartbeat_is_resolved_whether_it_applied_or_not() {
+    for fault in [Fault::AmbiguousApplied, Fault::AmbiguousNotApplied] {
+        let store = MemoryStore::new();
+        let faulty = FaultyStore::new(store.clone(), 5);
+        let a = client(faulty.clone(), "a");
+        let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+        faulty.script(Op::Put, fault.clone());
+        // Run through several heartbeats; the lock must stay ours and safe.
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            assert!(guard.is_safe(), "{fault:?}: {:?}", guard.state());
+        }
+        let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+        assert_eq!(record.owner, "a");
+        assert_eq!(record.fence, Fence(1));
+        guard.release().await.unwrap();
+        assert!(
+            store
+                .get(&LockKey::new("job"))
+                .await
+                .unwrap()
+                .unwrap()
+                .released
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_lock_cancels_the_work_when_the_lease_is_in_danger() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 9);
+    let a = client(faulty.clone(), "a");
+    let started = Instant::now();
+    let progress = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = progress.clone();
+    let faults = faulty.clone();
+    let result = a
+        .with_lock("job", AcquireOptions::new(), |lock| async move {
+            assert_eq!(lock.fence(), Fence(1));
+            faults.set_unavailable(true);
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        })
+        .await;
+    let elapsed = started.elapsed();
+    match result {
+        Err(LockError::Lost { reason, .. }) => assert_eq!(reason, LostReason::InDanger),
+        other => panic!("expected a lost-lock error, got {other:?}"),
+    }
+    assert!(
+        elapsed >= Duration::from_millis(9400) && elapsed < Duration::from_millis(9500),
+        "{elapsed:?}"
+    );
+    let steps = progress.load(std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        progress.load(std::sync::atomic::Ordering::SeqCst),
+        steps,
+        "work kept running"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_lock_returns_the_value_and_releases() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let value = a
+        .with_lock("job", AcquireOptions::new(), |lock| async move {
+            lock.fence().get() + 41
+        })
+        .await
+        .unwrap();
+    assert_eq!(value, 42);
+    assert!(
+        store
+            .get(&LockKey::new("job"))
+            .await
+            .unwrap()
+            .unwrap()
+            .released
+    );
+    assert!(a.held_keys().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reentrant_acquire_shares_the_acquisition() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let first = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let error = a.acquire("job", AcquireOptions::new()).await.unwrap_err();
+    assert!(matches!(error, LockError::AlreadyHeld { .. }), "{error:?}");
+    let writes = store.writes();
+    let second = a
+        .acquire("job", AcquireOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    assert_eq!(store.writes(), writes, "a reentrant acquire writes nothing");
+    assert_eq!(second.fence(), first.fence());
+    first.release().await.unwrap();
+    let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert!(!record.released, "the second guard still holds it");
+    second.release().await.unwrap();
+    assert!(
+        store
+            .get(&LockKey::new("job"))
+            .await
+            .unwrap()
+            .unwrap()
+            .released
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_if_exists_refuses_a_missing_lock_and_takes_a_released_one() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let error = a
+        .acquire("job", AcquireOptions::new().only_if_exists(true))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, LockError::NotFound { .. }), "{error:?}");
+    assert_eq!(store.writes(), 0);
+    assert!(store.get(&LockKey::new("job")).await.unwrap().is_none());
+    a.acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let guard = a
+        .acquire("job", AcquireOptions::new().only_if_exists(true))
+        .await
+        .unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_everything_and_refuses_later_calls() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let mut guards = Vec::new();
+    for name in ["a", "b", "c", "d"] {
+        guards.push(a.acquire(name, AcquireOptions::new()).await.unwrap());
+    }
+    let report = a.shutdown().await.unwrap();
+    assert_eq!(report.released.len(), 4);
+    assert!(report.failed.is_empty() && report.timed_out.is_empty());
+    for name in ["a", "b", "c", "d"] {
+        assert!(
+            store
+                .get(&LockKey::new(name))
+                .await
+                .unwrap()
+                .unwrap()
+                .released
+        );
+    }
+    assert!(matches!(
+        a.acquire("e", AcquireOptions::new()).await,
+        Err(LockError::Shutdown)
+    ));
+    assert!(matches!(a.shutdown().await, Err(LockError::Shutdown)));
+    assert!(matches!(
+        guards[0].state(),
+        LeaseState::Lost {
+            reason: LostReason::Released
+        }
+    ));
+    let writes = store.writes();
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    assert_eq!(store.writes(), writes, "already released by shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_guard_releases_in_the_background() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    drop(guard);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(
+        store
+            .get(&LockKey::new("job"))
+            .await
+            .unwrap()
+            .unwrap()
+            .released
+    );
+    assert!(a.held_keys().is_empty());
+    let writes = store.writes();
+    tokio::time::sleep(LEASE).await;
+    assert_eq!(store.writes(), writes, "no heartbeats after drop");
+}
+
+#[tokio::test(start_paused = true)]
+async fn data_is_stored_readable_and_updatable() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = client(store.clone(), "b");
+    let guard = a
+        .acquire("job", AcquireOptions::new().data(b"v1".to_vec()))
+        .await
+        .unwrap();
+    let info = b.get_lock("job").await.unwrap().unwrap();
+    assert_eq!(info.data.as_deref(), Some(&b"v1"[..]));
+    assert_eq!(info.owner, "a");
+    assert!(!info.held_by_this_client);
+    assert!(
+        a.get_lock("job")
+            .await
+            .unwrap()
+            .unwrap()
+            .held_by_this_client
+    );
+    guard.set_data(Some(b"v2".to_vec())).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let info = b.get_lock("job").await.unwrap().unwrap();
+    assert_eq!(
+        info.data.as_deref(),
+        Some(&b"v2"[..]),
+        "heartbeats keep the data"
+    );
+    assert_eq!(guard.data().as_deref(), Some(&b"v2"[..]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn sort_keys_are_separate_locks_and_list_pages_through_them() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let mut guards = Vec::new();
+    for shard in 0..7 {
+        guards.push(
+            a.acquire(
+                LockKey::with_sort("tenant", format!("shard-{shard}")),
+                AcquireOptions::new(),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    guards.push(a.acquire("other", AcquireOptions::new()).await.unwrap());
+    assert!(guards.iter().all(|g| g.fence() == Fence(1)));
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = a
+            .list_locks(
+                lock_core::ListOptions::new()
+                    .partition("tenant")
+                    .limit(3)
+                    .cursor(cursor),
+            )
+            .await
+            .unwrap();
+        assert!(page.locks.len() <= 3);
+        seen.extend(page.locks.into_iter().map(|info| {
+            assert!(info.held_by_this_client);
+            info.key
+        }));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 7, "{seen:?}");
+    assert!(seen.iter().all(|key| key.partition() == "tenant"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_invalid_config_is_a_typed_error() {
+    let build = |f: fn(lock_core::LockClientBuilder) -> lock_core::LockClientBuilder| {
+        f(LockClient::builder(MemoryStore::new()).lease(LEASE))
+            .build()
+            .unwrap_err()
+    };
+    type Check = fn(&ConfigError) -> bool;
+    let cases: Vec<(LockError, Check)> = vec![
+        (build(|b| b.lease(Duration::ZERO)), |e| {
+            matches!(e, ConfigError::ZeroLease)
+        }),
+        (build(|b| b.heartbeat_period(Duration::ZERO)), |e| {
+            matches!(e, ConfigError::ZeroHeartbeat)
+        }),
+        (build(|b| b.heartbeat_period(LEASE)), |e| {
+            matches!(e, ConfigError::HeartbeatTooSlow { .. })
+        }),
+        (
+            build(|b| b.heartbeat_period(Duration::from_millis(9400))),
+            |e| matches!(e, ConfigError::HeartbeatTooSlow { .. }),
+        ),
+        (build(|b| b.refresh_period(Duration::ZERO)), |e| {
+            matches!(e, ConfigError::ZeroRefresh)
+        }),
+        (build(|b| b.max_clock_drift(-0.1)), |e| {
+            matches!(e, ConfigError::BadDrift { .. })
+        }),
+        (build(|b| b.max_clock_drift(0.5)), |e| {
+            matches!(e, ConfigError::BadDrift { .. })
+        }),
+        (build(|b| b.max_clock_drift(f64::NAN)), |e| {
+            matches!(e, ConfigError::BadDrift { .. })
+        }),
+        (build(|b| b.safety_margin(LEASE)), |e| {
+            matches!(e, ConfigError::NoSafeTime { .. })
+        }),
+        (build(|b| b.heartbeat_rate_limit(0)), |e| {
+            matches!(e, ConfigError::ZeroRateLimit)
+        }),
+        (build(|b| b.owner("  ")), |e| {
+            matches!(e, ConfigError::EmptyOwner)
+        }),
+    ];
+    for (error, check) in cases {
+        match &error {
+            LockError::InvalidConfig(config) => assert!(check(config), "{error}"),
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+    // The defaults are valid, including for a short lease.
+    LockClient::builder(MemoryStore::new()).build().unwrap();
+    LockClient::builder(MemoryStore::new())
+        .lease(Duration::from_millis(100))
+        .build()
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_invalid_input_is_a_typed_error_and_writes_nothing() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let big = vec![0u8; 500 * 1024];
+    let keys_and_data: Vec<(LockKey, Option<Vec<u8>>)> = vec![
+        (LockKey::new(""), None),
+        (LockKey::with_sort("p", ""), None),
+        (LockKey::new("x".repeat(2049)), None),
+        (LockKey::with_sort("p", "y".repeat(1025)), None),
+        (LockKey::new("job"), Some(big)),
+    ];
+    for (key, data) in keys_and_data {
+        let mut options = AcquireOptions::new();
+        if let Some(data) = data {
+            options = options.data(data);
+        }
+        let error = a.acquire(key.clone(), options).await.unwrap_err();
+        assert!(
+            matches!(error, LockError::InvalidInput { .. }),
+            "{key:?}: {error:?}"
+        );
+    }
+    assert_eq!(store.calls(), 0, "{:?}", store.history());
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let error = guard
+        .set_data(Some(vec![0u8; 500 * 1024]))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, LockError::InvalidInput { .. }), "{error:?}");
+    assert_eq!(store.writes(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn store_errors_that_cannot_be_retried_end_the_acquire_with_a_typed_error() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 4);
+    let a = client(faulty.clone(), "a");
+    faulty.script(Op::Put, Fault::Error(lock_core::StoreErrorKind::NotFound));
+    let error = a
+        .acquire("job", wait(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    match error {
+        LockError::Store { source, .. } => {
+            assert_eq!(source.kind(), lock_core::StoreErrorKind::NotFound)
+        }
+        other => panic!("{other:?}"),
+    }
+    // Throttling is retried within the budget.
+    faulty.script(Op::Put, Fault::Throttled);
+    faulty.script(Op::Put, Fault::Throttled);
+    let guard = a
+        .acquire("job", wait(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(guard.fence(), Fence(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeats_are_rate_limited_and_spread() {
+    let store = MemoryStore::new();
+    let a = LockClient::builder(store.clone())
+        .owner("a")
+        .lease(LEASE)
+        .heartbeat_period(Duration::from_secs(2))
+        .heartbeat_rate_limit(10)
+        .build()
+        .unwrap();
+    let mut guards = Vec::new();
+    for i in 0..10 {
+        guards.push(
+            a.acquire(format!("k{i}"), AcquireOptions::new())
+                .await
+                .unwrap(),
+        );
+    }
+    store.clear_history();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let starts: Vec<Instant> = store
+        .history()
+        .iter()
+        .map(|entry| entry.started())
+        .collect();
+    assert!(starts.len() >= 90, "{} heartbeats", starts.len());
+    for pair in starts.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= Duration::from_millis(99),
+            "{:?}",
+            pair[1] - pair[0]
+        );
+    }
+    assert!(guards.iter().all(|g| g.is_safe()));
+}
