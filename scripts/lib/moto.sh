@@ -1,0 +1,76 @@
+# Sourced by scripts that need the DynamoDB emulator: a Python virtual
+# environment under .venv (reused when present) with moto[server], and a
+# moto_server on a free loopback port.
+#
+# moto_install            create/refresh the venv (idempotent)
+# moto_start              start the server, wait until it answers; sets
+#                         MOTO_ENDPOINT and dummy AWS credentials
+# moto_stop               stop it (safe to call twice)
+
+: "${root:?set root to the repository root before sourcing moto.sh}"
+MOTO_VENV="$root/.venv"
+MOTO_REQUIREMENT='moto[server]>=5,<6'
+MOTO_LOG_DIR="$root/.moto"
+MOTO_PID=""
+
+moto_install() {
+    local python="${PYTHON:-python3}"
+    if [ ! -x "$MOTO_VENV/bin/python" ]; then
+        echo "==> creating the Python virtual environment in .venv"
+        "$python" -m venv "$MOTO_VENV"
+    fi
+    if ! "$MOTO_VENV/bin/python" -c 'import moto.server, flask, flask_cors' 2>/dev/null; then
+        echo "==> installing $MOTO_REQUIREMENT into .venv"
+        "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$MOTO_REQUIREMENT"
+    fi
+}
+
+moto_free_port() {
+    "$MOTO_VENV/bin/python" - <<'PY'
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()
+PY
+}
+
+moto_start() {
+    mkdir -p "$MOTO_LOG_DIR"
+    local attempt port
+    for attempt in 1 2 3; do
+        port="$(moto_free_port)"
+        "$MOTO_VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$MOTO_LOG_DIR/server.log" 2>&1 &
+        MOTO_PID=$!
+        MOTO_ENDPOINT="http://127.0.0.1:$port"
+        # Wait until it answers (at most ~30 s), or until it dies (port taken).
+        local i
+        for i in $(seq 1 300); do
+            if ! kill -0 "$MOTO_PID" 2>/dev/null; then
+                break
+            fi
+            if "$MOTO_VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=1)" "$MOTO_ENDPOINT" 2>/dev/null; then
+                echo "==> moto_server answering at $MOTO_ENDPOINT (pid $MOTO_PID, log .moto/server.log)"
+                export MOTO_ENDPOINT
+                export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
+                export AWS_EC2_METADATA_DISABLED=true
+                unset AWS_PROFILE AWS_SESSION_TOKEN
+                return 0
+            fi
+            sleep 0.1
+        done
+        moto_stop
+        echo "moto_server did not answer on port $port (attempt $attempt); log:" >&2
+        tail -n 20 "$MOTO_LOG_DIR/server.log" >&2 || true
+    done
+    echo "could not start moto_server" >&2
+    return 1
+}
+
+moto_stop() {
+    if [ -n "$MOTO_PID" ] && kill -0 "$MOTO_PID" 2>/dev/null; then
+        kill "$MOTO_PID" 2>/dev/null || true
+        wait "$MOTO_PID" 2>/dev/null || true
+    fi
+    MOTO_PID=""
+}
