@@ -1,0 +1,759 @@
+//! [`DynamoDbStore`]: the [`ConditionalStore`] on DynamoDB, and its builder.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::{BehaviorVersion, SdkConfig};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::{Intercept, SharedInterceptor};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use lock_core::{
+    Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, LockKey, LockRecord,
+    NewRecord, Outcome, Page, StoreError,
+};
+
+use crate::errors::StoreConfigError;
+use crate::item::{self, Item, MAX_ITEM_BYTES, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
+use crate::layout::{Layout, ReleaseMode};
+use crate::mapping::{Access, Context, map_sdk_error};
+
+/// Time limits of every DynamoDB call the store makes.
+///
+/// The SDK's own defaults are a 3.1 s connect timeout and **no** read, attempt or
+/// operation timeout, so a server that accepts a connection and never answers
+/// would hang a call forever. The store always sets all three:
+///
+/// * `connect`: establishing a connection (default 1 s). A write that fails here
+///   was never sent and is reported as unavailable.
+/// * `attempt`: one HTTP attempt, from sending to the end of the response (default
+///   2 s). A write that times out here may have applied: ambiguous.
+/// * `operation`: a whole call including the SDK's retries of reads (default 5 s).
+///   Conditional writes make exactly one attempt.
+///
+/// Keep `attempt` well below the shortest lease you use: the client can only
+/// trust a heartbeat that returned, and a write that may still be in flight when
+/// the lease ends is wasted.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct Timeouts {
+    /// Connect timeout.
+    pub connect: Duration,
+    /// Per-attempt timeout.
+    pub attempt: Duration,
+    /// Per-operation timeout (all attempts).
+    pub operation: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(1),
+            attempt: Duration::from_secs(2),
+            operation: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Set the connect timeout.
+    pub fn with_connect(mut self, timeout: Duration) -> Self {
+        self.connect = timeout;
+        self
+    }
+    /// Set the per-attempt timeout.
+    pub fn with_attempt(mut self, timeout: Duration) -> Self {
+        self.attempt = timeout;
+        self
+    }
+    /// Set the per-operation timeout.
+    pub fn with_operation(mut self, timeout: Duration) -> Self {
+        self.operation = timeout;
+        self
+    }
+
+    fn validate(&self) -> Result<(), StoreConfigError> {
+        for (which, value) in [
+            ("connect", self.connect),
+            ("attempt", self.attempt),
+            ("operation", self.operation),
+        ] {
+            if value.is_zero() {
+                return Err(StoreConfigError::ZeroTimeout { which });
+            }
+        }
+        Ok(())
+    }
+
+    fn config(&self) -> TimeoutConfig {
+        TimeoutConfig::builder()
+            .connect_timeout(self.connect)
+            .operation_attempt_timeout(self.attempt)
+            .operation_timeout(self.operation)
+            .build()
+    }
+}
+
+/// Builds a [`DynamoDbStore`]; start with [`DynamoDbStore::builder`].
+#[derive(Debug, Clone)]
+pub struct DynamoDbStoreBuilder {
+    table: String,
+    layout: Layout,
+    timeouts: Timeouts,
+    read_attempts: u32,
+    endpoint_url: Option<String>,
+    interceptors: Vec<SharedInterceptor>,
+    read_after_bare_conflict: bool,
+}
+
+impl DynamoDbStoreBuilder {
+    /// The table layout (default [`Layout::native`]).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Time limits of every call (see [`Timeouts`]).
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// How many attempts the SDK makes for reads (`GetItem`, `Scan`, `Query`,
+    /// `DescribeTable`), with its standard backoff; default 3. Conditional writes
+    /// always make exactly one attempt: the lock client retries them and resolves
+    /// ambiguous ones by RVN.
+    pub fn read_attempts(mut self, attempts: u32) -> Self {
+        self.read_attempts = attempts;
+        self
+    }
+
+    /// Send requests to this endpoint (for example `http://127.0.0.1:8000` for a
+    /// local emulator) instead of the one from the configuration.
+    pub fn endpoint_url(mut self, url: impl Into<String>) -> Self {
+        self.endpoint_url = Some(url.into());
+        self
+    }
+
+    /// Add an SDK interceptor to every call (metrics, tracing, fault injection in
+    /// tests).
+    pub fn interceptor(mut self, interceptor: impl Intercept + 'static) -> Self {
+        self.interceptors.push(SharedInterceptor::new(interceptor));
+        self
+    }
+
+    /// When a conditional write is rejected and DynamoDB returns no item, read the
+    /// key (consistently) to report the current record.
+    ///
+    /// Off by default: DynamoDB returns the item with
+    /// `ReturnValuesOnConditionCheckFailure = ALL_OLD`, so a rejection without an
+    /// item means the key is absent. Turn it on for DynamoDB-compatible servers that
+    /// do not support that parameter.
+    pub fn read_after_conflict_without_item(mut self, enabled: bool) -> Self {
+        self.read_after_bare_conflict = enabled;
+        self
+    }
+
+    /// Build from an [`SdkConfig`] (region, credentials, endpoint, HTTP client).
+    pub fn build(self, sdk_config: &SdkConfig) -> Result<DynamoDbStore, StoreConfigError> {
+        self.build_with_config(aws_sdk_dynamodb::config::Builder::from(sdk_config))
+    }
+
+    /// Build from the default configuration chain: environment
+    /// (`AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`,
+    /// `AWS_ENDPOINT_URL_DYNAMODB`, ...), shared config and credentials files,
+    /// profiles, SSO, web identity and instance roles.
+    pub async fn build_from_env(self) -> Result<DynamoDbStore, StoreConfigError> {
+        let sdk_config = aws_config::defaults(BehaviorVersion::latest()).load().await;
+        self.build(&sdk_config)
+    }
+
+    /// Build from a DynamoDB client configuration builder, for full control. The
+    /// store still sets its timeouts, read attempts, endpoint and interceptors on it.
+    pub fn build_with_config(
+        self,
+        config: aws_sdk_dynamodb::config::Builder,
+    ) -> Result<DynamoDbStore, StoreConfigError> {
+        validate_table_name(&self.table)?;
+        self.layout.validate()?;
+        self.timeouts.validate()?;
+        if self.read_attempts == 0 {
+            return Err(StoreConfigError::ZeroReadAttempts);
+        }
+        let mut config = config
+            .timeout_config(self.timeouts.config())
+            .retry_config(RetryConfig::standard().with_max_attempts(self.read_attempts));
+        if let Some(url) = &self.endpoint_url {
+            config = config.endpoint_url(url);
+        }
+        for interceptor in self.interceptors {
+            config.push_interceptor(interceptor);
+        }
+        let client = Client::from_conf(config.build());
+        Ok(DynamoDbStore {
+            inner: Arc::new(Inner {
+                client,
+                table: self.table,
+                layout: self.layout,
+                read_after_bare_conflict: self.read_after_bare_conflict,
+            }),
+        })
+    }
+}
+
+fn validate_table_name(name: &str) -> Result<(), StoreConfigError> {
+    let ok = (3..=255).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreConfigError::InvalidTableName { name: name.into() })
+    }
+}
+
+/// A [`ConditionalStore`] on one DynamoDB table.
+///
+/// Every state change is one conditional write:
+///
+/// * acquiring a vacant key (absent or released) is one `UpdateItem` whose
+///   condition is "absent or released" and which increments the fence with `ADD`;
+/// * takeover, heartbeat and release are one `UpdateItem` conditional on the RVN
+///   (in a layout whose [`ReleaseMode`] is `Delete`, release is one conditional
+///   `DeleteItem` instead);
+/// * a rejected write returns the current item
+///   (`ReturnValuesOnConditionCheckFailure = ALL_OLD`), so a conflict costs no read.
+///
+/// Reads are strongly consistent. Conditional writes are never retried by the SDK.
+/// Keys and items are checked against DynamoDB's limits before anything is sent.
+///
+/// Cloning is cheap and shares the client.
+#[derive(Clone)]
+pub struct DynamoDbStore {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) client: Client,
+    pub(crate) table: String,
+    pub(crate) layout: Layout,
+    read_after_bare_conflict: bool,
+}
+
+impl fmt::Debug for DynamoDbStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynamoDbStore")
+            .field("table", &self.inner.table)
+            .field("layout", &self.inner.layout.preset_name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The per-call override that turns off SDK retries for conditional writes.
+fn single_attempt() -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled())
+}
+
+/// Expression attribute names and values, built up per request.
+#[derive(Default)]
+struct Expr {
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl Expr {
+    fn name(&mut self, placeholder: &str, attribute: &str) -> String {
+        self.names
+            .insert(placeholder.to_owned(), attribute.to_owned());
+        placeholder.to_owned()
+    }
+    fn value(&mut self, placeholder: &str, value: AttributeValue) -> String {
+        self.values.insert(placeholder.to_owned(), value);
+        placeholder.to_owned()
+    }
+    fn values(
+        self,
+    ) -> (
+        HashMap<String, String>,
+        Option<HashMap<String, AttributeValue>>,
+    ) {
+        let values = (!self.values.is_empty()).then_some(self.values);
+        (self.names, values)
+    }
+}
+
+impl DynamoDbStore {
+    /// Start building a store on `table`.
+    pub fn builder(table: impl Into<String>) -> DynamoDbStoreBuilder {
+        DynamoDbStoreBuilder {
+            table: table.into(),
+            layout: Layout::default(),
+            timeouts: Timeouts::default(),
+            read_attempts: 3,
+            endpoint_url: None,
+            interceptors: Vec::new(),
+            read_after_bare_conflict: false,
+        }
+    }
+
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.inner.table
+    }
+
+    /// The table layout.
+    pub fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+
+    /// The underlying SDK client (for example to inspect items in tests).
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    pub(crate) fn ctx(&self, operation: &'static str) -> Context<'_> {
+        Context {
+            operation,
+            table: &self.inner.table,
+            layout: &self.inner.layout,
+        }
+    }
+
+    fn record(&self, item: &Item) -> Result<LockRecord, StoreError> {
+        item::record_from_item(&self.inner.layout, &self.inner.table, item)
+    }
+
+    /// The "absent or released" condition.
+    fn vacant_condition(&self, expr: &mut Expr) -> String {
+        let layout = &self.inner.layout;
+        let pk = expr.name("#pk", layout.partition_key());
+        match layout.released() {
+            Some((name, encoding)) => {
+                let rel = expr.name("#rel", name);
+                let marker = expr.value(":released", item::released_marker(encoding));
+                format!("attribute_not_exists({pk}) OR {rel} = {marker}")
+            }
+            None => format!("attribute_not_exists({pk})"),
+        }
+    }
+
+    fn version_condition(&self, expr: &mut Expr, rvn: &lock_core::Rvn) -> String {
+        let r = expr.name("#rvn", self.inner.layout.rvn());
+        let expected = expr.value(":expected", AttributeValue::S(rvn.as_str().to_owned()));
+        format!("{r} = {expected}")
+    }
+
+    /// The current record after a rejection, from the item DynamoDB returned.
+    async fn rejected(&self, key: &LockKey, item: Option<&Item>) -> Result<Outcome, StoreError> {
+        let current = match item {
+            Some(item) if !item.is_empty() => Some(self.record(item)?),
+            _ if self.inner.read_after_bare_conflict => self.get(key).await?,
+            _ => None,
+        };
+        tracing::debug!(table = %self.inner.table, %key, current = ?current.as_ref().map(|r| &r.rvn), "conditional write rejected");
+        Ok(Outcome::Rejected { current })
+    }
+
+    fn check_size(
+        &self,
+        key_item: &Item,
+        attributes: &[(&str, &AttributeValue)],
+        fence: bool,
+    ) -> Result<(), StoreError> {
+        let size: usize = key_item
+            .iter()
+            .map(|(n, v)| item::attribute_size(n, v))
+            .chain(attributes.iter().map(|(n, v)| item::attribute_size(n, v)))
+            .sum::<usize>()
+            + if fence {
+                item::attribute_size(self.inner.layout.fence(), &AttributeValue::N(String::new()))
+            } else {
+                0
+            };
+        if size > MAX_ITEM_BYTES {
+            return Err(StoreError::invalid(format!(
+                "the lock record would be about {size} bytes; DynamoDB items are limited to {MAX_ITEM_BYTES} bytes (400 KB), mostly taken by the data"
+            )));
+        }
+        Ok(())
+    }
+
+    fn expiry(&self, new: &NewRecord) -> Option<u64> {
+        new.expires_at.or_else(|| {
+            self.inner
+                .layout
+                .default_expiry()
+                .map(item::epoch_seconds_in)
+        })
+    }
+
+    /// `put` with `released = true` in a layout that deletes on release.
+    async fn release_by_delete(
+        &self,
+        key: &LockKey,
+        key_item: Item,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        let mut expr = Expr::default();
+        let condition = match &expect {
+            Expect::Vacant => {
+                let pk = expr.name("#pk", self.inner.layout.partition_key());
+                format!("attribute_not_exists({pk})")
+            }
+            Expect::Version(rvn) => self.version_condition(&mut expr, rvn),
+        };
+        let (names, values) = expr.values();
+        let result = self
+            .inner
+            .client
+            .delete_item()
+            .table_name(&self.inner.table)
+            .set_key(Some(key_item))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(values)
+            .return_values(ReturnValue::AllOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .customize()
+            .config_override(single_attempt())
+            .send()
+            .await;
+        match result {
+            Ok(output) => {
+                let old = match output.attributes() {
+                    Some(item) if !item.is_empty() => Some(self.record(item)?),
+                    _ => None,
+                };
+                let old_fence = old.map_or(Fence(0), |r| r.fence);
+                let fence = match new.fence {
+                    FenceUpdate::Keep => old_fence,
+                    FenceUpdate::Next => Fence(old_fence.0.saturating_add(1)),
+                };
+                Ok(Outcome::Applied(LockRecord {
+                    key: key.clone(),
+                    owner: new.owner,
+                    rvn: new.rvn,
+                    lease: new.lease,
+                    released: true,
+                    fence,
+                    data: new.data,
+                    expires_at: new.expires_at,
+                }))
+            }
+            Err(err) => {
+                if let SdkError::ServiceError(service) = &err
+                    && let DeleteItemError::ConditionalCheckFailedException(ccf) = service.err()
+                {
+                    return self.rejected(key, ccf.item()).await;
+                }
+                Err(map_sdk_error(
+                    err,
+                    Access::Write,
+                    self.ctx("DeleteItem (release)"),
+                ))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ConditionalStore for DynamoDbStore {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        let key_item = item::key_item(&self.inner.layout, key)?;
+        let output = self
+            .inner
+            .client
+            .get_item()
+            .table_name(&self.inner.table)
+            .set_key(Some(key_item))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|err| map_sdk_error(err, Access::Read, self.ctx("GetItem")))?;
+        match output.item() {
+            Some(item) if !item.is_empty() => Ok(Some(self.record(item)?)),
+            _ => Ok(None),
+        }
+    }
+
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        let layout = &self.inner.layout;
+        let key_item = item::key_item(layout, key)?;
+        if new.data.is_some() && layout.data().is_none() {
+            return Err(StoreError::invalid(format!(
+                "lock {key} carries data, but the table layout ({}) has no data attribute",
+                layout.preset_name()
+            )));
+        }
+        if new.rvn.as_str().is_empty() {
+            return Err(StoreError::invalid("the record version number is empty"));
+        }
+        if new.released && layout.release_mode() == ReleaseMode::Delete {
+            return self.release_by_delete(key, key_item, expect, new).await;
+        }
+
+        let mut expr = Expr::default();
+        let condition = match &expect {
+            Expect::Vacant => self.vacant_condition(&mut expr),
+            Expect::Version(rvn) => self.version_condition(&mut expr, rvn),
+        };
+        let mut set = Vec::new();
+        let mut remove = Vec::new();
+        let owner = AttributeValue::S(new.owner.clone());
+        let rvn = AttributeValue::S(new.rvn.as_str().to_owned());
+        let (lease_name, lease_encoding) = layout.lease();
+        let lease = item::encode_lease(lease_encoding, new.lease);
+        let released = layout
+            .released()
+            .map(|(name, encoding)| (name, item::encode_released(encoding, new.released)));
+        let data = new
+            .data
+            .as_ref()
+            .map(|bytes| AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes.clone())));
+        let expires = self.expiry(&new).map(|t| AttributeValue::N(t.to_string()));
+
+        let mut sized: Vec<(&str, &AttributeValue)> = vec![
+            (layout.owner(), &owner),
+            (layout.rvn(), &rvn),
+            (lease_name, &lease),
+        ];
+        set.push(format!("{} = :owner", expr.name("#owner", layout.owner())));
+        expr.value(":owner", owner.clone());
+        set.push(format!("{} = :rvn", expr.name("#rvn", layout.rvn())));
+        expr.value(":rvn", rvn.clone());
+        set.push(format!("{} = :lease", expr.name("#lease", lease_name)));
+        expr.value(":lease", lease.clone());
+        if let Some((name, value)) = &released {
+            let placeholder = expr.name("#rel", name);
+            match value {
+                Some(value) => {
+                    set.push(format!("{placeholder} = :rel"));
+                    expr.value(":rel", value.clone());
+                    sized.push((name, value));
+                }
+                None => remove.push(placeholder),
+            }
+        }
+        if let Some(name) = layout.data() {
+            let placeholder = expr.name("#data", name);
+            match &data {
+                Some(value) => {
+                    set.push(format!("{placeholder} = :data"));
+                    expr.value(":data", value.clone());
+                    sized.push((name, value));
+                }
+                None => remove.push(placeholder),
+            }
+        }
+        if let Some(name) = layout.expires_at() {
+            let placeholder = expr.name("#exp", name);
+            match &expires {
+                Some(value) => {
+                    set.push(format!("{placeholder} = :exp"));
+                    expr.value(":exp", value.clone());
+                    sized.push((name, value));
+                }
+                None => remove.push(placeholder),
+            }
+        }
+        self.check_size(&key_item, &sized, true)?;
+
+        let mut update = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            update.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        if new.fence == FenceUpdate::Next {
+            let fence = expr.name("#fence", layout.fence());
+            expr.value(":one", AttributeValue::N("1".into()));
+            update.push_str(&format!(" ADD {fence} :one"));
+        }
+
+        let (names, values) = expr.values();
+        let result = self
+            .inner
+            .client
+            .update_item()
+            .table_name(&self.inner.table)
+            .set_key(Some(key_item))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(values)
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .customize()
+            .config_override(single_attempt())
+            .send()
+            .await;
+        match result {
+            Ok(output) => match output.attributes() {
+                Some(item) if !item.is_empty() => Ok(Outcome::Applied(self.record(item)?)),
+                // The write applied but the response lacks the new item: let the
+                // client resolve it by RVN like any lost response.
+                _ => Err(StoreError::ambiguous(format!(
+                    "UpdateItem on DynamoDB table {:?} succeeded but returned no attributes for lock {key}",
+                    self.inner.table
+                ))),
+            },
+            Err(err) => {
+                if let SdkError::ServiceError(service) = &err
+                    && let UpdateItemError::ConditionalCheckFailedException(ccf) = service.err()
+                {
+                    return self.rejected(key, ccf.item()).await;
+                }
+                Err(map_sdk_error(err, Access::Write, self.ctx("UpdateItem")))
+            }
+        }
+    }
+
+    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+        let layout = &self.inner.layout;
+        let key_item = item::key_item(layout, key)?;
+        let mut expr = Expr::default();
+        let condition = match &expect {
+            Expect::Version(rvn) => self.version_condition(&mut expr, rvn),
+            Expect::Vacant => {
+                let pk = expr.name("#pk", layout.partition_key());
+                match layout.released() {
+                    Some((name, encoding)) => {
+                        let rel = expr.name("#rel", name);
+                        let marker = expr.value(":released", item::released_marker(encoding));
+                        format!("attribute_exists({pk}) AND {rel} = {marker}")
+                    }
+                    // Nothing is ever vacant in a layout without a released
+                    // attribute: reject, returning the current item in the same call.
+                    None => format!("attribute_exists({pk}) AND attribute_not_exists({pk})"),
+                }
+            }
+        };
+        let (names, values) = expr.values();
+        let result = self
+            .inner
+            .client
+            .delete_item()
+            .table_name(&self.inner.table)
+            .set_key(Some(key_item))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(values)
+            .return_values(ReturnValue::AllOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .customize()
+            .config_override(single_attempt())
+            .send()
+            .await;
+        match result {
+            Ok(output) => match output.attributes() {
+                Some(item) if !item.is_empty() => Ok(Outcome::Applied(self.record(item)?)),
+                _ => Err(StoreError::ambiguous(format!(
+                    "DeleteItem on DynamoDB table {:?} succeeded but returned no attributes for lock {key}",
+                    self.inner.table
+                ))),
+            },
+            Err(err) => {
+                if let SdkError::ServiceError(service) = &err
+                    && let DeleteItemError::ConditionalCheckFailedException(ccf) = service.err()
+                {
+                    return self.rejected(key, ccf.item()).await;
+                }
+                Err(map_sdk_error(err, Access::Write, self.ctx("DeleteItem")))
+            }
+        }
+    }
+
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let layout = &self.inner.layout;
+        if limit == 0 {
+            return Err(StoreError::invalid(
+                "a listing page needs a limit of at least 1",
+            ));
+        }
+        let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+        let start = cursor
+            .as_ref()
+            .map(|c| item::decode_cursor(layout, c))
+            .transpose()?;
+        let (items, last) = match partition {
+            Some(partition) => {
+                item::check_key(layout, &LockKey::new(partition))?;
+                let output = self
+                    .inner
+                    .client
+                    .query()
+                    .table_name(&self.inner.table)
+                    .key_condition_expression("#pk = :pk")
+                    .expression_attribute_names("#pk", layout.partition_key())
+                    .expression_attribute_values(":pk", AttributeValue::S(partition.to_owned()))
+                    .consistent_read(true)
+                    .limit(limit)
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|err| map_sdk_error(err, Access::Read, self.ctx("Query")))?;
+                (
+                    output.items().to_vec(),
+                    output.last_evaluated_key().cloned(),
+                )
+            }
+            None => {
+                let output = self
+                    .inner
+                    .client
+                    .scan()
+                    .table_name(&self.inner.table)
+                    .consistent_read(true)
+                    .limit(limit)
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|err| map_sdk_error(err, Access::Read, self.ctx("Scan")))?;
+                (
+                    output.items().to_vec(),
+                    output.last_evaluated_key().cloned(),
+                )
+            }
+        };
+        let mut records = Vec::with_capacity(items.len());
+        for item in &items {
+            match self.record(item) {
+                Ok(record) => records.push(record),
+                Err(err) => {
+                    tracing::warn!(table = %self.inner.table, error = %err, "skipping an item that is not a lock record");
+                }
+            }
+        }
+        let next = last
+            .filter(|last| !last.is_empty())
+            .and_then(|last| item::encode_cursor(layout, &last));
+        Ok(Page { records, next })
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let layout = &self.inner.layout;
+        Capabilities::default()
+            .with_returns_current_on_conflict(true)
+            .with_sort_keys(layout.sort_key().is_some())
+            .with_key_limits(MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES)
+            .with_max_record_bytes(MAX_ITEM_BYTES)
+            .with_keeps_released_records(layout.release_mode() == ReleaseMode::MarkReleased)
+    }
+}

@@ -1,0 +1,1016 @@
+//! lock-dynamodb against a real DynamoDB emulator (moto, started by
+//! `./scripts/test`). Every test makes its own table, so they run in parallel.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
+    ScalarAttributeType, TimeToLiveStatus,
+};
+use lock_core::{
+    AcquireOptions, ConditionalStore, Expect, Fence, FenceUpdate, LockClient, LockError, LockKey,
+    NewRecord, Outcome, Rvn, StoreErrorKind,
+};
+use lock_dynamodb::{DynamoDbStore, Layout, TableError, TableOptions, Timeouts};
+use lock_memory::FaultyStore;
+use support::{CallCounter, FaultInjector, HttpFault, fresh_store, fresh_store_with, same_table};
+
+fn write(owner: &str, released: bool, fence: FenceUpdate) -> NewRecord {
+    NewRecord {
+        owner: owner.into(),
+        rvn: Rvn::fresh(),
+        lease: Duration::from_secs(10),
+        released,
+        fence,
+        data: None,
+        expires_at: None,
+    }
+}
+
+fn applied(outcome: Outcome) -> lock_core::LockRecord {
+    match outcome {
+        Outcome::Applied(record) => record,
+        other => panic!("expected the write to apply, got {other:?}"),
+    }
+}
+
+fn rejected(outcome: Outcome) -> Option<lock_core::LockRecord> {
+    match outcome {
+        Outcome::Rejected { current } => current,
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+async fn raw_item(
+    store: &DynamoDbStore,
+    key: &[(&str, &str)],
+) -> Option<HashMap<String, AttributeValue>> {
+    let mut request = store
+        .client()
+        .get_item()
+        .table_name(store.table())
+        .consistent_read(true);
+    for (name, value) in key {
+        request = request.key(*name, AttributeValue::S((*value).into()));
+    }
+    request.send().await.unwrap().item().cloned()
+}
+
+fn client(store: impl ConditionalStore, owner: &str, lease: Duration) -> LockClient {
+    LockClient::builder(store)
+        .owner(owner)
+        .lease(lease)
+        .refresh_period(Duration::from_millis(100))
+        .build()
+        .unwrap()
+}
+
+// ---------------------------------------------------------------- store operations
+
+#[tokio::test]
+async fn every_store_operation_on_the_native_layout() {
+    let Some(store) = fresh_store(Layout::native()).await else {
+        return;
+    };
+    let key = LockKey::new("job");
+    assert_eq!(store.get(&key).await.unwrap(), None);
+
+    // Vacant put on a new key: fence 1.
+    let first = write("a", false, FenceUpdate::Next);
+    let held = applied(
+        store
+            .put(&key, Expect::Vacant, first.clone())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (held.owner.as_str(), held.fence, held.released),
+        ("a", Fence(1), false)
+    );
+    assert_eq!(held.rvn, first.rvn);
+    assert_eq!(store.get(&key).await.unwrap(), Some(held.clone()));
+
+    // A conflicting vacant put is rejected with the current record.
+    let current = rejected(
+        store
+            .put(&key, Expect::Vacant, write("b", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(current, Some(held.clone()));
+    // So is a put on a wrong version.
+    let current = rejected(
+        store
+            .put(
+                &key,
+                Expect::Version(Rvn::fresh()),
+                write("b", false, FenceUpdate::Next),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(current, Some(held.clone()));
+
+    // Heartbeat on the right version keeps the fence; data is stored.
+    let mut beat = write("a", false, FenceUpdate::Keep);
+    beat.data = Some(b"progress".to_vec());
+    let beaten = applied(
+        store
+            .put(&key, Expect::Version(held.rvn.clone()), beat.clone())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (beaten.fence, beaten.rvn.clone(), beaten.data.clone()),
+        (Fence(1), beat.rvn.clone(), Some(b"progress".to_vec()))
+    );
+
+    // Release keeps the record and the fence.
+    let released = applied(
+        store
+            .put(
+                &key,
+                Expect::Version(beaten.rvn.clone()),
+                write("a", true, FenceUpdate::Keep),
+            )
+            .await
+            .unwrap(),
+    );
+    assert!(released.released);
+    assert_eq!(released.fence, Fence(1));
+    assert_eq!(released.data, None, "each write replaces the data");
+
+    // A released key is vacant: the next acquisition gets fence 2.
+    let second = applied(
+        store
+            .put(&key, Expect::Vacant, write("b", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    assert_eq!((second.owner.as_str(), second.fence), ("b", Fence(2)));
+
+    // Delete: vacant expectation fails on a held record, version succeeds.
+    assert_eq!(
+        rejected(store.delete(&key, Expect::Vacant).await.unwrap()),
+        Some(second.clone())
+    );
+    assert_eq!(
+        rejected(
+            store
+                .delete(&key, Expect::Version(Rvn::fresh()))
+                .await
+                .unwrap()
+        ),
+        Some(second.clone())
+    );
+    assert_eq!(
+        applied(
+            store
+                .delete(&key, Expect::Version(second.rvn.clone()))
+                .await
+                .unwrap()
+        ),
+        second
+    );
+    assert_eq!(store.get(&key).await.unwrap(), None);
+    // Delete of an absent key is rejected with nothing current.
+    assert_eq!(
+        rejected(
+            store
+                .delete(&key, Expect::Version(second.rvn))
+                .await
+                .unwrap()
+        ),
+        None
+    );
+
+    // Delete with the vacant expectation removes a released record.
+    let again = applied(
+        store
+            .put(&key, Expect::Vacant, write("c", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        again.fence,
+        Fence(1),
+        "deleting the record restarts the fence history"
+    );
+    let released = applied(
+        store
+            .put(
+                &key,
+                Expect::Version(again.rvn),
+                write("c", true, FenceUpdate::Keep),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        applied(store.delete(&key, Expect::Vacant).await.unwrap()),
+        released
+    );
+}
+
+#[tokio::test]
+async fn the_stored_item_has_the_documented_attributes() {
+    let Some(store) = fresh_store(Layout::native()).await else {
+        return;
+    };
+    let key = LockKey::new("job");
+    let mut new = write("a", false, FenceUpdate::Next);
+    new.data = Some(vec![1, 2, 3]);
+    new.expires_at = Some(4_000_000_000);
+    applied(store.put(&key, Expect::Vacant, new.clone()).await.unwrap());
+    let item = raw_item(&store, &[("lock_key", "job")]).await.unwrap();
+    assert_eq!(item.get("owner"), Some(&AttributeValue::S("a".into())));
+    assert_eq!(
+        item.get("rvn"),
+        Some(&AttributeValue::S(new.rvn.as_str().into()))
+    );
+    assert_eq!(
+        item.get("lease_ms"),
+        Some(&AttributeValue::N("10000".into()))
+    );
+    assert_eq!(item.get("released"), Some(&AttributeValue::Bool(false)));
+    assert_eq!(item.get("fence"), Some(&AttributeValue::N("1".into())));
+    assert_eq!(
+        item.get("data"),
+        Some(&AttributeValue::B(vec![1, 2, 3].into()))
+    );
+    assert_eq!(
+        item.get("expires_at"),
+        Some(&AttributeValue::N("4000000000".into()))
+    );
+    assert_eq!(item.len(), 8, "{item:?}");
+}
+
+#[tokio::test]
+async fn list_pages_with_scan_and_queries_one_partition() {
+    let Some(store) = fresh_store(Layout::native().with_sort_key("sort_key")).await else {
+        return;
+    };
+    let mut keys = Vec::new();
+    for p in ["a", "b", "c"] {
+        for s in 0..4 {
+            let key = LockKey::with_sort(p, format!("s{s}"));
+            applied(
+                store
+                    .put(&key, Expect::Vacant, write("o", false, FenceUpdate::Next))
+                    .await
+                    .unwrap(),
+            );
+            keys.push(key);
+        }
+    }
+    let plain = LockKey::new("b");
+    applied(
+        store
+            .put(&plain, Expect::Vacant, write("o", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    keys.push(plain.clone());
+
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let page = store.list(None, cursor, 5).await.unwrap();
+        assert!(page.records.len() <= 5);
+        pages += 1;
+        seen.extend(page.records.into_iter().map(|r| r.key));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert!(pages >= 3, "13 records in pages of 5");
+    seen.sort();
+    keys.sort();
+    assert_eq!(seen, keys);
+
+    let mut in_b = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.list(Some("b"), cursor, 2).await.unwrap();
+        in_b.extend(page.records.into_iter().map(|r| r.key));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    in_b.sort();
+    let mut expected: Vec<_> = keys
+        .iter()
+        .filter(|k| k.partition() == "b")
+        .cloned()
+        .collect();
+    expected.sort();
+    assert_eq!(in_b, expected);
+    assert!(
+        in_b.contains(&plain),
+        "a key without sort key is listed under its partition"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_vacant_puts_have_one_winner() {
+    let Some(store) = fresh_store(Layout::native()).await else {
+        return;
+    };
+    let key = LockKey::new("race");
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (store, key) = (store.clone(), key.clone());
+        tasks.push(tokio::spawn(async move {
+            store
+                .put(
+                    &key,
+                    Expect::Vacant,
+                    write(&format!("w{i}"), false, FenceUpdate::Next),
+                )
+                .await
+                .unwrap()
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut losers = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Outcome::Applied(record) => winners.push(record),
+            Outcome::Rejected { current } => {
+                assert!(current.is_some());
+                losers += 1;
+            }
+        }
+    }
+    assert_eq!((winners.len(), losers), (1, 7));
+    assert_eq!(winners[0].fence, Fence(1));
+}
+
+#[tokio::test]
+async fn oversized_keys_and_items_are_refused_before_anything_is_sent() {
+    let counter = CallCounter::default();
+    let Some(store) = fresh_store_with(Layout::native().with_sort_key("sk"), |b| {
+        b.interceptor(counter.clone())
+    })
+    .await
+    else {
+        return;
+    };
+    counter.reset();
+    let cases = [
+        (LockKey::new("p".repeat(2049)), None),
+        (LockKey::with_sort("p", "s".repeat(1025)), None),
+        (LockKey::new(""), None),
+        (LockKey::new("p"), Some(vec![0u8; 400 * 1024])),
+    ];
+    for (key, data) in cases {
+        let mut new = write("a", false, FenceUpdate::Next);
+        new.data = data;
+        let error = store.put(&key, Expect::Vacant, new).await.unwrap_err();
+        assert_eq!(error.kind(), StoreErrorKind::Invalid, "{error}");
+    }
+    assert_eq!(counter.calls(), Vec::<String>::new(), "nothing was sent");
+    // The limits themselves are accepted.
+    let key = LockKey::with_sort("p".repeat(2048), "s".repeat(1024));
+    applied(
+        store
+            .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(store.get(&LockKey::new("p")).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_bad_listing_cursor_is_invalid() {
+    let Some(store) = fresh_store(Layout::native()).await else {
+        return;
+    };
+    let error = store
+        .list(None, Some(lock_core::Cursor("garbage".into())), 10)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Invalid);
+}
+
+// ---------------------------------------------------------------- round trips
+
+#[tokio::test]
+async fn acquire_of_a_new_and_of_a_released_key_is_one_call_and_conflicts_cost_no_read() {
+    let counter = CallCounter::default();
+    let Some(store) = fresh_store_with(Layout::native(), |b| b.interceptor(counter.clone())).await
+    else {
+        return;
+    };
+    let a = client(store.clone(), "a", Duration::from_secs(10));
+    counter.reset();
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(counter.calls(), ["UpdateItem"], "acquire of a new key");
+    assert_eq!(guard.fence(), Fence(1));
+
+    counter.reset();
+    let b = client(store.clone(), "b", Duration::from_secs(10));
+    let error = b.acquire("job", AcquireOptions::new()).await.unwrap_err();
+    match error {
+        LockError::AcquireTimeout { holder, .. } => assert_eq!(holder.as_deref(), Some("a")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        counter.calls(),
+        ["UpdateItem"],
+        "a conflict returns the holder, no read"
+    );
+
+    counter.reset();
+    guard.release().await.unwrap();
+    assert_eq!(counter.calls(), ["UpdateItem"], "release");
+
+    counter.reset();
+    let again = b.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(counter.calls(), ["UpdateItem"], "acquire of a released key");
+    assert_eq!(again.fence(), Fence(2));
+    again.release().await.unwrap();
+}
+
+// ---------------------------------------------------------------- layouts
+
+#[tokio::test]
+async fn python_layout_writes_what_python_dynamodb_lock_reads_and_deletes_on_release() {
+    let Some(store) = fresh_store(Layout::python_dynamodb_lock()).await else {
+        return;
+    };
+    let a = client(store.clone(), "rust-worker", Duration::from_millis(1500));
+    let guard = a
+        .acquire(LockKey::new("job"), AcquireOptions::new())
+        .await
+        .unwrap();
+    let item = raw_item(&store, &[("lock_key", "job"), ("sort_key", "-")])
+        .await
+        .unwrap();
+    assert_eq!(
+        item.get("owner_name"),
+        Some(&AttributeValue::S("rust-worker".into()))
+    );
+    assert_eq!(
+        item.get("lease_duration"),
+        Some(&AttributeValue::N("1.5".into()))
+    );
+    assert!(matches!(
+        item.get("record_version_number"),
+        Some(AttributeValue::S(_))
+    ));
+    let Some(AttributeValue::N(expiry)) = item.get("expiry_time") else {
+        panic!("{item:?}")
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let expiry: u64 = expiry.parse().unwrap();
+    assert!(
+        expiry > now + 3000 && expiry <= now + 3601,
+        "{expiry} vs {now}"
+    );
+    guard.release().await.unwrap();
+    assert_eq!(
+        raw_item(&store, &[("lock_key", "job"), ("sort_key", "-")]).await,
+        None,
+        "python releases by deleting"
+    );
+
+    // Sort keys are the Python library's sort_key.
+    let guard = a
+        .acquire(LockKey::with_sort("job", "shard-1"), AcquireOptions::new())
+        .await
+        .unwrap();
+    assert!(
+        raw_item(&store, &[("lock_key", "job"), ("sort_key", "shard-1")])
+            .await
+            .is_some()
+    );
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lock_written_by_python_dynamodb_lock_is_honoured_then_taken_over() {
+    let Some(store) = fresh_store(Layout::python_dynamodb_lock()).await else {
+        return;
+    };
+    // What python-dynamodb-lock 0.9 writes (its `_add_new_lock_to_dynamodb`).
+    store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("lock_key", AttributeValue::S("job".into()))
+        .item("sort_key", AttributeValue::S("-".into()))
+        .item("owner_name", AttributeValue::S("python-host-1234".into()))
+        .item("lease_duration", AttributeValue::N("1.0".into()))
+        .item(
+            "record_version_number",
+            AttributeValue::S("0f8e6c3a-python".into()),
+        )
+        .item("expiry_time", AttributeValue::N("4000000000".into()))
+        .send()
+        .await
+        .unwrap();
+    let rust = client(store.clone(), "rust", Duration::from_secs(5));
+    let info = rust.get_lock("job").await.unwrap().unwrap();
+    assert_eq!(info.owner, "python-host-1234");
+    assert_eq!(info.lease, Duration::from_secs(1));
+    assert_eq!(info.fence, Fence(0), "the Python library writes no fence");
+    assert!(!info.released);
+
+    let error = rust
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, LockError::AcquireTimeout { holder: Some(ref h), .. } if h == "python-host-1234"),
+        "{error:?}"
+    );
+
+    // The Python holder stops heartbeating: after its lease (1 s × 1.01) it is
+    // taken over, conditionally on its RVN.
+    let started = tokio::time::Instant::now();
+    let guard = rust
+        .acquire("job", AcquireOptions::new().wait(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(1010),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(guard.fence(), Fence(1));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn java_layout_round_trips_and_honours_java_records() {
+    let Some(store) = fresh_store(Layout::java_lock_client()).await else {
+        return;
+    };
+    // A record as the Java client writes it, held.
+    store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("key", AttributeValue::S("held".into()))
+        .item("ownerName", AttributeValue::S("java-host".into()))
+        .item("leaseDuration", AttributeValue::S("20000".into()))
+        .item(
+            "recordVersionNumber",
+            AttributeValue::S("java-rvn-1".into()),
+        )
+        .item("data", AttributeValue::B(b"java data".to_vec().into()))
+        .send()
+        .await
+        .unwrap();
+    // And one it released (isReleased = "1").
+    store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("key", AttributeValue::S("free".into()))
+        .item("ownerName", AttributeValue::S("java-host".into()))
+        .item("leaseDuration", AttributeValue::S("20000".into()))
+        .item(
+            "recordVersionNumber",
+            AttributeValue::S("java-rvn-2".into()),
+        )
+        .item("isReleased", AttributeValue::S("1".into()))
+        .send()
+        .await
+        .unwrap();
+    let rust = client(store.clone(), "rust", Duration::from_secs(5));
+    let held = rust.get_lock("held").await.unwrap().unwrap();
+    assert_eq!(
+        (held.owner.as_str(), held.lease, held.data.as_deref()),
+        (
+            "java-host",
+            Duration::from_secs(20),
+            Some(&b"java data"[..])
+        )
+    );
+    assert!(rust.try_acquire("held").await.unwrap().is_none());
+
+    let guard = rust.acquire("free", AcquireOptions::new()).await.unwrap();
+    assert_eq!(guard.fence(), Fence(1));
+    let item = raw_item(&store, &[("key", "free")]).await.unwrap();
+    assert_eq!(
+        item.get("ownerName"),
+        Some(&AttributeValue::S("rust".into()))
+    );
+    assert_eq!(
+        item.get("leaseDuration"),
+        Some(&AttributeValue::S("5000".into()))
+    );
+    assert_eq!(
+        item.get("isReleased"),
+        None,
+        "held: the Java client sees no isReleased"
+    );
+    guard.release().await.unwrap();
+    let item = raw_item(&store, &[("key", "free")]).await.unwrap();
+    assert_eq!(item.get("isReleased"), Some(&AttributeValue::S("1".into())));
+    assert_eq!(item.get("fence"), Some(&AttributeValue::N("1".into())));
+}
+
+// ---------------------------------------------------------------- tables
+
+#[tokio::test]
+async fn create_table_sets_keys_billing_and_ttl_and_validate_accepts_it() {
+    let Some(store) = fresh_store(Layout::python_dynamodb_lock()).await else {
+        return;
+    };
+    let report = store.validate_table().await.unwrap();
+    assert_eq!(report.ttl_attribute.as_deref(), Some("expiry_time"));
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let description = store
+        .client()
+        .describe_table()
+        .table_name(store.table())
+        .send()
+        .await
+        .unwrap();
+    let table = description.table().unwrap();
+    assert_eq!(
+        table.billing_mode_summary().and_then(|b| b.billing_mode()),
+        Some(&BillingMode::PayPerRequest)
+    );
+    let ttl = store
+        .client()
+        .describe_time_to_live()
+        .table_name(store.table())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        ttl.time_to_live_description()
+            .and_then(|d| d.time_to_live_status()),
+        Some(&TimeToLiveStatus::Enabled)
+    );
+    // Creating it again says so.
+    assert!(matches!(
+        store.create_table(TableOptions::default()).await,
+        Err(TableError::AlreadyExists { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_missing_table_names_the_table_and_how_to_create_it() {
+    let Some(endpoint) = support::endpoint() else {
+        return;
+    };
+    let store = DynamoDbStore::builder("no-such-table")
+        .build_with_config(support::sdk_config(&endpoint))
+        .unwrap();
+    match store.validate_table().await {
+        Err(TableError::NotFound { table, hint }) => {
+            assert_eq!(table, "no-such-table");
+            assert!(
+                hint.contains("create-table --table-name no-such-table"),
+                "{hint}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let error = store.get(&LockKey::new("k")).await.unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::NotFound);
+    assert!(
+        error.message().contains("\"no-such-table\""),
+        "{}",
+        error.message()
+    );
+    assert!(
+        error.message().contains("create_table"),
+        "{}",
+        error.message()
+    );
+    let error = store
+        .put(
+            &LockKey::new("k"),
+            Expect::Vacant,
+            write("a", false, FenceUpdate::Next),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::NotFound);
+    let client = client(store, "a", Duration::from_secs(5));
+    let error = client
+        .acquire("k", AcquireOptions::new())
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("no-such-table"), "{error}");
+}
+
+#[tokio::test]
+async fn a_table_with_the_wrong_key_schema_is_refused_precisely() {
+    let Some(endpoint) = support::endpoint() else {
+        return;
+    };
+    let name = support::table_name("wrong");
+    let sdk = aws_sdk_dynamodb::Client::from_conf(support::sdk_config(&endpoint).build());
+    sdk.create_table()
+        .table_name(&name)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .unwrap();
+    let store = DynamoDbStore::builder(&name)
+        .build_with_config(support::sdk_config(&endpoint))
+        .unwrap();
+    match store.validate_table().await {
+        Err(TableError::KeySchemaMismatch {
+            table,
+            expected,
+            found,
+        }) => {
+            assert_eq!(table, name);
+            assert_eq!(expected, "lock_key (S, HASH)");
+            assert_eq!(found, "id (S, HASH)");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A sort key the layout does not know about is a mismatch too.
+    let python = DynamoDbStore::builder(support::table_name("py"))
+        .layout(Layout::python_dynamodb_lock())
+        .build_with_config(support::sdk_config(&endpoint))
+        .unwrap();
+    python
+        .create_table(TableOptions::default().enable_ttl(false))
+        .await
+        .unwrap();
+    let native_view = DynamoDbStore::builder(python.table())
+        .build_with_config(support::sdk_config(&endpoint))
+        .unwrap();
+    assert!(matches!(
+        native_view.validate_table().await,
+        Err(TableError::KeySchemaMismatch { .. })
+    ));
+    // Without TTL the python layout (which writes expiry times) gets a warning.
+    let report = python.validate_table().await.unwrap();
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    python.delete_table(Duration::from_secs(10)).await.unwrap();
+    assert!(matches!(
+        python.validate_table().await,
+        Err(TableError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn bad_store_configuration_is_a_typed_error() {
+    let config = || support::sdk_config("http://127.0.0.1:9");
+    assert!(matches!(
+        DynamoDbStore::builder("x").build_with_config(config()),
+        Err(lock_dynamodb::StoreConfigError::InvalidTableName { .. })
+    ));
+    assert!(matches!(
+        DynamoDbStore::builder("locks")
+            .layout(Layout::native().with_owner("rvn"))
+            .build_with_config(config()),
+        Err(lock_dynamodb::StoreConfigError::DuplicateAttribute { .. })
+    ));
+    assert!(matches!(
+        DynamoDbStore::builder("locks")
+            .timeouts(Timeouts::default().with_attempt(Duration::ZERO))
+            .build_with_config(config()),
+        Err(lock_dynamodb::StoreConfigError::ZeroTimeout { which: "attempt" })
+    ));
+}
+
+// ---------------------------------------------------------------- error mapping
+
+#[tokio::test]
+async fn throttling_is_retryable_and_nothing_was_written() {
+    let faults = FaultInjector::default();
+    let Some(store) = fresh_store_with(Layout::native(), |b| b.interceptor(faults.clone())).await
+    else {
+        return;
+    };
+    let key = LockKey::new("job");
+    faults.script("UpdateItem", HttpFault::ThrottleBeforeApply);
+    let error = store
+        .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Throttled, "{error}");
+    assert!(error.is_retryable() && !error.is_ambiguous());
+    assert_eq!(store.get(&key).await.unwrap(), None);
+
+    // The client retries through it: one throttle costs one more call.
+    let a = client(store.clone(), "a", Duration::from_secs(5));
+    faults.script("UpdateItem", HttpFault::ThrottleBeforeApply);
+    let guard = a
+        .acquire("job", AcquireOptions::new().wait(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(guard.fence(), Fence(1));
+    guard.release().await.unwrap();
+
+    faults.script("UpdateItem", HttpFault::AccessDenied);
+    let error = store
+        .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unauthorized, "{error}");
+    assert!(
+        error.message().contains("IAM policy"),
+        "{}",
+        error.message()
+    );
+}
+
+#[tokio::test]
+async fn a_server_error_after_the_write_is_ambiguous_and_the_client_recognises_its_write() {
+    let faults = FaultInjector::default();
+    let counter = CallCounter::default();
+    let Some(store) = fresh_store_with(Layout::native(), |b| {
+        b.interceptor(faults.clone()).interceptor(counter.clone())
+    })
+    .await
+    else {
+        return;
+    };
+    let key = LockKey::new("job");
+    faults.script("UpdateItem", HttpFault::ServerErrorAfterApply);
+    let new = write("a", false, FenceUpdate::Next);
+    let error = store
+        .put(&key, Expect::Vacant, new.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Ambiguous, "{error}");
+    assert_eq!(
+        store.get(&key).await.unwrap().unwrap().rvn,
+        new.rvn,
+        "it did apply"
+    );
+    assert_eq!(
+        counter
+            .calls()
+            .iter()
+            .filter(|c| *c == "UpdateItem")
+            .count(),
+        1,
+        "the SDK did not retry the conditional write"
+    );
+
+    // Through the client: the acquire's response is lost; it finds its own RVN.
+    let a = client(store.clone(), "b", Duration::from_secs(5));
+    let other = LockKey::new("other");
+    faults.script("UpdateItem", HttpFault::ServerErrorAfterApply);
+    let guard = a
+        .acquire(
+            other.clone(),
+            AcquireOptions::new().wait(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(guard.fence(), Fence(1), "not a second acquisition");
+    assert_eq!(store.get(&other).await.unwrap().unwrap().owner, "b");
+    // A heartbeat whose response is lost, then the release: still ours.
+    faults.script("UpdateItem", HttpFault::ServerErrorAfterApply);
+    guard.set_data(Some(b"x".to_vec())).await.unwrap();
+    guard.release().await.unwrap();
+    assert!(store.get(&other).await.unwrap().unwrap().released);
+}
+
+#[tokio::test]
+async fn timeouts_are_ambiguous_for_writes_and_unreachable_servers_are_unavailable() {
+    // A server that accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent = format!("http://{}", listener.local_addr().unwrap());
+    let hold = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let timeouts = Timeouts::default()
+        .with_attempt(Duration::from_millis(300))
+        .with_operation(Duration::from_secs(2));
+    let store = DynamoDbStore::builder("locks")
+        .timeouts(timeouts)
+        .read_attempts(1)
+        .build_with_config(support::sdk_config(&silent))
+        .unwrap();
+    let key = LockKey::new("k");
+    let error = store
+        .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Ambiguous, "{error}");
+    let error = store.get(&key).await.unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    hold.abort();
+
+    // Nothing listens: the write was never sent.
+    let closed = {
+        let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", socket.local_addr().unwrap())
+    };
+    let store = DynamoDbStore::builder("locks")
+        .timeouts(timeouts)
+        .build_with_config(support::sdk_config(&closed))
+        .unwrap();
+    let error = store
+        .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+}
+
+// ---------------------------------------------------------------- the client end to end
+
+#[tokio::test]
+async fn end_to_end_heartbeats_takeover_release_and_shutdown() {
+    let Some(store) = fresh_store(Layout::native()).await else {
+        return;
+    };
+    let lease = Duration::from_millis(1000);
+    // The holder reaches the table through a switch that can cut it off.
+    let link = FaultyStore::new(same_table(&store, |b| b), 1);
+    let holder = LockClient::builder(link.clone())
+        .owner("holder")
+        .lease(lease)
+        .heartbeat_period(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    let first = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+
+    // Heartbeats keep it across several leases.
+    tokio::time::sleep(lease * 3).await;
+    assert!(guard.is_safe(), "{:?}", guard.state());
+    let later = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert_eq!((later.owner.as_str(), later.fence), ("holder", Fence(1)));
+    assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
+
+    // The holder "crashes" (cut off from the table); a waiter takes over.
+    let waiter = client(store.clone(), "waiter", lease);
+    link.set_unavailable(true);
+    let started = tokio::time::Instant::now();
+    let taken = waiter
+        .acquire("job", AcquireOptions::new().wait(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
+    assert_eq!(taken.fence(), Fence(2));
+    assert!(
+        !guard.is_safe(),
+        "the cut-off holder no longer trusts its lease"
+    );
+    link.set_unavailable(false);
+    drop(guard);
+
+    // Shutdown releases what the waiter holds.
+    let other = waiter
+        .acquire("other", AcquireOptions::new())
+        .await
+        .unwrap();
+    let report = waiter.shutdown().await.unwrap();
+    assert_eq!(report.released.len(), 2, "{report:?}");
+    assert!(
+        store
+            .get(&LockKey::new("job"))
+            .await
+            .unwrap()
+            .unwrap()
+            .released
+    );
+    assert!(
+        store
+            .get(&LockKey::new("other"))
+            .await
+            .unwrap()
+            .unwrap()
+            .released
+    );
+    assert!(matches!(
+        waiter.acquire("job", AcquireOptions::new()).await,
+        Err(LockError::Shutdown)
+    ));
+    drop((taken, other));
+    holder.shutdown().await.unwrap();
+}
