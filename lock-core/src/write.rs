@@ -6,6 +6,7 @@
 //! candidate's RVN, that write applied and the lease runs from its send time. The
 //! deadline only ever moves on a confirmed write.
 
+use std::future::Future;
 use std::time::Duration;
 
 use crate::client::Inner;
@@ -42,6 +43,23 @@ pub(crate) enum WriteEnd {
 }
 
 impl Inner {
+    /// Run a store write, abandoning it at `deadline`: a store that hangs must not
+    /// hold a heartbeat or a release past the point where its answer could
+    /// matter. An abandoned write may still apply, so it counts as ambiguous.
+    async fn before<T>(
+        &self,
+        deadline: Instant,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::select! {
+            biased;
+            result = call => result,
+            () = self.clock.sleep_until(deadline) => Err(StoreError::ambiguous(
+                "the store did not answer before the lease deadline; the write may still apply",
+            )),
+        }
+    }
+
     /// Perform `write` on `held` under its write lock (the caller holds it).
     pub(crate) async fn write_held(
         &self,
@@ -72,9 +90,11 @@ impl Inner {
             let rvn = Rvn::fresh();
             let result = match &write {
                 HeldWrite::Delete => {
-                    self.store
-                        .delete(&held.key, Expect::Version(expected))
-                        .await
+                    self.before(
+                        give_up_at,
+                        self.store.delete(&held.key, Expect::Version(expected)),
+                    )
+                    .await
                 }
                 _ => {
                     let new = NewRecord {
@@ -86,9 +106,11 @@ impl Inner {
                         data: data.clone(),
                         expires_at: None,
                     };
-                    self.store
-                        .put(&held.key, Expect::Version(expected), new)
-                        .await
+                    self.before(
+                        give_up_at,
+                        self.store.put(&held.key, Expect::Version(expected), new),
+                    )
+                    .await
                 }
             };
             let error = match result {

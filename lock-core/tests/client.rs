@@ -777,3 +777,28 @@ async fn heartbeats_are_rate_limited_and_spread() {
     }
     assert!(guards.iter().all(|g| g.is_safe()));
 }
+
+/// A store that accepts a write and never answers must not hold a release (or a
+/// heartbeat) past its deadline: the call is abandoned as ambiguous.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_store_does_not_hold_release_past_its_deadline() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 5);
+    let a = client(faulty.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    // Every write from now on hangs for an hour.
+    for _ in 0..1000 {
+        faulty.script(Op::Put, Fault::Delay(Duration::from_secs(3600)));
+    }
+    let started = Instant::now();
+    let error = guard.release().await.unwrap_err();
+    let waited = started.elapsed();
+    assert!(
+        matches!(&error, LockError::Store { source, .. } if source.is_ambiguous()),
+        "{error:?}"
+    );
+    // The release deadline is the end of the lease (later than four backoff
+    // ceilings here): it tried until then and not a moment longer.
+    assert_eq!(waited, LEASE, "release gave up at {waited:?}");
+    assert!(a.held_keys().is_empty());
+}
