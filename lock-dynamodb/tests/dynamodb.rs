@@ -1014,3 +1014,131 @@ async fn end_to_end_heartbeats_takeover_release_and_shutdown() {
     drop((taken, other));
     holder.shutdown().await.unwrap();
 }
+
+// ---------------------------------------------------------------- python-dynamodb-lock itself
+
+/// The virtual environment's Python with python-dynamodb-lock installed (set by
+/// `./scripts/test` as `LOCK_PYTHON`).
+fn python() -> Option<String> {
+    match std::env::var("LOCK_PYTHON") {
+        Ok(path) if !path.is_empty() => Some(path),
+        _ if std::env::var("LOCK_DYNAMODB_SKIP").as_deref() == Ok("1") => None,
+        _ => panic!(
+            "LOCK_PYTHON is not set: run ./scripts/test, which installs python-dynamodb-lock into .venv \
+             (or set LOCK_DYNAMODB_SKIP=1 to skip the DynamoDB tests explicitly)"
+        ),
+    }
+}
+
+fn python_lock(
+    store: &DynamoDbStore,
+    mode: &str,
+    key: &str,
+    wait_secs: &str,
+) -> tokio::process::Command {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/lock.py");
+    let mut command = tokio::process::Command::new(python().expect("checked by the caller"));
+    command
+        .arg(script)
+        .arg(mode)
+        .arg(key)
+        .env(
+            "ENDPOINT",
+            support::endpoint().expect("checked by the caller"),
+        )
+        .env("TABLE", store.table())
+        .env("WAIT", wait_secs)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+async fn python_try(store: &DynamoDbStore, key: &str, wait_secs: &str) -> serde_like::Outcome {
+    let output = python_lock(store, "try", key, wait_secs)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_like::parse(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// Just enough parsing of the script's one-line JSON answers.
+mod serde_like {
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum Outcome {
+        Acquired,
+        Refused(String),
+    }
+    pub fn parse(stdout: &str) -> Outcome {
+        let first = stdout.lines().next().unwrap_or_default();
+        if first.contains(r#""acquired": true"#) {
+            Outcome::Acquired
+        } else if let Some(rest) = first.split(r#""code": ""#).nth(1) {
+            Outcome::Refused(rest.trim_end_matches(['"', '}']).to_owned())
+        } else {
+            panic!("unexpected answer from the python script: {stdout:?}")
+        }
+    }
+}
+
+#[tokio::test]
+async fn python_dynamodb_lock_and_this_client_exclude_each_other() {
+    let Some(store) = fresh_store(Layout::python_dynamodb_lock()).await else {
+        return;
+    };
+    if python().is_none() {
+        return;
+    }
+    let rust = client(store.clone(), "rust-worker", Duration::from_secs(10));
+
+    // Rust holds: the Python library waits and times out.
+    let guard = rust.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(
+        python_try(&store, "job", "1").await,
+        serde_like::Outcome::Refused("ACQUIRE_TIMEOUT".into())
+    );
+    // Rust releases (deletes, as python does): the Python library gets it at once.
+    guard.release().await.unwrap();
+    assert_eq!(
+        python_try(&store, "job", "1").await,
+        serde_like::Outcome::Acquired
+    );
+    assert_eq!(
+        store.get(&LockKey::new("job")).await.unwrap(),
+        None,
+        "python released it"
+    );
+
+    // Python holds: this client is refused and names the Python owner.
+    let mut holder = python_lock(&store, "hold", "job", "1").spawn().unwrap();
+    let mut stdout = tokio::io::BufReader::new(holder.stdout.take().unwrap());
+    let mut line = String::new();
+    tokio::io::AsyncBufReadExt::read_line(&mut stdout, &mut line)
+        .await
+        .unwrap();
+    assert_eq!(serde_like::parse(&line), serde_like::Outcome::Acquired);
+    match rust.acquire("job", AcquireOptions::new()).await {
+        Err(LockError::AcquireTimeout { holder, .. }) => {
+            assert_eq!(holder.as_deref(), Some("python-worker"))
+        }
+        other => panic!("{other:?}"),
+    }
+    // It lets go; this client takes the lock within a refresh period or two.
+    let mut stdin = holder.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"\n")
+        .await
+        .unwrap();
+    let guard = rust
+        .acquire("job", AcquireOptions::new().wait(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(holder.wait().await.unwrap().success());
+    assert_eq!(guard.owner(), "rust-worker");
+    guard.release().await.unwrap();
+    rust.shutdown().await.unwrap();
+}

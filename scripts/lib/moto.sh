@@ -10,6 +10,8 @@
 : "${root:?set root to the repository root before sourcing moto.sh}"
 MOTO_VENV="$root/.venv"
 MOTO_REQUIREMENT='moto[server]>=5,<6'
+# The reference library the DynamoDB interop tests and benchmarks run against.
+PYTHON_LOCK_REQUIREMENT='python-dynamodb-lock==0.9.1'
 MOTO_LOG_DIR="$root/.moto"
 MOTO_PID=""
 
@@ -19,10 +21,12 @@ moto_install() {
         echo "==> creating the Python virtual environment in .venv"
         "$python" -m venv "$MOTO_VENV"
     fi
-    if ! "$MOTO_VENV/bin/python" -c 'import moto.server, flask, flask_cors' 2>/dev/null; then
-        echo "==> installing $MOTO_REQUIREMENT into .venv"
-        "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$MOTO_REQUIREMENT"
+    if ! "$MOTO_VENV/bin/python" -c 'import moto.server, flask, flask_cors, boto3, python_dynamodb_lock' 2>/dev/null; then
+        echo "==> installing $MOTO_REQUIREMENT, boto3 and $PYTHON_LOCK_REQUIREMENT into .venv"
+        "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+            "$MOTO_REQUIREMENT" boto3 "$PYTHON_LOCK_REQUIREMENT"
     fi
+    export LOCK_PYTHON="$MOTO_VENV/bin/python"
 }
 
 moto_free_port() {
