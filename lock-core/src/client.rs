@@ -17,7 +17,7 @@ use crate::held::Held;
 use crate::write::{HeldWrite, WriteEnd};
 use crate::{
     AcquireOptions, Capabilities, Clock, ConditionalStore, ListOptions, LockError, LockGuard,
-    LockInfo, LockKey, LockPage, LockView, LostReason,
+    LockInfo, LockKey, LockPage, LockView, LostReason, Rvn,
 };
 
 /// A client of one lock store: acquires locks, heartbeats them from one background
@@ -209,6 +209,43 @@ impl LockClient {
         })
     }
 
+    /// Release `key` if its record still carries `version`, whoever wrote it:
+    /// the way to release a lock taken by another process (or by this one and
+    /// then [detached](LockGuard::detach)) that handed on its version.
+    ///
+    /// One consistent read, then one write conditional on `version` that marks
+    /// the record released, writes this client's owner name and keeps the fence,
+    /// lease and data (in a store that deletes on release, the record is
+    /// deleted). Returns the lock as it was
+    /// before the release. An already released record at `version` is left alone.
+    ///
+    /// Fails with [`LockError::NotOwned`] (naming the current holder, if any) and
+    /// writes nothing when the record has another version: the holder wrote since
+    /// (a heartbeat, a takeover) or it was released and taken again.
+    pub async fn release_version(
+        &self,
+        key: impl Into<LockKey>,
+        version: &Rvn,
+    ) -> Result<LockInfo, LockError> {
+        self.inner.release_version(&key.into(), version).await
+    }
+
+    /// Release `key` whoever holds it: read the record and release it
+    /// conditional on the version read. Returns the lock as it was before the
+    /// release, or `None` when it was absent or already released.
+    ///
+    /// This is an operator's tool for a stuck lock: the holder, if it is still
+    /// alive, learns on its next heartbeat that its lock is gone, and until then
+    /// it may still act on it (which is what fences are for). A holder that
+    /// heartbeats between the read and the write makes it fail with
+    /// [`LockError::NotOwned`]; try again.
+    pub async fn force_release(
+        &self,
+        key: impl Into<LockKey>,
+    ) -> Result<Option<LockInfo>, LockError> {
+        self.inner.force_release(&key.into()).await
+    }
+
     /// Keys this client holds right now.
     pub fn held_keys(&self) -> Vec<LockKey> {
         let mut keys: Vec<LockKey> = self.inner.lock_held().keys().cloned().collect();
@@ -344,7 +381,7 @@ impl Inner {
         self.forget(held);
     }
 
-    fn forget(&self, held: &Arc<Held>) {
+    pub(crate) fn forget(&self, held: &Arc<Held>) {
         let mut map = self.lock_held();
         if map
             .get(&held.key)

@@ -175,8 +175,9 @@ pub enum LockError {
         /// How long the client waited.
         waited: Duration,
     },
-    /// The lock is held by someone else (for example on release or
-    /// [`LockClient::release_if_owner`](crate::LockClient)); nothing was written.
+    /// The lock is not at the version the caller named (for example on
+    /// [`LockClient::release_version`](crate::LockClient::release_version)): it
+    /// is held by someone else, or vacant; nothing was written.
     #[error("lock {key} is not owned by this client (current owner: {})", owner.as_deref().unwrap_or("none"))]
     NotOwned {
         /// The lock.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::client::Inner;
 use crate::held::Held;
-use crate::{Fence, LeaseState, LockError, LockKey, LostReason};
+use crate::{DetachedLock, Fence, LeaseState, LockError, LockKey, LostReason};
 
 /// A cheap, clonable, read-only handle to a held lock: what
 /// [`with_lock`](crate::LockClient::with_lock) hands its closure, and what a
@@ -127,6 +127,21 @@ impl LockGuard {
             .inner
             .release(self.view.held.clone(), delete)
             .await
+    }
+
+    /// Stop heartbeating the lock without releasing it, and hand back what another
+    /// process needs to release it later: its key, fence, version and lease.
+    ///
+    /// The lock stays held in the store until its lease runs out (waiters then
+    /// take it over) or until [`LockClient::release_version`] releases it. Waits
+    /// for a heartbeat in flight, so the version is the one the store keeps.
+    /// Heartbeats stop for every reentrant guard of this acquisition. Fails with
+    /// [`LockError::Lost`] when the lock was already lost.
+    ///
+    /// [`LockClient::release_version`]: crate::LockClient::release_version
+    pub async fn detach(mut self) -> Result<DetachedLock, LockError> {
+        self.active = false;
+        self.view.inner.detach(self.view.held.clone()).await
     }
 
     /// Release the lock by deleting its record. This resets the key's fence

@@ -802,3 +802,210 @@ async fn a_hanging_store_does_not_hold_release_past_its_deadline() {
     assert_eq!(waited, LEASE, "release gave up at {waited:?}");
     assert!(a.held_keys().is_empty());
 }
+
+// ---------------------------------------------------------------- detach and release by version
+
+#[tokio::test(start_paused = true)]
+async fn a_detached_lock_is_not_heartbeaten_and_is_taken_over_after_its_lease() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = client(store.clone(), "b");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let detached = guard.detach().await.unwrap();
+    assert_eq!(detached.key(), &LockKey::new("job"));
+    assert_eq!(detached.fence(), Fence(1));
+    assert_eq!(detached.owner(), "a");
+    assert_eq!(detached.lease(), LEASE);
+    assert!(detached.remaining() > Duration::ZERO && detached.remaining() <= LEASE);
+    assert!(a.held_keys().is_empty(), "a detached lock is forgotten");
+    let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert_eq!(&record.rvn, detached.version());
+    assert!(!record.released, "detach does not release");
+
+    // No heartbeat for several periods: the record keeps its version.
+    let writes = store.writes();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(store.writes(), writes, "history: {:?}", store.history());
+
+    // A waiter takes it over once the lease (× 1.01) has passed unchanged.
+    let started = Instant::now();
+    let taken = b
+        .acquire("job", wait(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= LEASE.mul_f64(1.01),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(taken.fence(), Fence(2));
+    // The same client may acquire the key again once it detached it.
+    taken.release().await.unwrap();
+    a.acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_version_releases_a_lock_detached_by_another_client() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let admin = client(store.clone(), "admin");
+    let detached = a
+        .acquire("job", AcquireOptions::new().data(b"payload".to_vec()))
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    let released = admin
+        .release_version("job", detached.version())
+        .await
+        .unwrap();
+    assert_eq!(released.owner, "a");
+    assert_eq!(released.fence, Fence(1));
+    assert_eq!(released.version, detached.version().as_str());
+    let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert!(record.released);
+    assert_eq!(record.fence, Fence(1), "release keeps the fence");
+    assert_eq!(record.owner, "admin", "the owner names the writer");
+    assert_eq!(
+        record.data.as_deref(),
+        Some(&b"payload"[..]),
+        "and the data"
+    );
+    // Vacant at once: the next acquisition is one write with the next fence.
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_version_of_a_changed_record_is_not_owned_and_writes_nothing() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let admin = client(store.clone(), "admin");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let first = store.get(&LockKey::new("job")).await.unwrap().unwrap().rvn;
+    // A heartbeat writes a new version.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let writes = store.writes();
+    let error = admin.release_version("job", &first).await.unwrap_err();
+    assert!(
+        matches!(&error, LockError::NotOwned { owner: Some(o), .. } if o == "a"),
+        "{error:?}"
+    );
+    assert_eq!(store.writes(), writes, "nothing was written");
+    assert!(guard.is_safe());
+    guard.release().await.unwrap();
+    // Released since: vacant, so no owner is named.
+    let error = admin.release_version("job", &first).await.unwrap_err();
+    assert!(
+        matches!(&error, LockError::NotOwned { owner: None, .. }),
+        "{error:?}"
+    );
+    // Absent key: same.
+    let error = admin
+        .release_version("nothing", &Rvn::fresh())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, LockError::NotOwned { owner: None, .. }),
+        "{error:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn force_release_frees_a_held_lock_and_its_holder_learns_it_is_lost() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let admin = client(store.clone(), "admin");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let released = admin.force_release("job").await.unwrap().unwrap();
+    assert_eq!((released.owner.as_str(), released.fence), ("a", Fence(1)));
+    assert!(!released.released, "it reports the record it released");
+    // The holder's next heartbeat finds the record changed.
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .unwrap();
+    assert_eq!(
+        reason,
+        LostReason::Stolen {
+            owner: Some("admin".into())
+        }
+    );
+    assert!(a.held_keys().is_empty());
+    // Nothing to release now.
+    assert_eq!(admin.force_release("job").await.unwrap(), None);
+    assert_eq!(admin.force_release("never-taken").await.unwrap(), None);
+    let guard = admin.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ambiguous_release_by_version_is_resolved_by_rvn() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 11);
+    let a = client(store.clone(), "a");
+    let admin = client(faulty.clone(), "admin");
+    let detached = a
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    // The release applies and its answer is lost; the retry must not read the
+    // new version as "someone else's".
+    faulty.script(Op::Put, Fault::AmbiguousApplied);
+    admin
+        .release_version("job", detached.version())
+        .await
+        .unwrap();
+    assert!(
+        store
+            .get(&LockKey::new("job"))
+            .await
+            .unwrap()
+            .unwrap()
+            .released
+    );
+    // Throttled and ambiguous-but-not-applied writes are retried.
+    let detached = a
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    faulty.script(Op::Put, Fault::Throttled);
+    faulty.script(Op::Put, Fault::AmbiguousNotApplied);
+    admin
+        .release_version("job", detached.version())
+        .await
+        .unwrap();
+    let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert!(record.released);
+    assert_eq!(record.fence, Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_version_of_a_lock_this_client_holds_ends_its_guard() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let rvn = store.get(&LockKey::new("job")).await.unwrap().unwrap().rvn;
+    a.release_version("job", &rvn).await.unwrap();
+    assert_eq!(
+        guard.state(),
+        LeaseState::Lost {
+            reason: LostReason::Released
+        }
+    );
+    assert!(a.held_keys().is_empty());
+    // Releasing the guard afterwards is a no-op.
+    guard.release().await.unwrap();
+}
