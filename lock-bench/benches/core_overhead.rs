@@ -1,0 +1,202 @@
+//! Core overhead: one acquire + release cycle through `LockClient` on the memory
+//! store, against the raw store calls that cycle makes (a vacant put with a fresh
+//! RVN and the next fence, then a released put on that RVN keeping the fence).
+//!
+//! Run with `cargo bench -p lock-bench --bench core_overhead`. Criterion measures
+//! both; then both are measured again in interleaved batches (client, raw,
+//! client, raw, ...) and the ratio of the medians is printed, so machine noise
+//! hits both sides alike.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use lock_core::{
+    AcquireOptions, ConditionalStore, Expect, FenceUpdate, LockClient, LockKey, NewRecord, Outcome,
+    Rvn,
+};
+use lock_memory::MemoryStore;
+use tokio::runtime::Runtime;
+
+/// The memory store keeps a history of every call; forget it this often so the
+/// benchmark does not measure a growing vector.
+const CLEAR_EVERY: u64 = 1024;
+/// Let other tasks (the client's heartbeat task) run this often, on both sides.
+const YIELD_EVERY: u64 = 64;
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+struct Client {
+    store: MemoryStore,
+    client: LockClient,
+    key: LockKey,
+}
+
+impl Client {
+    fn new() -> Self {
+        let store = MemoryStore::new();
+        let client = LockClient::builder(store.clone())
+            .owner("bench-owner")
+            .build()
+            .unwrap();
+        Self {
+            store,
+            client,
+            key: LockKey::new("bench-key"),
+        }
+    }
+
+    async fn cycles(&self, n: u64) -> Duration {
+        let start = Instant::now();
+        for i in 0..n {
+            let guard = self
+                .client
+                .acquire(self.key.clone(), AcquireOptions::new())
+                .await
+                .unwrap();
+            black_box(guard.fence());
+            guard.release().await.unwrap();
+            housekeeping(&self.store, i).await;
+        }
+        start.elapsed()
+    }
+}
+
+struct Raw {
+    store: MemoryStore,
+    owner: String,
+    lease: Duration,
+    key: LockKey,
+}
+
+impl Raw {
+    fn new() -> Self {
+        Self {
+            store: MemoryStore::new(),
+            owner: "bench-owner".into(),
+            lease: Duration::from_secs(20),
+            key: LockKey::new("bench-key"),
+        }
+    }
+
+    fn record(&self, rvn: Rvn, released: bool, fence: FenceUpdate) -> NewRecord {
+        NewRecord {
+            owner: self.owner.clone(),
+            rvn,
+            lease: self.lease,
+            released,
+            fence,
+            data: None,
+            expires_at: None,
+        }
+    }
+
+    async fn cycles(&self, n: u64) -> Duration {
+        let start = Instant::now();
+        for i in 0..n {
+            let rvn = Rvn::fresh();
+            let acquired = self
+                .store
+                .put(
+                    &self.key,
+                    Expect::Vacant,
+                    self.record(rvn.clone(), false, FenceUpdate::Next),
+                )
+                .await
+                .unwrap();
+            let Outcome::Applied(record) = acquired else {
+                panic!("the key is vacant")
+            };
+            black_box(record.fence);
+            let released = self
+                .store
+                .put(
+                    &self.key,
+                    Expect::Version(rvn),
+                    self.record(Rvn::fresh(), true, FenceUpdate::Keep),
+                )
+                .await
+                .unwrap();
+            assert!(matches!(released, Outcome::Applied(_)));
+            housekeeping(&self.store, i).await;
+        }
+        start.elapsed()
+    }
+}
+
+async fn housekeeping(store: &MemoryStore, i: u64) {
+    if i % CLEAR_EVERY == CLEAR_EVERY - 1 {
+        store.clear_history();
+    }
+    if i % YIELD_EVERY == YIELD_EVERY - 1 {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn criterion_benches(c: &mut Criterion, rt: &Runtime) {
+    let client = rt.block_on(async { Client::new() });
+    let raw = Raw::new();
+    let mut group = c.benchmark_group("acquire_release_cycle");
+    group.bench_function("lock_client", |b| {
+        b.iter_custom(|iters| rt.block_on(client.cycles(iters)))
+    });
+    group.bench_function("raw_store_calls", |b| {
+        b.iter_custom(|iters| rt.block_on(raw.cycles(iters)))
+    });
+    group.finish();
+}
+
+/// Interleaved batches, ratio of medians.
+fn side_by_side(rt: &Runtime) {
+    const BATCH: u64 = 20_000;
+    const ROUNDS: usize = 15;
+    let client = rt.block_on(async { Client::new() });
+    let raw = Raw::new();
+    // Warm up both.
+    rt.block_on(client.cycles(BATCH));
+    rt.block_on(raw.cycles(BATCH));
+    let mut client_ns = Vec::new();
+    let mut raw_ns = Vec::new();
+    let mut ratios = Vec::new();
+    for _ in 0..ROUNDS {
+        let c = rt.block_on(client.cycles(BATCH)).as_nanos() as f64 / BATCH as f64;
+        let r = rt.block_on(raw.cycles(BATCH)).as_nanos() as f64 / BATCH as f64;
+        client_ns.push(c);
+        raw_ns.push(r);
+        ratios.push(c / r);
+    }
+    let c = lock_bench::median(&mut client_ns);
+    let r = lock_bench::median(&mut raw_ns);
+    let ratio = lock_bench::median(&mut ratios);
+    let (lo, hi) = (ratios[0], ratios[ratios.len() - 1]);
+    println!();
+    println!(
+        "side by side, {ROUNDS} interleaved rounds of {BATCH} cycles ({}):",
+        lock_bench::machine()
+    );
+    println!("  lock_client      {c:>9.0} ns per acquire + release cycle (median)");
+    println!("  raw_store_calls  {r:>9.0} ns per cycle (2 puts, median)");
+    println!(
+        "  overhead ratio   {ratio:>9.2}x (median of per-round ratios; range {lo:.2}x to {hi:.2}x; goal <= 1.20x)"
+    );
+}
+
+fn main() {
+    let rt = runtime();
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .configure_from_args();
+    criterion_benches(&mut c, &rt);
+    c.final_summary();
+    // `cargo bench -- <filter>` and `--list` runs skip the side-by-side part.
+    if std::env::args().skip(1).all(|arg| arg == "--bench") {
+        side_by_side(&rt);
+    }
+}
