@@ -1,0 +1,300 @@
+//! The command line: global options, subcommands and their arguments (clap
+//! derive). Parsing only; the commands live in `commands/`.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use lock_core::LockKey;
+
+/// Exit codes, shown at the end of `--help` (and documented in docs/cli.md).
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    success (for `run`: the command's own exit code is returned)
+  1    error (store unreachable, table missing, permission denied, ...)
+  2    usage error (bad option, bad duration, confirmation refused)
+  3    timed out waiting for the lock (the message names the holder)
+  4    the lock was lost while `run` held it (the command got SIGTERM)
+  126  `run`: the command could not be executed
+  127  `run`: the command was not found
+  128+N  `run`: the command was killed by signal N
+
+AWS settings (region, credentials, endpoint) come from the usual places:
+environment (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL, ...), ~/.aws/config
+and ~/.aws/credentials, SSO, web identity and instance roles.";
+
+/// Run a command under a distributed lock, and inspect and manage locks, on a
+/// DynamoDB table.
+#[derive(Debug, Parser)]
+#[command(name = "lockctl", version, about, after_help = EXIT_CODES, args_override_self = true)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: Global,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// DynamoDB table [default: `locks`; `DynamoDBLockTable` with --layout python;
+    /// `lockTable` with --layout java]
+    #[arg(long, global = true, env = "LOCK_TABLE")]
+    pub table: Option<String>,
+
+    /// AWS region (overrides AWS_REGION and the profile's region)
+    #[arg(long, global = true)]
+    pub region: Option<String>,
+
+    /// DynamoDB endpoint URL, for a local emulator (overrides AWS_ENDPOINT_URL)
+    #[arg(long, global = true, value_name = "URL")]
+    pub endpoint_url: Option<String>,
+
+    /// Table layout: this library's own, python-dynamodb-lock's, or the Java
+    /// AmazonDynamoDBLockClient's
+    #[arg(long, global = true, value_enum, default_value_t = LayoutName::Default, env = "LOCK_LAYOUT")]
+    pub layout: LayoutName,
+
+    /// Owner name written into the lock [default: host name + random suffix]
+    #[arg(long, global = true, env = "LOCK_OWNER")]
+    pub owner: Option<String>,
+
+    /// Output format of what goes to stdout
+    #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// The table layouts `lock-dynamodb` ships.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LayoutName {
+    /// This library's layout (fences kept across release)
+    Default,
+    /// python-dynamodb-lock's layout (`lock_key`/`sort_key`; release deletes)
+    Python,
+    /// The Java AmazonDynamoDBLockClient's layout (`key`; `isReleased`)
+    Java,
+}
+
+/// How stdout is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable text (`acquire`: shell variable assignments)
+    Text,
+    /// One JSON document
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Acquire a lock, run a command while holding it, release it when the
+    /// command exits, and exit with the command's exit code.
+    ///
+    /// The command gets LOCK_KEY, LOCK_FENCE and LOCK_OWNER in its environment.
+    /// The lock is heartbeaten while it runs. SIGINT, SIGTERM and SIGHUP are
+    /// forwarded to it. If the lease can no longer be trusted (someone released
+    /// or took the lock, or heartbeats failed), the command gets SIGTERM, then
+    /// SIGKILL after the grace period, and lockctl exits with 4.
+    #[command(
+        after_help = "Example:\n  lockctl --table locks run nightly-report --wait 10m -- ./report.sh --full"
+    )]
+    Run(RunArgs),
+
+    /// Acquire a lock without heartbeating it, and print its fence and version
+    /// (for scripts: release it later with `release --version`, or let the lease
+    /// run out).
+    #[command(
+        after_help = "Example:\n  eval \"$(lockctl acquire deploy --lease 15m)\"\n  ./deploy.sh --fence \"$LOCK_FENCE\"\n  lockctl release deploy --version \"$LOCK_VERSION\""
+    )]
+    Acquire(AcquireArgs),
+
+    /// Release a lock by the version `acquire` printed, or (--force) whoever
+    /// holds it.
+    Release(ReleaseArgs),
+
+    /// Show one lock's record.
+    Show(ShowArgs),
+
+    /// List the locks in the table.
+    List(ListArgs),
+
+    /// Create the table for the chosen layout (on-demand billing, TTL on the
+    /// expiry attribute when the layout has one), and wait until it is active.
+    CreateTable(CreateTableArgs),
+
+    /// Check that the table exists and fits the chosen layout.
+    ValidateTable,
+}
+
+/// The lock a command is about.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// The lock's name (its partition key)
+    pub key: String,
+
+    /// Sort key, for fine-grained locks under one partition (tables with a sort
+    /// key only)
+    #[arg(long, value_name = "SORT")]
+    pub sort_key: Option<String>,
+}
+
+impl KeyArgs {
+    /// The lock key.
+    pub fn lock_key(&self) -> LockKey {
+        match &self.sort_key {
+            Some(sort) => LockKey::with_sort(self.key.clone(), sort.clone()),
+            None => LockKey::new(self.key.clone()),
+        }
+    }
+}
+
+/// How a lock is taken (run and acquire).
+#[derive(Debug, Args)]
+pub struct TakeArgs {
+    /// How long to wait for the lock when someone else holds it (0: one
+    /// attempt). A holder that stopped heartbeating is taken over after its
+    /// lease, so a wait shorter than that only wins released locks.
+    #[arg(long, value_parser = parse_duration, default_value = "0s", value_name = "DURATION")]
+    pub wait: Duration,
+
+    /// Data to store with the lock (readable with `show`)
+    #[arg(long)]
+    pub data: Option<String>,
+}
+
+/// `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lock.
+    #[command(flatten)]
+    pub key: KeyArgs,
+
+    /// How the lock is taken.
+    #[command(flatten)]
+    pub take: TakeArgs,
+
+    /// Lease: how long the lock stays trusted without a heartbeat (heartbeats
+    /// every quarter of it)
+    #[arg(long, value_parser = parse_duration, default_value = "20s", value_name = "DURATION")]
+    pub lease: Duration,
+
+    /// After the lock is lost and the command got SIGTERM, how long to wait
+    /// before SIGKILL
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub grace: Duration,
+
+    /// Run the command in lockctl's process group, so it can read from the
+    /// terminal and gets terminal signals (Ctrl-C) directly; by default it gets
+    /// its own process group and signals go to the whole group (the command and
+    /// its children)
+    #[arg(long)]
+    pub foreground: bool,
+
+    /// The command and its arguments
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// `acquire`.
+#[derive(Debug, Args)]
+pub struct AcquireArgs {
+    /// The lock.
+    #[command(flatten)]
+    pub key: KeyArgs,
+
+    /// How the lock is taken.
+    #[command(flatten)]
+    pub take: TakeArgs,
+
+    /// Lease: nothing heartbeats the lock, so it is held for this long unless
+    /// released first
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub lease: Duration,
+}
+
+/// `release`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("how").required(true).args(["version", "force"]))]
+pub struct ReleaseArgs {
+    /// The lock.
+    #[command(flatten)]
+    pub key: KeyArgs,
+
+    /// Release only if the lock is still at this version (as printed by
+    /// `acquire` or `show`)
+    #[arg(long, value_name = "VERSION")]
+    pub version: Option<String>,
+
+    /// Release the lock whoever holds it (asks for confirmation)
+    #[arg(long)]
+    pub force: bool,
+
+    /// With --force: do not ask for confirmation
+    #[arg(long, short = 'y', requires = "force", conflicts_with = "version")]
+    pub yes: bool,
+}
+
+/// `show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The lock.
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+/// `list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only the locks of this partition key
+    #[arg(long, value_name = "P")]
+    pub partition: Option<String>,
+}
+
+/// `create-table`.
+#[derive(Debug, Args)]
+pub struct CreateTableArgs {
+    /// Do not enable DynamoDB time to live on the expiry attribute
+    #[arg(long)]
+    pub no_ttl: bool,
+
+    /// How long to wait for the table to become active
+    #[arg(long, value_parser = parse_duration, default_value = "5m", value_name = "DURATION")]
+    pub wait: Duration,
+}
+
+/// A duration such as `30s`, `5m`, `1h30m` or `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{text:?} has no unit: write for example {text}s or {text}m"
+        ));
+    }
+    humantime::parse_duration(text)
+        .map_err(|error| format!("{error} (write a duration such as 30s, 5m, 1h30m or 500ms)"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("30").unwrap_err().contains("30s"));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

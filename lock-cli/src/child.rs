@@ -1,0 +1,140 @@
+//! The command `run` starts: spawning it, forwarding signals to it, stopping it
+//! when the lock is lost, and turning how it ended into an exit code.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::exit::CliError;
+
+/// Signal handlers for the signals lockctl passes on to the command (SIGINT,
+/// SIGTERM, SIGHUP) instead of dying of them.
+///
+/// Installed before the lock is acquired: from then on a SIGTERM must not kill
+/// lockctl without a release, and once the command runs it must reach it.
+#[derive(Debug)]
+pub struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Catch SIGINT, SIGTERM and SIGHUP.
+    pub fn install() -> Result<Self, CliError> {
+        let install = |kind| signal(kind).map_err(CliError::io("installing signal handlers"));
+        Ok(Self {
+            interrupt: install(SignalKind::interrupt())?,
+            terminate: install(SignalKind::terminate())?,
+            hangup: install(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next caught signal. Cancel safe.
+    pub async fn next(&mut self) -> Signal {
+        // `recv` returns `None` only when the runtime shuts down.
+        tokio::select! {
+            _ = self.interrupt.recv() => Signal::SIGINT,
+            _ = self.terminate.recv() => Signal::SIGTERM,
+            _ = self.hangup.recv() => Signal::SIGHUP,
+        }
+    }
+}
+
+/// A running command.
+#[derive(Debug)]
+pub struct Running {
+    child: Child,
+    pid: Pid,
+    /// Signals go to the command's process group (its children too), or only to
+    /// the command in `--foreground` mode.
+    group: bool,
+}
+
+/// Start `command` with `env` added to lockctl's environment.
+pub fn spawn(
+    command: &[OsString],
+    env: &[(&str, String)],
+    foreground: bool,
+) -> Result<Running, CliError> {
+    let Some((program, args)) = command.split_first() else {
+        return Err(CliError::Usage("no command given after --".into()));
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    if !foreground {
+        // Its own process group: Ctrl-C reaches lockctl alone, which forwards
+        // it once, and a lost lock stops the command's children as well.
+        cmd.process_group(0);
+    }
+    let child = cmd.spawn().map_err(|source| CliError::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    })?;
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw)
+        .ok_or_else(|| CliError::Io {
+            what: "starting the command",
+            source: std::io::Error::other("the started command has no process id"),
+        })?;
+    Ok(Running {
+        child,
+        pid,
+        group: !foreground,
+    })
+}
+
+impl Running {
+    /// Send `sig` to the command (and its process group).
+    pub fn signal(&self, sig: Signal) {
+        let result = if self.group {
+            killpg(self.pid, sig)
+        } else {
+            kill(self.pid, sig)
+        };
+        // ESRCH: it is already gone, and `wait` will say how it ended.
+        if let Err(error) = result {
+            tracing::debug!(%error, ?sig, "signalling the command failed");
+        }
+    }
+
+    /// Wait for the command to end. Cancel safe.
+    pub async fn wait(&mut self) -> Result<ExitStatus, CliError> {
+        self.child
+            .wait()
+            .await
+            .map_err(CliError::io("waiting for the command"))
+    }
+}
+
+/// How the command ended, as an exit code: its own, or 128 + the signal that
+/// killed it (the shell's convention).
+pub fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(1),
+        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+        (None, None) => 1,
+    }
+}
+
+/// Sleep until `deadline`, or forever when there is none.
+pub async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The grace period between SIGTERM and SIGKILL, from now.
+pub fn kill_deadline(grace: Duration) -> tokio::time::Instant {
+    tokio::time::Instant::now() + grace
+}

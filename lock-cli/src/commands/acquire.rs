@@ -1,0 +1,37 @@
+//! `lockctl acquire`: take a lock for a script, without a heartbeat.
+
+use crate::args::{AcquireArgs, Global, OutputFormat};
+use crate::child::Signals;
+use crate::exit::{CliError, OK};
+use crate::output::{self, AcquiredJson, shell_quote};
+
+/// Acquire and detach; print what a later `release --version` needs.
+pub async fn acquire(global: &Global, args: &AcquireArgs) -> Result<u8, CliError> {
+    let mut signals = Signals::install()?;
+    let client = global.client(Some(args.lease)).await?;
+    let key = args.key.lock_key();
+    let guard = super::take(&client, &key, &args.take, &mut signals).await?;
+    let lock = guard.detach().await?;
+    match global.output {
+        OutputFormat::Json => output::json(&AcquiredJson::from(&lock))?,
+        OutputFormat::Text => {
+            // Shell assignments: `eval "$(lockctl acquire ...)"` sets them.
+            let mut lines = vec![("LOCK_KEY", key.partition().to_owned())];
+            if let Some(sort) = key.sort() {
+                lines.push(("LOCK_SORT_KEY", sort.to_owned()));
+            }
+            lines.extend([
+                ("LOCK_FENCE", lock.fence().to_string()),
+                ("LOCK_VERSION", lock.version().to_string()),
+                ("LOCK_OWNER", lock.owner().to_owned()),
+                ("LOCK_LEASE", output::duration(lock.lease())),
+            ]);
+            let text: Vec<String> = lines
+                .iter()
+                .map(|(name, value)| format!("{name}={}", shell_quote(value)))
+                .collect();
+            output::line(&text.join("\n"))?;
+        }
+    }
+    Ok(OK)
+}

@@ -1,0 +1,85 @@
+//! Connecting to the lock table: AWS settings from `aws-config`, overridden by
+//! the global options, and a lock client with the chosen owner and lease.
+
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, Region};
+use lock_core::LockClient;
+use lock_dynamodb::{DynamoDbStore, Layout};
+
+use crate::args::{Global, LayoutName};
+use crate::exit::CliError;
+
+impl LayoutName {
+    /// The `lock-dynamodb` layout.
+    pub fn layout(self) -> Layout {
+        match self {
+            LayoutName::Default => Layout::native(),
+            LayoutName::Python => Layout::python_dynamodb_lock(),
+            LayoutName::Java => Layout::java_lock_client(),
+        }
+    }
+
+    /// The table the layout's own library uses when none is given.
+    pub fn default_table(self) -> &'static str {
+        match self {
+            LayoutName::Default => "locks",
+            LayoutName::Python => "DynamoDBLockTable",
+            LayoutName::Java => "lockTable",
+        }
+    }
+
+    /// How the option is spelt on the command line.
+    pub fn flag(self) -> &'static str {
+        match self {
+            LayoutName::Default => "default",
+            LayoutName::Python => "python",
+            LayoutName::Java => "java",
+        }
+    }
+}
+
+impl Global {
+    /// The table name in use.
+    pub fn table_name(&self) -> &str {
+        self.table
+            .as_deref()
+            .unwrap_or_else(|| self.layout.default_table())
+    }
+
+    /// The store on the table, with AWS settings from the environment and the
+    /// options. Sends nothing.
+    pub async fn store(&self) -> Result<DynamoDbStore, CliError> {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(region) = &self.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        if let Some(url) = &self.endpoint_url {
+            loader = loader.endpoint_url(url);
+        }
+        let sdk_config = loader.load().await;
+        // Without a region the SDK fails every call with a less helpful message.
+        if sdk_config.region().is_none() {
+            return Err(CliError::Usage(
+                "no AWS region configured: pass --region, set AWS_REGION, or set a region in the AWS profile".into(),
+            ));
+        }
+        Ok(DynamoDbStore::builder(self.table_name())
+            .layout(self.layout.layout())
+            .build(&sdk_config)?)
+    }
+
+    /// A lock client on the table, writing `lease` (the client's default when
+    /// `None`).
+    pub async fn client(&self, lease: Option<Duration>) -> Result<LockClient, CliError> {
+        let store = self.store().await?;
+        let mut builder = LockClient::builder(store);
+        if let Some(owner) = &self.owner {
+            builder = builder.owner(owner.clone());
+        }
+        if let Some(lease) = lease {
+            builder = builder.lease(lease);
+        }
+        Ok(builder.build()?)
+    }
+}

@@ -1,0 +1,146 @@
+//! Errors of lockctl and the exit code each one ends the process with.
+
+use std::error::Error as StdError;
+use std::process::ExitCode;
+
+use lock_core::{LockError, LockKey, LostReason};
+use lock_dynamodb::{StoreConfigError, TableError};
+
+/// Success.
+pub const OK: u8 = 0;
+/// Any error not listed below.
+pub const ERROR: u8 = 1;
+/// Bad command line: clap's own errors, bad durations, bad configuration.
+pub const USAGE: u8 = 2;
+/// The wait budget ran out while someone else held the lock.
+pub const TIMED_OUT: u8 = 3;
+/// `run` lost the lock while the command ran.
+pub const LOST: u8 = 4;
+/// `run`: the command exists but could not be executed (as in `env`, `timeout`).
+pub const CANNOT_EXECUTE: u8 = 126;
+/// `run`: the command was not found.
+pub const NOT_FOUND: u8 = 127;
+
+/// Everything that makes lockctl fail.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The command line or configuration is unusable.
+    #[error("{0}")]
+    Usage(String),
+    /// The lock client failed.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// Creating or validating the table failed.
+    #[error("{error}{}", hint.as_deref().map(|h| format!("\n  {h}")).unwrap_or_default())]
+    Table {
+        /// The error.
+        error: TableError,
+        /// What to run from the shell instead, when that helps.
+        hint: Option<String>,
+    },
+    /// The store configuration is invalid (for example a bad table name).
+    #[error(transparent)]
+    StoreConfig(#[from] StoreConfigError),
+    /// `run` lost the lock while the command ran.
+    #[error("lock {key} was lost while the command ran ({reason}); the command was sent SIGTERM")]
+    Lost {
+        /// The lock.
+        key: LockKey,
+        /// Why.
+        reason: LostReason,
+    },
+    /// The wait budget ran out while someone else held the lock.
+    #[error("lock {key} is held by {}: gave up after waiting {}", holder.as_deref().unwrap_or("nobody (the store kept failing)"), crate::output::duration(*waited))]
+    TimedOut {
+        /// The lock.
+        key: LockKey,
+        /// The holder last seen.
+        holder: Option<String>,
+        /// How long lockctl waited.
+        waited: std::time::Duration,
+    },
+    /// A lock operation found no table. (The store's own message carries the
+    /// whole SDK response; the table name and the fix are what matter here.)
+    #[error(
+        "DynamoDB table {table:?} does not exist (or is not visible with these credentials and region)\n  {hint}"
+    )]
+    MissingTable {
+        /// The table.
+        table: String,
+        /// The lockctl command that creates the table.
+        hint: String,
+    },
+    /// A signal ended the wait for the lock.
+    #[error("interrupted by {signal} while waiting for the lock")]
+    Interrupted {
+        /// The signal.
+        signal: nix::sys::signal::Signal,
+    },
+    /// The operator did not confirm a forced release.
+    #[error("not confirmed: lock {key} was not released")]
+    NotConfirmed {
+        /// The lock.
+        key: LockKey,
+    },
+    /// `run` could not start the command.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading or writing the terminal, or waiting for the command, failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CliError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) | CliError::StoreConfig(_) => USAGE,
+            CliError::Lock(LockError::AcquireTimeout { .. }) | CliError::TimedOut { .. } => {
+                TIMED_OUT
+            }
+            CliError::Lock(LockError::Lost { .. }) | CliError::Lost { .. } => LOST,
+            CliError::Lock(LockError::InvalidConfig(_) | LockError::InvalidInput { .. }) => USAGE,
+            CliError::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
+            CliError::Spawn { source, .. } => match source.kind() {
+                std::io::ErrorKind::NotFound => NOT_FOUND,
+                _ => CANNOT_EXECUTE,
+            },
+            _ => ERROR,
+        }
+    }
+
+    /// Wrap an I/O error.
+    pub fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> CliError {
+        move |source| CliError::Io { what, source }
+    }
+}
+
+/// Print `error` on stderr with the causes its message does not already
+/// include, and return its exit code.
+pub fn report(error: &CliError) -> ExitCode {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        // Lock and store errors repeat their source's text; say each thing once.
+        if !message.contains(&text) {
+            message.push_str("\n  caused by: ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    eprintln!("lockctl: {message}");
+    ExitCode::from(error.exit_code())
+}

@@ -1,0 +1,51 @@
+//! `lockctl`: run a command under a distributed lock (so a cron job, batch job
+//! or deploy step never runs twice across a fleet), and inspect and manage the
+//! locks of a DynamoDB table. See `docs/cli.md`.
+
+mod args;
+mod child;
+mod commands;
+mod connect;
+mod exit;
+mod output;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // Help and version go to stdout with 0; usage errors to stderr with 2.
+            let _ = error.print();
+            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(exit::USAGE));
+        }
+    };
+    // Library logs are for debugging (LOCKCTL_LOG=info); lockctl says what
+    // matters itself.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("LOCKCTL_LOG").unwrap_or_else(|_| EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(source) => {
+            return exit::report(&exit::CliError::Io {
+                what: "starting the async runtime",
+                source,
+            });
+        }
+    };
+    match runtime.block_on(commands::dispatch(&cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => exit::report(&error),
+    }
+}

@@ -1,0 +1,430 @@
+//! The `lockctl` binary against the moto DynamoDB emulator (started by
+//! `./scripts/test`). Every test has its own table, so they run in parallel;
+//! leases are short (2 s) and every wait has a deadline.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use support::{Env, wait_for_file, wait_until};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// `sh -c SCRIPT` for `run`.
+fn sh(script: &str) -> [&str; 3] {
+    ["sh", "-c", script]
+}
+
+#[test]
+fn concurrent_runs_on_one_key_never_overlap() {
+    let Some(env) = Env::with_table("overlap") else {
+        return;
+    };
+    let log = env.path("log");
+    let script = format!(
+        "echo \"start $(date +%s%N) $LOCK_FENCE\" >> {log}; sleep 0.4; echo \"end $(date +%s%N) $LOCK_FENCE\" >> {log}",
+        log = log.display()
+    );
+    let runs: Vec<_> = (0..3)
+        .map(|i| {
+            let mut args = vec!["run", "job", "--wait", "20s", "--lease", "2s", "--"];
+            args.extend(sh(&script));
+            env.spawn(&format!("run{i}"), &args)
+        })
+        .collect();
+    for run in runs {
+        let out = run.finish(LIMIT);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let events: Vec<(String, u128, u64)> = text
+        .lines()
+        .map(|line| {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            (
+                parts[0].to_owned(),
+                parts[1].parse().unwrap(),
+                parts[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(events.len(), 6, "{text}");
+    // In time order the log must read start, end, start, end, ... with one
+    // fence per start/end pair, and fences increasing.
+    let mut sorted = events.clone();
+    sorted.sort_by_key(|(_, at, _)| *at);
+    assert_eq!(sorted, events, "lines were appended in time order");
+    for (pair, expected_fence) in events.chunks(2).zip(1u64..) {
+        assert_eq!(pair[0].0, "start", "{text}");
+        assert_eq!(pair[1].0, "end", "{text}");
+        assert_eq!(pair[0].2, pair[1].2, "{text}");
+        assert_eq!(pair[0].2, expected_fence, "{text}");
+    }
+}
+
+#[test]
+fn a_holder_killed_with_sigkill_is_taken_over_after_its_lease() {
+    let Some(env) = Env::with_table("takeover") else {
+        return;
+    };
+    let pidfile = env.path("pid");
+    let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+    let mut args = vec!["run", "job", "--lease", "2s", "--"];
+    args.extend(sh(&script));
+    let holder = env.spawn("holder", &args);
+    let orphan: i32 = wait_for_file(&pidfile, LIMIT).trim().parse().unwrap();
+    kill(holder.pid(), Signal::SIGKILL).unwrap();
+    let out = holder.finish(LIMIT);
+    assert_eq!(out.status.code(), None, "killed by a signal: {out:?}");
+
+    // Nobody releases it: the next run waits for the lease, then takes over.
+    let started = Instant::now();
+    let out = env.run(&[
+        "run",
+        "job",
+        "--wait",
+        "15s",
+        "--lease",
+        "2s",
+        "--",
+        "sh",
+        "-c",
+        "echo $LOCK_FENCE",
+    ]);
+    let waited = started.elapsed();
+    // The command it ran was in its own process group; stop it.
+    let _ = killpg(Pid::from_raw(orphan), Signal::SIGKILL);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "2", "a takeover is a new fence: {out:?}");
+    assert!(
+        waited >= Duration::from_secs(2),
+        "taken over after {waited:?}, before the 2 s lease ran out"
+    );
+    assert!(
+        out.stderr.contains("waiting for lock job: held by"),
+        "progress names the holder: {out:?}"
+    );
+}
+
+#[test]
+fn sigterm_and_sigint_are_forwarded_and_the_exit_code_passed_through() {
+    let Some(env) = Env::with_table("signals") else {
+        return;
+    };
+    for (signal, code) in [(Signal::SIGTERM, 7), (Signal::SIGINT, 8)] {
+        let ready = env.path(&format!("ready-{signal}"));
+        let script = format!(
+            "trap 'exit {code}' {name}; echo up > {ready}; while :; do sleep 0.1; done",
+            name = &signal.as_str()[3..],
+            ready = ready.display()
+        );
+        let mut args = vec!["run", "job", "--lease", "2s", "--"];
+        args.extend(sh(&script));
+        let run = env.spawn(&format!("run-{signal}"), &args);
+        wait_for_file(&ready, LIMIT);
+        kill(run.pid(), signal).unwrap();
+        let out = run.finish(LIMIT);
+        assert_eq!(out.code, Some(code), "{signal}: {out:?}");
+        // Released on exit: vacant at once.
+        let show = env.run(&["show", "job", "-o", "json"]);
+        assert_eq!(show.json()["held"], false, "{show:?}");
+    }
+    // A command killed by a signal is reported the shell's way.
+    let out = env.run(&["run", "job", "--", "sh", "-c", "kill -9 $$"]);
+    assert_eq!(out.code, Some(128 + 9), "{out:?}");
+}
+
+#[test]
+fn a_lost_lock_terminates_the_command_and_exits_4() {
+    let Some(env) = Env::with_table("lost") else {
+        return;
+    };
+    // A command that stops on SIGTERM.
+    let ready = env.path("ready");
+    let marker = env.path("terminated");
+    let script = format!(
+        "trap 'echo yes > {marker}; exit 0' TERM; echo up > {ready}; while :; do sleep 0.1; done",
+        marker = marker.display(),
+        ready = ready.display()
+    );
+    let mut args = vec!["run", "job", "--lease", "2s", "--grace", "5s", "--"];
+    args.extend(sh(&script));
+    let run = env.spawn("polite", &args);
+    wait_for_file(&ready, LIMIT);
+    let forced = env.run(&["release", "job", "--force", "--yes", "--owner", "operator"]);
+    assert_eq!(forced.code, Some(0), "{forced:?}");
+    let out = run.finish(LIMIT);
+    assert_eq!(out.code, Some(4), "{out:?}");
+    assert!(
+        out.stderr.contains("operator"),
+        "names who took it: {out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "yes");
+
+    // A command that ignores SIGTERM is killed after the grace period.
+    let ready = env.path("ready-stubborn");
+    let script = format!(
+        "trap '' TERM; echo up > {ready}; while :; do sleep 0.1; done",
+        ready = ready.display()
+    );
+    let mut args = vec!["run", "stubborn", "--lease", "2s", "--grace", "1s", "--"];
+    args.extend(sh(&script));
+    let run = env.spawn("stubborn", &args);
+    wait_for_file(&ready, LIMIT);
+    let forced = env.run(&["release", "stubborn", "--force", "--yes"]);
+    assert_eq!(forced.code, Some(0), "{forced:?}");
+    let out = run.finish(LIMIT);
+    assert_eq!(out.code, Some(4), "{out:?}");
+    assert!(out.stderr.contains("SIGKILL"), "{out:?}");
+}
+
+#[test]
+fn acquire_prints_fence_and_version_and_release_by_version_frees_it() {
+    let Some(env) = Env::with_table("acquire") else {
+        return;
+    };
+    let out = env.run(&[
+        "acquire", "deploy", "--lease", "30s", "--owner", "script-1", "-o", "json",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let acquired = out.json();
+    assert_eq!(acquired["fence"], 1);
+    assert_eq!(acquired["owner"], "script-1");
+    assert_eq!(acquired["lease_ms"], 30_000);
+    let version = acquired["version"].as_str().unwrap().to_owned();
+
+    // Held without a heartbeat: another acquire times out naming the holder.
+    let out = env.run(&["acquire", "deploy", "--lease", "30s", "--wait", "1s"]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(out.stderr.contains("script-1"), "{out:?}");
+
+    // A wrong version releases nothing.
+    let out = env.run(&["release", "deploy", "--version", "not-the-version"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("script-1"), "{out:?}");
+    let out = env.run(&["release", "deploy", "--version", &version]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let show = env.run(&["show", "deploy", "-o", "json"]);
+    assert_eq!(show.json()["held"], false, "{show:?}");
+
+    // Text output is shell assignments.
+    let out = env.run(&["acquire", "deploy", "--lease", "30s", "--owner", "it's me"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("LOCK_FENCE=2\n"), "{out:?}");
+    assert!(out.stdout.contains(r"LOCK_OWNER='it'\''s me'"), "{out:?}");
+    let version = out
+        .stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("LOCK_VERSION="))
+        .unwrap();
+    let out = env.run(&["release", "deploy", "--version", version]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn show_and_list_print_json() {
+    let Some(env) = Env::with_table("inspect") else {
+        return;
+    };
+    for key in ["alpha", "beta"] {
+        let data = format!("data-{key}");
+        let out = env.run(&[
+            "acquire", key, "--lease", "1m", "--data", &data, "--owner", "ops",
+        ]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let out = env.run(&["list", "-o", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let list = out.json();
+    let locks = list.as_array().unwrap();
+    assert_eq!(locks.len(), 2, "{list}");
+    assert_eq!(locks[0]["key"], "alpha");
+    assert_eq!(locks[1]["key"], "beta");
+    for lock in locks {
+        assert_eq!(lock["owner"], "ops");
+        assert_eq!(lock["held"], true);
+        assert_eq!(lock["fence"], 1);
+        assert_eq!(lock["lease_ms"], 60_000);
+        assert!(lock["version"].is_string());
+    }
+    let out = env.run(&["list", "--partition", "beta", "-o", "json"]);
+    assert_eq!(out.json().as_array().unwrap().len(), 1, "{out:?}");
+
+    let out = env.run(&["show", "alpha", "-o", "json"]);
+    let shown = out.json();
+    assert_eq!(shown["data"], "data-alpha");
+    assert_eq!(shown["sort_key"], serde_json::Value::Null);
+    let out = env.run(&["show", "nothing", "-o", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.json(), serde_json::Value::Null);
+    // Text output for people.
+    let out = env.run(&["list"]);
+    assert!(out.stdout.starts_with("KEY "), "{out:?}");
+    assert_eq!(out.stdout.lines().count(), 3, "{out:?}");
+
+    // Forced release asks first, and refuses without a terminal.
+    let out = env.run(&["release", "alpha", "--force"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("--yes"), "{out:?}");
+    let out = env.run(&["release", "alpha", "--force", "--yes", "-o", "json"]);
+    let released = out.json();
+    assert_eq!(released["released"], true, "{out:?}");
+    assert_eq!(released["lock"]["owner"], "ops", "{out:?}");
+}
+
+#[test]
+fn python_layout_honours_a_python_dynamodb_lock_record() {
+    let Some(env) = Env::with_layout("python", "python") else {
+        return;
+    };
+    env.create_table();
+    // What python-dynamodb-lock 0.9 writes (its `_add_new_lock_to_dynamodb`).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let config = aws_sdk_dynamodb::config::Builder::new()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("testing", "testing", None, None, "tests"))
+            .endpoint_url(&env.endpoint)
+            .build();
+        aws_sdk_dynamodb::Client::from_conf(config)
+            .put_item()
+            .table_name(&env.table)
+            .item("lock_key", AttributeValue::S("job".into()))
+            .item("sort_key", AttributeValue::S("-".into()))
+            .item("owner_name", AttributeValue::S("python-host-1234".into()))
+            .item("lease_duration", AttributeValue::N("30.0".into()))
+            .item(
+                "record_version_number",
+                AttributeValue::S("0f8e6c3a-python".into()),
+            )
+            .item("expiry_time", AttributeValue::N("4000000000".into()))
+            .send()
+            .await
+            .unwrap();
+    });
+    let out = env.run(&["run", "job", "--wait", "1s", "--", "true"]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(out.stderr.contains("python-host-1234"), "{out:?}");
+    let show = env.run(&["show", "job", "-o", "json"]).json();
+    assert_eq!(show["owner"], "python-host-1234");
+    assert_eq!(show["fence"], 0, "python-dynamodb-lock writes no fence");
+    assert_eq!(show["lease_ms"], 30_000);
+    // The default layout does not fit this table, and says so.
+    let out = env.run(&["--layout", "default", "validate-table"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("key schema"), "{out:?}");
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    let Some(env) = Env::new("usage") else {
+        return;
+    };
+    for (args, expected) in [
+        (&["run", "job", "--lease", "30", "--", "true"][..], "30s"),
+        (
+            &["run", "job", "--wait", "soon", "--", "true"][..],
+            "duration",
+        ),
+        (&["run", "job"][..], "COMMAND"),
+        (&["acquire", "job"][..], "--lease"),
+        (&["--layout", "cobol", "show", "job"][..], "cobol"),
+        (&["release", "job"][..], "--version"),
+        (
+            &["release", "job", "--yes", "--version", "v"][..],
+            "--force",
+        ),
+        (&["run", "job", "--lease", "0s", "--", "true"][..], "lease"),
+        (&["--table", "x", "show", "job"][..], "table name"),
+    ] {
+        let out = env.run(args);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains(expected),
+            "{args:?}: stderr should mention {expected:?}: {out:?}"
+        );
+    }
+    let out = env.run(&["--help"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("Exit codes:"), "{out:?}");
+}
+
+#[test]
+fn create_table_then_validate_table_and_a_missing_table_is_explained() {
+    let Some(env) = Env::new("table") else {
+        return;
+    };
+    let out = env.run(&["validate-table"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains(&env.table), "names the table: {out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "lockctl --table {} --layout default create-table",
+            env.table
+        )),
+        "says how to create it: {out:?}"
+    );
+    // A lock command on the missing table says the same.
+    let out = env.run(&["show", "job"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("create-table"), "{out:?}");
+
+    let out = env.run(&["create-table", "-o", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.json()["table"], env.table.as_str());
+    let out = env.run(&["validate-table", "-o", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let report = out.json();
+    assert_eq!(report["ttl_attribute"], "expires_at");
+    assert_eq!(report["warnings"], serde_json::json!([]));
+    let out = env.run(&["create-table"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("already exists"), "{out:?}");
+}
+
+#[test]
+fn waiting_shows_the_holder_and_a_released_lock_is_taken_at_once() {
+    let Some(env) = Env::with_table("wait") else {
+        return;
+    };
+    let ready = env.path("ready");
+    let script = format!("echo up > {}; sleep 2.5", ready.display());
+    let mut args = vec!["run", "job", "--owner", "first", "--lease", "10s", "--"];
+    args.extend(sh(&script));
+    let first = env.spawn("first", &args);
+    wait_for_file(&ready, LIMIT);
+    let second = env.spawn(
+        "second",
+        &[
+            "run", "job", "--wait", "20s", "--lease", "10s", "--", "true",
+        ],
+    );
+    wait_until("the waiter names the holder", LIMIT, || {
+        second
+            .stderr_so_far()
+            .contains("waiting for lock job: held by first (fence 1)")
+    });
+    let started = Instant::now();
+    assert_eq!(first.finish(LIMIT).code, Some(0));
+    let out = second.finish(LIMIT);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // Released, not expired: taken well before the 10 s lease could run out.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        out.stderr.contains("acquired lock job (fence 2)"),
+        "{out:?}"
+    );
+}

@@ -1,0 +1,239 @@
+//! Running the `lockctl` binary against the moto emulator: endpoint, fresh
+//! tables, scratch directories, and waiting on processes and files with
+//! deadlines instead of fixed sleeps.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The emulator's endpoint, from `LOCK_DYNAMODB_ENDPOINT` (set by
+/// `./scripts/test`). Without it the test fails and says how to run it, unless
+/// `LOCK_DYNAMODB_SKIP=1` asks to skip, which is printed. (The same convention
+/// as lock-dynamodb's tests.)
+pub fn endpoint() -> Option<String> {
+    match std::env::var("LOCK_DYNAMODB_ENDPOINT") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("LOCK_DYNAMODB_SKIP").as_deref() == Ok("1") => {
+            eprintln!(
+                "SKIPPED: LOCK_DYNAMODB_SKIP=1 and no LOCK_DYNAMODB_ENDPOINT; this lockctl test did not run"
+            );
+            None
+        }
+        _ => panic!(
+            "LOCK_DYNAMODB_ENDPOINT is not set. The lockctl tests run against the moto emulator: \
+             run ./scripts/test, which installs and starts it and sets the variable \
+             (or set LOCK_DYNAMODB_SKIP=1 to skip them explicitly)."
+        ),
+    }
+}
+
+/// One test's table and scratch directory.
+#[derive(Debug)]
+pub struct Env {
+    pub endpoint: String,
+    pub table: String,
+    pub dir: PathBuf,
+    layout: &'static str,
+}
+
+impl Env {
+    /// A fresh table name (not created) and scratch directory, or `None` when
+    /// the tests are skipped.
+    pub fn new(prefix: &str) -> Option<Self> {
+        Self::with_layout(prefix, "default")
+    }
+
+    /// Like [`Env::new`] for a table of `layout`.
+    pub fn with_layout(prefix: &str, layout: &'static str) -> Option<Self> {
+        let endpoint = endpoint()?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("lockctl-{prefix}-{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(Self {
+            endpoint,
+            table: format!("cli-{prefix}-{id}"),
+            dir,
+            layout,
+        })
+    }
+
+    /// Like [`Env::new`], with the table created by `lockctl create-table`.
+    pub fn with_table(prefix: &str) -> Option<Self> {
+        let env = Self::new(prefix)?;
+        env.create_table();
+        Some(env)
+    }
+
+    /// Create the table with `lockctl create-table`.
+    pub fn create_table(&self) {
+        let out = self.run(&["create-table"]);
+        assert_eq!(out.code, Some(0), "create-table failed: {out:?}");
+    }
+
+    /// A `lockctl` command on this table and emulator, with dummy credentials
+    /// and nothing from the developer's own AWS configuration.
+    pub fn lockctl(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lockctl"));
+        command
+            .args([
+                "--table",
+                &self.table,
+                "--endpoint-url",
+                &self.endpoint,
+                "--layout",
+                self.layout,
+            ])
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_CONFIG_FILE", "/dev/null")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_ENDPOINT_URL")
+            .env_remove("LOCK_TABLE")
+            .env_remove("LOCK_OWNER")
+            .env_remove("LOCK_LAYOUT")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Run `lockctl args` to the end (at most 30 s) and capture its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        let name = format!("run-{}", uuid::Uuid::new_v4().simple());
+        let process = self.spawn(&name, args);
+        process.finish(Duration::from_secs(30))
+    }
+
+    /// Start `lockctl args` in the background, stdout and stderr into files
+    /// named after `name` in the scratch directory.
+    pub fn spawn(&self, name: &str, args: &[&str]) -> Process {
+        let stdout = self.dir.join(format!("{name}.out"));
+        let stderr = self.dir.join(format!("{name}.err"));
+        let child = self
+            .lockctl(args)
+            .stdout(File::create(&stdout).unwrap())
+            .stderr(File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        Process {
+            child,
+            stdout,
+            stderr,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+        }
+    }
+
+    /// A path in the scratch directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A `lockctl` running in the background.
+#[derive(Debug)]
+pub struct Process {
+    pub child: Child,
+    stdout: PathBuf,
+    stderr: PathBuf,
+    args: Vec<String>,
+}
+
+impl Process {
+    /// The process id, for signals.
+    pub fn pid(&self) -> nix::unistd::Pid {
+        nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap())
+    }
+
+    /// Wait for the process to end (killing it and failing the test after
+    /// `limit`) and collect its output.
+    pub fn finish(mut self, limit: Duration) -> Output {
+        let status = wait_child(&mut self.child, limit)
+            .unwrap_or_else(|| panic!("lockctl {:?} still running after {limit:?}", self.args));
+        Output {
+            code: status.code(),
+            status,
+            stdout: std::fs::read_to_string(&self.stdout).unwrap_or_default(),
+            stderr: std::fs::read_to_string(&self.stderr).unwrap_or_default(),
+        }
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // A failed assertion must not leave a lockctl behind.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Wait for `child` up to `limit`; kill it and return `None` after that.
+fn wait_child(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How a finished `lockctl` ended.
+#[derive(Debug)]
+pub struct Output {
+    pub code: Option<i32>,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// Stdout parsed as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|error| panic!("stdout is not JSON ({error}): {self:?}"))
+    }
+}
+
+/// Wait until `condition` holds, failing the test after `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "gave up after {limit:?} waiting until {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait until `path` exists and is not empty; its contents.
+pub fn wait_for_file(path: &Path, limit: Duration) -> String {
+    let mut contents = String::new();
+    wait_until(&format!("{} is written", path.display()), limit, || {
+        contents = std::fs::read_to_string(path).unwrap_or_default();
+        !contents.trim().is_empty()
+    });
+    contents
+}
