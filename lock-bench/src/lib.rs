@@ -285,6 +285,28 @@ pub fn process_cpu() -> Result<Duration, BenchError> {
     ))
 }
 
+/// CPU time this process's live threads have spent on a CPU, in nanoseconds, from
+/// `/proc/self/task/*/schedstat` (Linux). Finer than [`process_cpu`], but threads
+/// that have exited are not counted: use it where every thread lives as long as
+/// the measurement (the bench programs run on one thread).
+pub fn threads_cpu() -> Result<Duration, BenchError> {
+    let mut total: u64 = 0;
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let path = task?.path().join("schedstat");
+        // A thread may exit between listing and reading.
+        let Ok(stat) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let on_cpu: u64 = stat
+            .split_whitespace()
+            .next()
+            .ok_or("malformed schedstat")?
+            .parse()?;
+        total += on_cpu;
+    }
+    Ok(Duration::from_nanos(total))
+}
+
 /// `sysconf(_SC_CLK_TCK)`, which is 100 on every mainstream Linux build.
 fn clock_ticks_per_second() -> f64 {
     100.0
@@ -529,6 +551,7 @@ mod tests {
     fn proc_readings_work_here() {
         if cfg!(target_os = "linux") {
             assert!(process_cpu().is_ok());
+            assert!(threads_cpu().is_ok_and(|cpu| cpu > Duration::ZERO));
             assert!(resident_bytes().is_ok_and(|rss| rss > 0));
         }
     }
