@@ -286,22 +286,22 @@ fn number(value: &serde_json::Value, field: &str) -> f64 {
 
 fn main() -> Result<(), BenchError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if let [mode, locks] = args.as_slice() {
-        if mode == "--child" || mode == "--store-only" {
-            let locks: usize = locks.parse()?;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()?;
-            let result = runtime.block_on(async {
-                if mode == "--child" {
-                    run(locks).await
-                } else {
-                    store_only(locks).await
-                }
-            })?;
-            println!("{result}");
-            return Ok(());
-        }
+    if let [mode, locks] = args.as_slice()
+        && (mode == "--child" || mode == "--store-only")
+    {
+        let locks: usize = locks.parse()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()?;
+        let result = runtime.block_on(async {
+            if mode == "--child" {
+                run(locks).await
+            } else {
+                store_only(locks).await
+            }
+        })?;
+        println!("{result}");
+        return Ok(());
     }
     let counts: Vec<usize> = if args.is_empty() {
         vec![1_000, 10_000]
