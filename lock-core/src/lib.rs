@@ -12,6 +12,11 @@
 //! * [`LockGuard`] proves a lock is held: its [`Fence`] goes with every write to the
 //!   protected resource, [`state`](LockView::state) says whether the lease is still
 //!   safe, [`lost`](LockView::lost) is a future that resolves when it is not.
+//! * For locks handed between processes: [`LockGuard::detach`] stops
+//!   heartbeating without releasing and returns a [`DetachedLock`] with the
+//!   record version; [`release_version`](LockClient::release_version) releases a
+//!   lock by that version from anywhere, and
+//!   [`force_release`](LockClient::force_release) releases whoever holds it.
 //! * The timing decisions are pure functions in [`timing`]; the protocol is
 //!   described in `docs/protocol.md`.
 //!
