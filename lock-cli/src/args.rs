@@ -186,9 +186,10 @@ pub struct RunArgs {
     pub grace: Duration,
 
     /// Run the command in lockctl's process group, so it can read from the
-    /// terminal and gets terminal signals (Ctrl-C) directly; by default it gets
-    /// its own process group and signals go to the whole group (the command and
-    /// its children)
+    /// terminal and gets terminal signals (Ctrl-C) directly (lockctl then
+    /// forwards SIGTERM and SIGHUP but not SIGINT); by default it gets its own
+    /// process group and signals go to the whole group (the command and its
+    /// children)
     #[arg(long)]
     pub foreground: bool,
 

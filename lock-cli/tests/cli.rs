@@ -114,16 +114,24 @@ fn sigterm_and_sigint_are_forwarded_and_the_exit_code_passed_through() {
     let Some(env) = Env::with_table("signals") else {
         return;
     };
-    for (signal, code) in [(Signal::SIGTERM, 7), (Signal::SIGINT, 8)] {
-        let ready = env.path(&format!("ready-{signal}"));
+    for (signal, code, foreground) in [
+        (Signal::SIGTERM, 7, false),
+        (Signal::SIGINT, 8, false),
+        (Signal::SIGTERM, 9, true),
+    ] {
+        let ready = env.path(&format!("ready-{code}"));
         let script = format!(
             "trap 'exit {code}' {name}; echo up > {ready}; while :; do sleep 0.1; done",
             name = &signal.as_str()[3..],
             ready = ready.display()
         );
-        let mut args = vec!["run", "job", "--lease", "2s", "--"];
+        let mut args = vec!["run", "job", "--lease", "2s"];
+        if foreground {
+            args.push("--foreground");
+        }
+        args.push("--");
         args.extend(sh(&script));
-        let run = env.spawn(&format!("run-{signal}"), &args);
+        let run = env.spawn(&format!("run-{code}"), &args);
         wait_for_file(&ready, LIMIT);
         kill(run.pid(), signal).unwrap();
         let out = run.finish(LIMIT);

@@ -39,7 +39,13 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, CliError> {
     let status = loop {
         tokio::select! {
             status = command.wait() => break status,
-            signal = signals.next() => command.signal(signal),
+            signal = signals.next() => {
+                // In the foreground the terminal sends Ctrl-C to the command
+                // itself; forwarding it too would deliver it twice.
+                if !(args.foreground && signal == Signal::SIGINT) {
+                    command.signal(signal);
+                }
+            }
             reason = &mut untrusted, if lost.is_none() => {
                 eprintln!(
                     "lockctl: lock {key} can no longer be trusted ({reason}): sending SIGTERM to the command{}",
