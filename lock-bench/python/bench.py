@@ -1,0 +1,239 @@
+"""python-dynamodb-lock 0.9.1's half of ./scripts/bench-vs-python: the same
+scenarios as lock-bench/src/bin/side_by_side.rs, on the library's own table
+layout, against the endpoint in LOCK_DYNAMODB_ENDPOINT. Prints one JSON object.
+
+    bench.py uncontended SECONDS
+    bench.py contended SECONDS WORKERS SECTION_MS [POLL_MS]
+    bench.py report RESULTS.jsonl      # the table of both libraries and the ratios
+
+Client CPU is this process's user + system time (resource.getrusage, all
+threads) during the measured loop.
+"""
+import datetime
+import json
+import os
+import resource
+import sys
+import threading
+import time
+import uuid
+
+KEY = "bench-key"
+
+
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def resource_():
+    import boto3
+
+    # One session per client: boto3 resources are not thread safe.
+    return boto3.session.Session().resource(
+        "dynamodb",
+        endpoint_url=os.environ["LOCK_DYNAMODB_ENDPOINT"],
+        region_name=os.environ.get("AWS_REGION", "us-east-1"),
+        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
+    )
+
+
+def fresh_table():
+    from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
+
+    name = "bench-python-%s" % uuid.uuid4().hex
+    DynamoDBLockClient.create_dynamodb_table(resource_().meta.client, table_name=name)
+    return name
+
+
+def drop_table(name):
+    resource_().meta.client.delete_table(TableName=name)
+
+
+def uncontended(seconds):
+    from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
+
+    table = fresh_table()
+    client = DynamoDBLockClient(resource_(), table_name=table, owner_name="python-bench")
+    for _ in range(5):  # warm up: connection, first request
+        client.acquire_lock(KEY).release()
+    cpu_before = cpu()
+    start = time.monotonic()
+    deadline = start + seconds
+    cycles = 0
+    while time.monotonic() < deadline:
+        lock = client.acquire_lock(KEY)
+        lock.release(best_effort=False)
+        cycles += 1
+    elapsed = time.monotonic() - start
+    used = cpu() - cpu_before
+    client.close()
+    drop_table(table)
+    return {
+        "library": "python-dynamodb-lock 0.9.1",
+        "scenario": "uncontended",
+        "layout": "python-dynamodb-lock",
+        "cycles": cycles,
+        "seconds": elapsed,
+        "per_second": cycles / elapsed,
+        "cpu_s": used,
+        "cpu_ms_per_op": used * 1e3 / max(cycles, 1),
+    }
+
+
+def contended(seconds, workers, section_ms, poll_ms):
+    from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
+
+    table = fresh_table()
+    clients = []
+    for i in range(workers):
+        client = DynamoDBLockClient(resource_(), table_name=table, owner_name="python-worker-%d" % (i + 1))
+        client.acquire_lock(KEY).release()
+        clients.append(client)
+    state = {
+        "last_holder": 0,
+        "in_section": False,
+        "violations": 0,
+        "sections": 0,
+        "release_started": None,
+        "handoffs": [],
+    }
+    changed = threading.Condition()
+    errors = []
+    cpu_before = cpu()
+    start = time.monotonic()
+    deadline = start + seconds
+
+    def worker(wid, client):
+        first = True
+        try:
+            while True:
+                with changed:
+                    while not first and state["last_holder"] == wid:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            return
+                        changed.wait(remaining)
+                first = False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                kwargs = {"retry_timeout": datetime.timedelta(seconds=remaining)}
+                if poll_ms is not None:
+                    kwargs["retry_period"] = datetime.timedelta(milliseconds=poll_ms)
+                try:
+                    lock = client.acquire_lock(KEY, **kwargs)
+                except DynamoDBLockError as error:
+                    if error.code == DynamoDBLockError.ACQUIRE_TIMEOUT:
+                        return
+                    raise
+                with changed:
+                    if state["in_section"]:
+                        state["violations"] += 1
+                    state["in_section"] = True
+                    now = time.monotonic()
+                    released = state["release_started"]
+                    if released is not None and now > released and now < deadline:
+                        state["handoffs"].append((now - released) * 1e3)
+                    state["last_holder"] = wid
+                    changed.notify_all()
+                time.sleep(section_ms / 1e3)
+                with changed:
+                    if time.monotonic() < deadline:
+                        state["sections"] += 1
+                    state["in_section"] = False
+                    state["release_started"] = time.monotonic()
+                lock.release(best_effort=False)
+        except Exception as error:  # reported by the main thread
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=worker, args=(i + 1, c)) for i, c in enumerate(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    used = cpu() - cpu_before
+    for client in clients:
+        client.close()
+    drop_table(table)
+    if errors:
+        raise RuntimeError("worker failed: %s" % errors)
+    handoffs = sorted(state["handoffs"])
+    sections = state["sections"]
+    return {
+        "library": "python-dynamodb-lock 0.9.1",
+        "scenario": "contended",
+        "workers": workers,
+        "poll_ms": poll_ms,
+        "section_ms": section_ms,
+        "sections": sections,
+        "seconds": seconds,
+        "per_second": sections / seconds,
+        "handoffs": len(handoffs),
+        "handoff_mean_ms": sum(handoffs) / max(len(handoffs), 1),
+        "handoff_median_ms": handoffs[len(handoffs) // 2] if handoffs else None,
+        "violations": state["violations"],
+        "cpu_s": used,
+        "cpu_ms_per_op": used * 1e3 / max(sections, 1),
+    }
+
+
+def report(path):
+    """Pairs each Rust result with the Python result of the same scenario."""
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+
+    def label(row):
+        if row["scenario"] == "uncontended":
+            return "uncontended acquire + release"
+        poll = "default poll periods" if row["poll_ms"] is None else "both polling every %g ms" % row["poll_ms"]
+        return "hand-off, %d workers on one key, %g ms sections, %s" % (row["workers"], row["section_ms"], poll)
+
+    def fmt(x, digits=1):
+        return "-" if x is None else ("%.*f" % (digits, x))
+
+    groups = {}
+    for row in rows:
+        groups.setdefault((row.get("pair"), label(row)), []).append(row)
+    print("| scenario | library | ops/s | client CPU per op | hand-off mean / median | ops/s ratio | CPU per op ratio | hand-off speed-up |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (_, name), members in groups.items():
+        python = next((r for r in members if r["library"].startswith("python")), None)
+        for row in members:
+            rust = not row["library"].startswith("python")
+            ratio_ops = ratio_cpu = speedup = "-"
+            if rust and python:
+                ratio_ops = "%.2fx" % (row["per_second"] / python["per_second"]) if python["per_second"] else "inf"
+                ratio_cpu = "1/%.1f" % (python["cpu_ms_per_op"] / row["cpu_ms_per_op"]) if row["cpu_ms_per_op"] else "-"
+                if row["scenario"] == "contended" and row["handoff_mean_ms"] and python["handoffs"]:
+                    speedup = "%.2fx" % (python["handoff_mean_ms"] / row["handoff_mean_ms"])
+            library = row["library"]
+            if row["scenario"] == "uncontended":
+                library += " (%s layout)" % row["layout"]
+            handoff = "-"
+            if row["scenario"] == "contended":
+                handoff = "%s / %s ms (%d)" % (fmt(row["handoff_mean_ms"]), fmt(row["handoff_median_ms"]), row["handoffs"])
+                if row["violations"]:
+                    handoff += " EXCLUSION VIOLATED %d times" % row["violations"]
+            print("| %s | %s | %s | %s ms | %s | %s | %s | %s |" % (
+                name, library, fmt(row["per_second"]), fmt(row["cpu_ms_per_op"], 2), handoff, ratio_ops, ratio_cpu, speedup))
+
+
+def main(argv):
+    mode = argv[1]
+    if mode == "report":
+        report(argv[2])
+        return
+    seconds = float(argv[2])
+    if mode == "uncontended":
+        result = uncontended(seconds)
+    elif mode == "contended":
+        poll = float(argv[5]) if len(argv) > 5 else None
+        result = contended(seconds, int(argv[3]), float(argv[4]), poll)
+    else:
+        raise SystemExit(__doc__)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
