@@ -40,9 +40,14 @@ struct Client {
 
 impl Client {
     fn new() -> Self {
+        Self::with_lease(Duration::from_secs(20))
+    }
+
+    fn with_lease(lease: Duration) -> Self {
         let store = MemoryStore::new();
         let client = LockClient::builder(store.clone())
             .owner("bench-owner")
+            .lease(lease)
             .build()
             .unwrap();
         Self {
@@ -152,38 +157,55 @@ fn criterion_benches(c: &mut Criterion, rt: &Runtime) {
     group.finish();
 }
 
-/// Interleaved batches, ratio of medians.
+/// Interleaved batches (client, raw, client with a short lease), ratio of
+/// medians.
 fn side_by_side(rt: &Runtime) {
     const BATCH: u64 = 20_000;
     const ROUNDS: usize = 15;
+    let rss_start = lock_bench::resident_bytes().unwrap_or(0);
     let client = rt.block_on(async { Client::new() });
+    // A released lock stays in the heartbeat schedule until its first heartbeat
+    // would have been due (lease / 4); with a 1 s lease that schedule stays short.
+    let short = rt.block_on(async { Client::with_lease(Duration::from_secs(1)) });
     let raw = Raw::new();
-    // Warm up both.
+    // Warm up all three.
     rt.block_on(client.cycles(BATCH));
+    rt.block_on(short.cycles(BATCH));
     rt.block_on(raw.cycles(BATCH));
-    let mut client_ns = Vec::new();
-    let mut raw_ns = Vec::new();
-    let mut ratios = Vec::new();
+    let (mut client_ns, mut raw_ns, mut short_ns) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ratios, mut short_ratios) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         let c = rt.block_on(client.cycles(BATCH)).as_nanos() as f64 / BATCH as f64;
         let r = rt.block_on(raw.cycles(BATCH)).as_nanos() as f64 / BATCH as f64;
+        let s = rt.block_on(short.cycles(BATCH)).as_nanos() as f64 / BATCH as f64;
         client_ns.push(c);
         raw_ns.push(r);
+        short_ns.push(s);
         ratios.push(c / r);
+        short_ratios.push(s / r);
     }
+    let rss_end = lock_bench::resident_bytes().unwrap_or(0);
     let c = lock_bench::median(&mut client_ns);
     let r = lock_bench::median(&mut raw_ns);
+    let s = lock_bench::median(&mut short_ns);
     let ratio = lock_bench::median(&mut ratios);
+    let short_ratio = lock_bench::median(&mut short_ratios);
     let (lo, hi) = (ratios[0], ratios[ratios.len() - 1]);
     println!();
     println!(
         "side by side, {ROUNDS} interleaved rounds of {BATCH} cycles ({}):",
         lock_bench::machine()
     );
-    println!("  lock_client      {c:>9.0} ns per acquire + release cycle (median)");
-    println!("  raw_store_calls  {r:>9.0} ns per cycle (2 puts, median)");
+    println!("  lock_client (lease 20 s) {c:>8.0} ns per acquire + release cycle (median)");
+    println!("  lock_client (lease 1 s)  {s:>8.0} ns per cycle (median)");
+    println!("  raw_store_calls          {r:>8.0} ns per cycle (2 puts, median)");
     println!(
-        "  overhead ratio   {ratio:>9.2}x (median of per-round ratios; range {lo:.2}x to {hi:.2}x; goal <= 1.20x)"
+        "  overhead ratio           {ratio:>8.2}x (median of per-round ratios; range {lo:.2}x to {hi:.2}x; goal <= 1.20x)"
+    );
+    println!("  overhead ratio, 1 s lease {short_ratio:>7.2}x");
+    println!(
+        "  resident memory grew by {:.0} MiB during the side-by-side rounds",
+        rss_end.saturating_sub(rss_start) as f64 / (1024.0 * 1024.0)
     );
 }
 
