@@ -18,6 +18,24 @@ use crate::{
 /// waiter paces itself (it is racing other waiters).
 const QUICK_RETRIES: u32 = 3;
 
+/// Writes of an acquire whose outcome is unknown: (RVN, send time). If the acquire
+/// ends without the lock (timeout, error, or its future dropped), they are
+/// released in the background: one may have applied.
+struct Unresolved<'a> {
+    inner: &'a Arc<Inner>,
+    key: LockKey,
+    writes: Vec<(Rvn, Instant)>,
+}
+
+impl Drop for Unresolved<'_> {
+    fn drop(&mut self) {
+        if !self.writes.is_empty() {
+            let rvns = self.writes.drain(..).map(|(rvn, _)| rvn).collect();
+            self.inner.release_abandoned(self.key.clone(), rvns);
+        }
+    }
+}
+
 #[derive(Clone)]
 enum Step {
     Put(Expect),
@@ -43,20 +61,33 @@ impl Inner {
             return Ok(guard);
         }
         let span = tracing::info_span!("acquire", key = %key, owner = %self.config.owner);
-        self.acquire_loop(key, options).instrument(span).await
+        let mut unknown = Unresolved {
+            inner: self,
+            key: key.clone(),
+            writes: Vec::new(),
+        };
+        let result = self
+            .acquire_loop(key, options, &mut unknown.writes)
+            .instrument(span)
+            .await;
+        if result.is_ok() {
+            // The lock is ours; no other write of this acquire can apply on top
+            // of it, since each was conditional on a record that is gone.
+            unknown.writes.clear();
+        }
+        result
     }
 
     async fn acquire_loop(
         self: &Arc<Self>,
         key: LockKey,
         options: AcquireOptions,
+        candidates: &mut Vec<(Rvn, Instant)>,
     ) -> Result<LockGuard, LockError> {
         let timing = self.config.timing;
         let started = self.clock.now();
         let deadline = started + options.wait;
         let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
-        // Writes of ours whose outcome is unknown: (rvn, send time).
-        let mut candidates: Vec<(Rvn, Instant)> = Vec::new();
         let mut observation: Option<Observation> = None;
         let mut step = if options.only_if_exists {
             Step::Read

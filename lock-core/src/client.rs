@@ -17,7 +17,7 @@ use crate::held::Held;
 use crate::write::{HeldWrite, WriteEnd};
 use crate::{
     AcquireOptions, Capabilities, Clock, ConditionalStore, ListOptions, LockError, LockGuard,
-    LockInfo, LockKey, LockPage, LockView, LostReason, Rvn,
+    LockInfo, LockKey, LockPage, LockView, LostReason, Rvn, Expect, FenceUpdate, NewRecord, Outcome,
 };
 
 /// A client of one lock store: acquires locks, heartbeats them from one background
@@ -42,6 +42,9 @@ pub struct ShutdownReport {
     pub timed_out: Vec<LockKey>,
 }
 
+/// Attempts to release one abandoned acquisition before leaving it to expire.
+const ABANDONED_RELEASE_ATTEMPTS: u32 = 4;
+
 /// State shared by the client, its guards and its heartbeat task.
 #[derive(Debug)]
 pub(crate) struct Inner {
@@ -53,6 +56,9 @@ pub(crate) struct Inner {
     shut_down: AtomicBool,
     heartbeats: Mutex<Option<Heartbeats>>,
     rng: Mutex<fastrand::Rng>,
+    /// Clean-up writes running in the background (releases of dropped guards and
+    /// of abandoned acquisitions); shutdown waits for them.
+    background: Mutex<JoinSet<()>>,
 }
 
 impl LockClient {
@@ -83,6 +89,7 @@ impl LockClient {
                 shut_down: AtomicBool::new(false),
                 heartbeats: Mutex::new(None),
                 rng: Mutex::new(fastrand::Rng::new()),
+                background: Mutex::new(JoinSet::new()),
             }),
         }
     }
@@ -503,17 +510,19 @@ impl Inner {
     /// A guard was dropped without release: release it in the background, best
     /// effort. Without a runtime, heartbeats stop and the lease runs out.
     pub(crate) fn release_in_background(self: &Arc<Self>, held: Arc<Held>) {
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let inner = self.clone();
-                runtime.spawn(async move {
-                    let key = held.key.clone();
-                    if let Err(error) = inner.release(held, false).await {
-                        tracing::debug!(%key, %error, "background release failed");
-                    }
-                });
+        let inner = self.clone();
+        let release = {
+            let held = held.clone();
+            async move {
+                let key = held.key.clone();
+                if let Err(error) = inner.release(held, false).await {
+                    tracing::debug!(%key, %error, "background release failed");
+                }
             }
-            Err(_) => {
+        };
+        match self.in_background(release) {
+            Ok(()) => {}
+            Err(()) => {
                 held.update(|state| {
                     state.guards = state.guards.saturating_sub(1);
                     if state.guards == 0 {
@@ -524,6 +533,68 @@ impl Inner {
                     self.forget(&held);
                 }
             }
+        }
+    }
+
+    /// Run a clean-up write in the background, where shutdown will wait for it.
+    /// `Err` when there is no runtime to run it on.
+    pub(crate) fn in_background(
+        &self,
+        task: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ()> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ())?;
+        let mut background = self
+            .background
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Reap finished tasks so a long-lived client does not collect them.
+        while background.try_join_next().is_some() {}
+        background.spawn_on(task, &runtime);
+        Ok(())
+    }
+
+    /// An acquire gave up (timed out, failed or was cancelled) after writes whose
+    /// outcome it never learned. Any of them may have applied and hold the lock
+    /// for a full lease with nobody heartbeating it: release each, conditional on
+    /// its RVN, so waiters need not wait the lease out. A write that did not apply
+    /// is rejected and nothing changes.
+    pub(crate) fn release_abandoned(self: &Arc<Self>, key: LockKey, rvns: Vec<Rvn>) {
+        let inner = self.clone();
+        let cleanup = async move {
+            for rvn in rvns {
+                let new = NewRecord {
+                    owner: inner.config.owner.clone(),
+                    rvn: Rvn::fresh(),
+                    lease: inner.config.timing.lease,
+                    released: true,
+                    fence: FenceUpdate::Keep,
+                    data: None,
+                    expires_at: None,
+                };
+                for attempt in 0..ABANDONED_RELEASE_ATTEMPTS {
+                    match inner
+                        .store
+                        .put(&key, Expect::Version(rvn.clone()), new.clone())
+                        .await
+                    {
+                        Ok(Outcome::Applied(_)) => {
+                            tracing::info!(%key, "released an acquisition whose reply was lost");
+                            break;
+                        }
+                        Ok(Outcome::Rejected { .. }) => break,
+                        Err(error) if error.is_retryable() => {
+                            inner.clock.sleep_until(inner.clock.now() + inner.backoff(attempt)).await;
+                        }
+                        Err(error) => {
+                            tracing::debug!(%key, %error, "could not release an abandoned acquisition");
+                            break;
+                        }
+                    }
+                }
+            }
+        };
+        if self.in_background(cleanup).is_err() {
+            tracing::debug!("no runtime to release an abandoned acquisition on; it expires with its lease");
         }
     }
 
@@ -557,6 +628,7 @@ impl Inner {
                 .clock
                 .sleep_until(self.clock.now() + self.config.shutdown_timeout);
             tokio::pin!(deadline);
+            let mut expired = false;
             loop {
                 tokio::select! {
                     next = releases.join_next() => match next {
@@ -573,6 +645,23 @@ impl Inner {
                     () = &mut deadline => {
                         releases.abort_all();
                         report.timed_out = pending;
+                        expired = true;
+                        break;
+                    }
+                }
+            }
+            // Background clean-ups share the deadline.
+            let mut background = std::mem::take(
+                &mut *self
+                    .background
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            );
+            while !expired {
+                tokio::select! {
+                    next = background.join_next() => if next.is_none() { break },
+                    () = &mut deadline => {
+                        background.abort_all();
                         break;
                     }
                 }

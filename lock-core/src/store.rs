@@ -64,6 +64,9 @@ pub struct Capabilities {
     /// The store keeps released records (fences stay monotonic across release).
     /// A store that deletes on release resets the fence history of a key.
     pub keeps_released_records: bool,
+    /// The store keeps [`LockRecord::expires_at`](crate::LockRecord::expires_at)
+    /// (it has somewhere to put a garbage-collection time).
+    pub stores_expiry: bool,
 }
 
 impl Default for Capabilities {
@@ -75,6 +78,7 @@ impl Default for Capabilities {
             max_sort_key_bytes: 1024,
             max_record_bytes: 400 * 1024,
             keeps_released_records: true,
+            stores_expiry: true,
         }
     }
 }
@@ -99,6 +103,11 @@ impl Capabilities {
     /// Builder-style setter for [`Capabilities::max_record_bytes`].
     pub fn with_max_record_bytes(mut self, value: usize) -> Self {
         self.max_record_bytes = value;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::stores_expiry`].
+    pub fn with_stores_expiry(mut self, value: bool) -> Self {
+        self.stores_expiry = value;
         self
     }
     /// Builder-style setter for [`Capabilities::keeps_released_records`].

@@ -1009,3 +1009,53 @@ async fn release_version_of_a_lock_this_client_holds_ends_its_guard() {
     // Releasing the guard afterwards is a no-op.
     guard.release().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_that_gives_up_on_an_ambiguous_write_releases_it() {
+    // The acquire's write applies but its reply is lost, and every read fails, so
+    // the client never learns it holds the lock. When it gives up it must not
+    // leave the lock held for a lease with nobody heartbeating it.
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 7)
+        .with_read_faults(lock_memory::FaultConfig::NONE.with_unavailable(1.0));
+    faulty.script(Op::Put, Fault::AmbiguousApplied);
+    let a = client(faulty.clone(), "a");
+    let error = a.acquire("job", wait(Duration::from_secs(1))).await.unwrap_err();
+    assert!(matches!(error, LockError::Store { .. }), "{error:?}");
+    let report = a.shutdown().await.unwrap();
+    assert!(report.failed.is_empty() && report.timed_out.is_empty());
+    let record = store.record(&LockKey::new("job")).unwrap();
+    assert!(record.released, "the abandoned acquisition is still held: {record:?}");
+    assert_eq!((record.owner.as_str(), record.fence), ("a", Fence(1)));
+
+    // A waiter then gets it at once, with the next fence.
+    let b = client(store.clone(), "b");
+    let guard = b.try_acquire("job").await.unwrap().unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_acquire_releases_a_write_that_may_have_applied() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 8)
+        .with_read_faults(lock_memory::FaultConfig::NONE.with_unavailable(1.0));
+    faulty.script(Op::Put, Fault::AmbiguousApplied);
+    let a = client(faulty.clone(), "a");
+    let cancelled =
+        tokio::time::timeout(Duration::from_secs(2), a.acquire("job", wait(LEASE))).await;
+    assert!(cancelled.is_err(), "the acquire should still be resolving");
+    assert!(!store.record(&LockKey::new("job")).unwrap().released);
+    // Let the background release run.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let record = store.record(&LockKey::new("job")).unwrap();
+    assert!(record.released, "{record:?}");
+    // An acquire whose writes were all rejected leaves nothing to clean up.
+    let b = client(store.clone(), "b");
+    let guard = b.acquire("job", AcquireOptions::new()).await.unwrap();
+    let c = client(store.clone(), "c");
+    let writes = store.writes();
+    assert!(c.try_acquire("job").await.unwrap().is_none());
+    c.shutdown().await.unwrap();
+    assert_eq!(store.writes() - writes, 1, "{:?}", store.history());
+    guard.release().await.unwrap();
+}
