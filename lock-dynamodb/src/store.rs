@@ -755,5 +755,6 @@ impl ConditionalStore for DynamoDbStore {
             .with_key_limits(MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES)
             .with_max_record_bytes(MAX_ITEM_BYTES)
             .with_keeps_released_records(layout.release_mode() == ReleaseMode::MarkReleased)
+            .with_stores_expiry(layout.expires_at.is_some())
     }
 }

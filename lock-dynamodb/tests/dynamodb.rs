@@ -318,39 +318,23 @@ async fn list_pages_with_scan_and_queries_one_partition() {
     );
 }
 
-#[tokio::test]
-async fn concurrent_vacant_puts_have_one_winner() {
-    let Some(store) = fresh_store(Layout::native()).await else {
-        return;
-    };
-    let key = LockKey::new("race");
-    let mut tasks = Vec::new();
-    for i in 0..8 {
-        let (store, key) = (store.clone(), key.clone());
-        tasks.push(tokio::spawn(async move {
-            store
-                .put(
-                    &key,
-                    Expect::Vacant,
-                    write(&format!("w{i}"), false, FenceUpdate::Next),
-                )
-                .await
-                .unwrap()
-        }));
+/// The store conformance suite of lock-testkit, once per layout.
+mod conformance {
+    mod native_with_sort_key {
+        lock_testkit::conformance_suite!(crate::support::TableFactory(
+            lock_dynamodb::Layout::native().with_sort_key("sort_key")
+        ));
     }
-    let mut winners = Vec::new();
-    let mut losers = 0;
-    for task in tasks {
-        match task.await.unwrap() {
-            Outcome::Applied(record) => winners.push(record),
-            Outcome::Rejected { current } => {
-                assert!(current.is_some());
-                losers += 1;
-            }
-        }
+    mod python_dynamodb_lock {
+        lock_testkit::conformance_suite!(crate::support::TableFactory(
+            lock_dynamodb::Layout::python_dynamodb_lock()
+        ));
     }
-    assert_eq!((winners.len(), losers), (1, 7));
-    assert_eq!(winners[0].fence, Fence(1));
+    mod java_lock_client {
+        lock_testkit::conformance_suite!(crate::support::TableFactory(
+            lock_dynamodb::Layout::java_lock_client()
+        ));
+    }
 }
 
 #[tokio::test]

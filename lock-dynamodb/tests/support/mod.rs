@@ -227,3 +227,24 @@ impl Intercept for FaultInjector {
         Ok(())
     }
 }
+
+/// Fresh tables of one layout for the conformance suite; each case's table is
+/// deleted after it passes.
+#[derive(Clone, Debug)]
+pub struct TableFactory(pub Layout);
+
+#[async_trait::async_trait]
+impl lock_testkit::StoreFactory for TableFactory {
+    async fn create(&self) -> Result<Option<lock_testkit::FreshStore>, lock_core::StoreError> {
+        let Some(store) = fresh_store(self.0.clone()).await else {
+            return Ok(None);
+        };
+        let doomed = store.clone();
+        let cleanup = lock_testkit::Cleanup::new(move || async move {
+            let _ = doomed
+                .delete_table(std::time::Duration::from_secs(10))
+                .await;
+        });
+        Ok(Some(lock_testkit::FreshStore::with_cleanup(store, cleanup)))
+    }
+}

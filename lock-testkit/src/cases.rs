@@ -1,0 +1,733 @@
+//! The conformance cases: one `pub async fn` per clause of the store contract
+//! (DESIGN §4, `docs/adapters.md`). Each takes a fresh, empty store and returns
+//! `Err` with what went wrong. Cases read the store's
+//! [`Capabilities`](lock_core::Capabilities) and check what it claims, skipping
+//! what it says it cannot do.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    ConditionalStore, Expect, Fence, FenceUpdate, LockKey, LockRecord, NewRecord, Outcome, Rvn,
+    StoreError, StoreErrorKind,
+};
+
+/// Why a conformance case failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaseError {
+    /// The store broke the contract.
+    #[error("contract violated: {0}")]
+    Violation(String),
+    /// A store call failed where it should have worked.
+    #[error("store call failed: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// What every case returns.
+pub type CaseResult = Result<(), CaseError>;
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(CaseError::Violation(format!($($fmt)+)));
+        }
+    };
+}
+
+const LEASE: Duration = Duration::from_secs(10);
+
+/// A fresh-RVN write by `owner`.
+fn write(owner: &str, fence: FenceUpdate, released: bool) -> NewRecord {
+    NewRecord {
+        owner: owner.into(),
+        rvn: Rvn::fresh(),
+        lease: LEASE,
+        released,
+        fence,
+        data: None,
+        expires_at: None,
+    }
+}
+
+fn acquire(owner: &str) -> NewRecord {
+    write(owner, FenceUpdate::Next, false)
+}
+
+fn heartbeat(owner: &str) -> NewRecord {
+    write(owner, FenceUpdate::Keep, false)
+}
+
+fn release(owner: &str) -> NewRecord {
+    write(owner, FenceUpdate::Keep, true)
+}
+
+fn applied(what: &str, outcome: Outcome) -> Result<LockRecord, CaseError> {
+    match outcome {
+        Outcome::Applied(record) => Ok(record),
+        other => Err(CaseError::Violation(format!(
+            "{what}: expected the write to apply, got {other:?}"
+        ))),
+    }
+}
+
+fn rejected(what: &str, outcome: Outcome) -> Result<Option<LockRecord>, CaseError> {
+    match outcome {
+        Outcome::Rejected { current } => Ok(current),
+        other => Err(CaseError::Violation(format!(
+            "{what}: expected a rejection, got {other:?}"
+        ))),
+    }
+}
+
+/// The record written by `new` as the store should return it.
+fn check_written(
+    what: &str,
+    record: &LockRecord,
+    key: &LockKey,
+    new: &NewRecord,
+    fence: Fence,
+) -> CaseResult {
+    ensure!(
+        record.key == *key,
+        "{what}: key {:?}, wrote {key:?}",
+        record.key
+    );
+    ensure!(
+        record.owner == new.owner,
+        "{what}: owner {:?}",
+        record.owner
+    );
+    ensure!(record.rvn == new.rvn, "{what}: RVN {:?}", record.rvn);
+    ensure!(
+        record.lease == new.lease,
+        "{what}: lease {:?}",
+        record.lease
+    );
+    ensure!(
+        record.released == new.released,
+        "{what}: released {}",
+        record.released
+    );
+    ensure!(record.data == new.data, "{what}: data {:?}", record.data);
+    ensure!(
+        record.fence == fence,
+        "{what}: fence {}, expected {fence}",
+        record.fence
+    );
+    Ok(())
+}
+
+/// A rejection carries the current record when the store says it can, and nothing
+/// else ever.
+fn check_current(
+    what: &str,
+    store: &dyn ConditionalStore,
+    current: &Option<LockRecord>,
+    expected: &Option<LockRecord>,
+) -> CaseResult {
+    if store.capabilities().returns_current_on_conflict {
+        ensure!(
+            current == expected,
+            "{what}: the rejection carried {current:?}, the store holds {expected:?}"
+        );
+    } else {
+        ensure!(
+            current.is_none() || current == expected,
+            "{what}: the rejection carried {current:?}, the store holds {expected:?}"
+        );
+    }
+    Ok(())
+}
+
+/// `get` of a key never written is `Ok(None)`, with and without a sort key.
+pub async fn get_of_a_missing_key(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    ensure!(
+        store.get(&LockKey::new("missing")).await?.is_none(),
+        "get of a missing key returned a record"
+    );
+    if store.capabilities().sort_keys {
+        ensure!(
+            store
+                .get(&LockKey::with_sort("missing", "s"))
+                .await?
+                .is_none(),
+            "get of a missing sort key returned a record"
+        );
+    }
+    Ok(())
+}
+
+/// `put` vacant on a new key applies with fence 1 and stores every field; `get`
+/// then returns the same record.
+pub async fn put_vacant_on_a_new_key(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let key = LockKey::new("new-key");
+    let new = NewRecord {
+        data: Some(b"payload \x00\xff".to_vec()),
+        expires_at: Some(4_000_000_000),
+        ..acquire("alice")
+    };
+    let record = applied(
+        "put vacant on a new key",
+        store.put(&key, Expect::Vacant, new.clone()).await?,
+    )?;
+    check_written("put vacant on a new key", &record, &key, &new, Fence(1))?;
+    let read = store.get(&key).await?;
+    ensure!(
+        read.as_ref() == Some(&record),
+        "get after put returned {read:?}, put returned {record:?}"
+    );
+    Ok(())
+}
+
+/// `put` vacant on a released key applies with the previous fence + 1; so does a
+/// takeover by version; fences are per key.
+pub async fn put_vacant_on_a_released_key(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let key = LockKey::new("released-key");
+    let first = applied(
+        "first acquire",
+        store.put(&key, Expect::Vacant, acquire("alice")).await?,
+    )?;
+    let released = applied(
+        "release",
+        store
+            .put(&key, Expect::Version(first.rvn.clone()), release("alice"))
+            .await?,
+    )?;
+    ensure!(released.is_vacant(), "a released record is not vacant");
+    let new = acquire("bob");
+    let second = applied(
+        "acquire of the released key",
+        store.put(&key, Expect::Vacant, new.clone()).await?,
+    )?;
+    let expected = if store.capabilities().keeps_released_records {
+        Fence(2)
+    } else {
+        second.fence
+    };
+    check_written("acquire of the released key", &second, &key, &new, expected)?;
+    ensure!(
+        second.fence > first.fence || !store.capabilities().keeps_released_records,
+        "the fence did not increase across release"
+    );
+    let takeover = acquire("carol");
+    let third = applied(
+        "takeover by version",
+        store
+            .put(&key, Expect::Version(second.rvn.clone()), takeover.clone())
+            .await?,
+    )?;
+    check_written(
+        "takeover by version",
+        &third,
+        &key,
+        &takeover,
+        Fence(second.fence.0 + 1),
+    )?;
+    // Another key starts its own fence history.
+    let other = applied(
+        "acquire of another key",
+        store
+            .put(&LockKey::new("other-key"), Expect::Vacant, acquire("dave"))
+            .await?,
+    )?;
+    ensure!(
+        other.fence == Fence(1),
+        "fences are not per key: {}",
+        other.fence
+    );
+    Ok(())
+}
+
+/// A held record is not vacant: `put` vacant is rejected, carries the holder (where
+/// the store can), and changes nothing.
+pub async fn put_vacant_on_a_held_key_is_rejected(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let key = LockKey::new("held-key");
+    let held = applied(
+        "acquire",
+        store.put(&key, Expect::Vacant, acquire("alice")).await?,
+    )?;
+    let current = rejected(
+        "second vacant put",
+        store.put(&key, Expect::Vacant, acquire("bob")).await?,
+    )?;
+    check_current(
+        "second vacant put",
+        store.as_ref(),
+        &current,
+        &Some(held.clone()),
+    )?;
+    let after = store.get(&key).await?;
+    ensure!(
+        after == Some(held),
+        "a rejected put changed the record: {after:?}"
+    );
+    Ok(())
+}
+
+/// `put` under a version condition applies only when the stored RVN matches:
+/// absent keys and other RVNs are rejected, the old RVN stops matching after a
+/// write, and a released record still matches its own RVN.
+pub async fn put_version_match_and_mismatch(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let key = LockKey::new("versioned-key");
+    let current = rejected(
+        "version put on an absent key",
+        store
+            .put(&key, Expect::Version(Rvn::fresh()), acquire("alice"))
+            .await?,
+    )?;
+    ensure!(
+        current.is_none(),
+        "a rejection on an absent key carried {current:?}"
+    );
+    ensure!(
+        store.get(&key).await?.is_none(),
+        "a rejected version put on an absent key wrote a record"
+    );
+
+    let first = applied(
+        "acquire",
+        store.put(&key, Expect::Vacant, acquire("alice")).await?,
+    )?;
+    let current = rejected(
+        "version mismatch",
+        store
+            .put(&key, Expect::Version(Rvn::fresh()), heartbeat("alice"))
+            .await?,
+    )?;
+    check_current(
+        "version mismatch",
+        store.as_ref(),
+        &current,
+        &Some(first.clone()),
+    )?;
+    ensure!(
+        store.get(&key).await? == Some(first.clone()),
+        "a rejected version put changed the record"
+    );
+
+    let new = heartbeat("alice");
+    let second = applied(
+        "version match",
+        store
+            .put(&key, Expect::Version(first.rvn.clone()), new.clone())
+            .await?,
+    )?;
+    check_written("version match", &second, &key, &new, first.fence)?;
+    let current = rejected(
+        "the replaced RVN",
+        store
+            .put(&key, Expect::Version(first.rvn.clone()), heartbeat("alice"))
+            .await?,
+    )?;
+    check_current(
+        "the replaced RVN",
+        store.as_ref(),
+        &current,
+        &Some(second.clone()),
+    )?;
+
+    let released = applied(
+        "release",
+        store
+            .put(&key, Expect::Version(second.rvn.clone()), release("alice"))
+            .await?,
+    )?;
+    if !store.capabilities().keeps_released_records {
+        return Ok(());
+    }
+    applied(
+        "version put on a released record",
+        store
+            .put(&key, Expect::Version(released.rvn), acquire("alice"))
+            .await?,
+    )?;
+    Ok(())
+}
+
+/// Heartbeats and release keep the fence; every write replaces data and expiry.
+pub async fn fence_kept_on_heartbeat_and_release(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let key = LockKey::new("kept-key");
+    let mut record = applied(
+        "acquire",
+        store.put(&key, Expect::Vacant, acquire("alice")).await?,
+    )?;
+    let fence = record.fence;
+    for i in 0..3u8 {
+        let new = NewRecord {
+            data: Some(vec![i; 16]),
+            expires_at: Some(4_000_000_000 + u64::from(i)),
+            ..heartbeat("alice")
+        };
+        record = applied(
+            "heartbeat",
+            store
+                .put(&key, Expect::Version(record.rvn.clone()), new.clone())
+                .await?,
+        )?;
+        check_written("heartbeat", &record, &key, &new, fence)?;
+        if store.capabilities().stores_expiry {
+            ensure!(
+                record.expires_at == new.expires_at,
+                "heartbeat: expiry {:?}",
+                record.expires_at
+            );
+        }
+    }
+    let new = release("alice");
+    let released = applied(
+        "release",
+        store
+            .put(&key, Expect::Version(record.rvn.clone()), new.clone())
+            .await?,
+    )?;
+    check_written("release", &released, &key, &new, fence)?;
+    let after = store.get(&key).await?;
+    if store.capabilities().keeps_released_records {
+        ensure!(
+            after == Some(released),
+            "get after release returned {after:?}, not the released record"
+        );
+    } else {
+        ensure!(
+            after.is_none(),
+            "the store says it does not keep released records, but get after release returned {after:?}"
+        );
+    }
+    Ok(())
+}
+
+/// `delete` under both expectations: vacant deletes only absent-or-released
+/// records (absent: rejected, nothing to delete), version only a matching RVN; an
+/// applied delete returns the deleted record.
+pub async fn delete_with_both_expectations(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let key = LockKey::new("deleted-key");
+    let current = rejected(
+        "vacant delete of an absent key",
+        store.delete(&key, Expect::Vacant).await?,
+    )?;
+    ensure!(
+        current.is_none(),
+        "absent key: rejection carried {current:?}"
+    );
+    let current = rejected(
+        "version delete of an absent key",
+        store.delete(&key, Expect::Version(Rvn::fresh())).await?,
+    )?;
+    ensure!(
+        current.is_none(),
+        "absent key: rejection carried {current:?}"
+    );
+
+    let held = applied(
+        "acquire",
+        store.put(&key, Expect::Vacant, acquire("alice")).await?,
+    )?;
+    let current = rejected(
+        "vacant delete of a held record",
+        store.delete(&key, Expect::Vacant).await?,
+    )?;
+    check_current(
+        "vacant delete of a held record",
+        store.as_ref(),
+        &current,
+        &Some(held.clone()),
+    )?;
+    let current = rejected(
+        "version delete with another RVN",
+        store.delete(&key, Expect::Version(Rvn::fresh())).await?,
+    )?;
+    check_current(
+        "version delete with another RVN",
+        store.as_ref(),
+        &current,
+        &Some(held.clone()),
+    )?;
+    ensure!(
+        store.get(&key).await? == Some(held.clone()),
+        "a rejected delete removed the record"
+    );
+    let deleted = applied(
+        "version delete",
+        store
+            .delete(&key, Expect::Version(held.rvn.clone()))
+            .await?,
+    )?;
+    ensure!(
+        deleted == held,
+        "delete returned {deleted:?}, the record was {held:?}"
+    );
+    ensure!(
+        store.get(&key).await?.is_none(),
+        "the record is still there"
+    );
+
+    let held = applied(
+        "acquire again",
+        store.put(&key, Expect::Vacant, acquire("bob")).await?,
+    )?;
+    ensure!(
+        held.fence == Fence(1),
+        "delete must forget the fence history; the next fence was {}",
+        held.fence
+    );
+    let released = applied(
+        "release",
+        store
+            .put(&key, Expect::Version(held.rvn), release("bob"))
+            .await?,
+    )?;
+    if !store.capabilities().keeps_released_records {
+        return Ok(());
+    }
+    let deleted = applied(
+        "vacant delete of a released record",
+        store.delete(&key, Expect::Vacant).await?,
+    )?;
+    ensure!(deleted == released, "delete returned {deleted:?}");
+    ensure!(
+        store.get(&key).await?.is_none(),
+        "the released record is still there"
+    );
+    Ok(())
+}
+
+/// Listing pages through every record exactly once with a page limit smaller than
+/// the number of records, and a partition filter returns that partition only.
+pub async fn list_pages_through_every_record(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let sort = store.capabilities().sort_keys;
+    let mut written = BTreeSet::new();
+    for i in 0..7 {
+        let key = if sort && i % 2 == 0 {
+            LockKey::with_sort("list-a", format!("s{i}"))
+        } else {
+            LockKey::new(format!("list-{i}"))
+        };
+        applied("fill", store.put(&key, Expect::Vacant, acquire("o")).await?)?;
+        written.insert(key);
+    }
+    let listed = list_all(store.as_ref(), None, 3).await?;
+    ensure!(
+        listed.pages > 1,
+        "7 records with a limit of 3 came in {} page(s)",
+        listed.pages
+    );
+    ensure!(
+        listed.keys.len() == written.len(),
+        "listed {} records ({:?}), wrote {}",
+        listed.keys.len(),
+        listed.keys,
+        written.len()
+    );
+    let unique: BTreeSet<_> = listed.keys.iter().cloned().collect();
+    ensure!(
+        unique == written,
+        "listed {unique:?}, wrote {written:?} (duplicates or gaps)"
+    );
+    if sort {
+        let listed = list_all(store.as_ref(), Some("list-a"), 2).await?;
+        let expected: BTreeSet<_> = written
+            .iter()
+            .filter(|k| k.partition() == "list-a")
+            .cloned()
+            .collect();
+        let got: BTreeSet<_> = listed.keys.iter().cloned().collect();
+        ensure!(
+            got == expected && listed.keys.len() == expected.len(),
+            "partition filter listed {:?}, expected {expected:?}",
+            listed.keys
+        );
+        ensure!(
+            listed.pages > 1,
+            "4 records with a limit of 2 came in one page"
+        );
+    }
+    Ok(())
+}
+
+struct Listed {
+    keys: Vec<LockKey>,
+    pages: usize,
+}
+
+async fn list_all(
+    store: &dyn ConditionalStore,
+    partition: Option<&str>,
+    limit: usize,
+) -> Result<Listed, CaseError> {
+    let mut keys = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let page = store.list(partition, cursor, limit).await?;
+        pages += 1;
+        ensure!(
+            page.records.len() <= limit,
+            "a page of limit {limit} held {} records",
+            page.records.len()
+        );
+        keys.extend(page.records.into_iter().map(|r| r.key));
+        ensure!(pages <= 100, "listing did not end after 100 pages");
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(Listed { keys, pages }),
+        }
+    }
+}
+
+/// Many tasks race compare-and-set on one key, round after round: each round
+/// exactly one wins, and every loser is rejected.
+pub async fn compare_and_set_race(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    const TASKS: usize = 12;
+    const ROUNDS: usize = 4;
+    let key = LockKey::new("race-key");
+    let mut expect = Expect::Vacant;
+    let mut fence = Fence(0);
+    for round in 0..ROUNDS {
+        let mut tasks = tokio::task::JoinSet::new();
+        for task in 0..TASKS {
+            let (store, key, expect) = (store.clone(), key.clone(), expect.clone());
+            tasks.spawn(async move {
+                let new = acquire(&format!("racer-{round}-{task}"));
+                (store.put(&key, expect, new).await, task)
+            });
+        }
+        let mut winners = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            let (outcome, _) = joined.map_err(|e| CaseError::Violation(format!("task: {e}")))?;
+            if let Outcome::Applied(record) = outcome? {
+                winners.push(record);
+            }
+        }
+        ensure!(
+            winners.len() == 1,
+            "round {round}: {} of {TASKS} compare-and-set writes applied",
+            winners.len()
+        );
+        let winner = winners.remove(0);
+        ensure!(
+            winner.fence > fence,
+            "round {round}: fence {} after {fence}",
+            winner.fence
+        );
+        ensure!(
+            store.get(&key).await? == Some(winner.clone()),
+            "round {round}: the store does not hold the winner"
+        );
+        fence = winner.fence;
+        expect = Expect::Version(winner.rvn);
+    }
+    Ok(())
+}
+
+fn expect_invalid(what: &str, result: Result<Outcome, StoreError>) -> CaseResult {
+    match result {
+        Err(e) if e.kind() == StoreErrorKind::Invalid => Ok(()),
+        other => Err(CaseError::Violation(format!(
+            "{what}: expected an Invalid error, got {other:?}"
+        ))),
+    }
+}
+
+/// Keys longer than the store's limits, an empty key, a sort key on a store
+/// without sort keys and data over the record limit are refused as `Invalid`, and
+/// nothing is written.
+pub async fn oversized_input_is_invalid_and_writes_nothing(
+    store: Arc<dyn ConditionalStore>,
+) -> CaseResult {
+    let caps = store.capabilities();
+    let long_partition = LockKey::new("p".repeat(caps.max_partition_key_bytes + 1));
+    expect_invalid(
+        "partition key over the limit",
+        store
+            .put(&long_partition, Expect::Vacant, acquire("o"))
+            .await,
+    )?;
+    expect_invalid(
+        "empty partition key",
+        store
+            .put(&LockKey::new(""), Expect::Vacant, acquire("o"))
+            .await,
+    )?;
+    let sorted = if caps.sort_keys {
+        LockKey::with_sort("p", "s".repeat(caps.max_sort_key_bytes + 1))
+    } else {
+        LockKey::with_sort("p", "s")
+    };
+    expect_invalid(
+        "sort key over the limit (or not supported)",
+        store.put(&sorted, Expect::Vacant, acquire("o")).await,
+    )?;
+    let key = LockKey::new("big-record");
+    let big = NewRecord {
+        data: Some(vec![7; caps.max_record_bytes + 1]),
+        ..acquire("o")
+    };
+    expect_invalid(
+        "data over the record limit",
+        store.put(&key, Expect::Vacant, big.clone()).await,
+    )?;
+    // An oversized heartbeat of a held record must not change it either.
+    let held = applied(
+        "acquire",
+        store.put(&key, Expect::Vacant, acquire("o")).await?,
+    )?;
+    let big_heartbeat = NewRecord {
+        fence: FenceUpdate::Keep,
+        ..big
+    };
+    expect_invalid(
+        "heartbeat with data over the record limit",
+        store
+            .put(&key, Expect::Version(held.rvn.clone()), big_heartbeat)
+            .await,
+    )?;
+    ensure!(
+        store.get(&key).await? == Some(held),
+        "a refused write changed the record"
+    );
+    let page = store.list(None, None, 100).await?;
+    ensure!(
+        page.records.len() == 1,
+        "refused writes left records behind: {:?}",
+        page.records.iter().map(|r| &r.key).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+/// Locks under one partition with different sort keys are independent records.
+pub async fn sort_keys_are_independent_locks(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    if !store.capabilities().sort_keys {
+        return Ok(());
+    }
+    let a = LockKey::with_sort("jobs", "a");
+    let b = LockKey::with_sort("jobs", "b");
+    let whole = LockKey::new("jobs");
+    for key in [&a, &b, &whole] {
+        let record = applied(
+            "acquire",
+            store.put(key, Expect::Vacant, acquire("o")).await?,
+        )?;
+        ensure!(
+            record.fence == Fence(1) && record.key == *key,
+            "{key:?}: {record:?}"
+        );
+    }
+    let a_now = store
+        .get(&a)
+        .await?
+        .ok_or_else(|| CaseError::Violation("jobs/a vanished".into()))?;
+    applied(
+        "release a",
+        store
+            .put(&a, Expect::Version(a_now.rvn), release("o"))
+            .await?,
+    )?;
+    let b_now = store.get(&b).await?;
+    ensure!(
+        b_now.is_some_and(|r| !r.released),
+        "releasing jobs/a touched jobs/b"
+    );
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! The evidence that the lock protocol is correct, and the tools to show a new
+//! store meets its contract.
+//!
+//! * **Conformance suite** — [`StoreFactory`] builds a fresh, empty store (with a
+//!   [`Cleanup`] guard); [`cases`] holds one `pub async fn` per clause of the
+//!   store contract; [`conformance_suite!`] expands into one `#[tokio::test]` per
+//!   case. Cases read the store's [`Capabilities`](lock_core::Capabilities) and
+//!   check what it claims. `lock-memory` (plain, and behind the fault injector
+//!   with [`RetryingStore`]) and `lock-dynamodb` (against moto) run it.
+//! * **Fault injection** — [`FaultyStore`] (from `lock-memory`) wraps any store and,
+//!   from a seed, delays, throttles, fails before applying, or applies and loses
+//!   the response.
+//! * **Simulation** — [`sim`] runs seeded schedules of 2–16 clients with drifting
+//!   clocks, crashes, pauses and faults against a fenced resource and checks the
+//!   protocol's invariants in true time; [`sim::Breakage`] proves the checks bite.
+//! * **Reference model** — [`model::ModelStore`] is the store contract as a plain
+//!   value, for model-based tests of any store.
+//!
+//! A new adapter runs the suite like this (see `docs/adapters.md`):
+//!
+//! ```
+//! use async_trait::async_trait;
+//! use lock_core::StoreError;
+//! use lock_memory::MemoryStore;
+//! use lock_testkit::{FreshStore, StoreFactory};
+//!
+//! struct MyFactory;
+//!
+//! #[async_trait]
+//! impl StoreFactory for MyFactory {
+//!     async fn create(&self) -> Result<Option<FreshStore>, StoreError> {
+//!         Ok(Some(FreshStore::new(MemoryStore::new()))) // your store here
+//!     }
+//! }
+//!
+//! // In a test file: `lock_testkit::conformance_suite!(MyFactory);`
+//! // or, as one test:
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! lock_testkit::run_all(&MyFactory).await;
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+pub mod cases;
+mod factory;
+pub mod model;
+mod retry;
+pub mod sim;
+mod suite;
+
+pub use cases::{CaseError, CaseResult};
+pub use factory::{Cleanup, FaultyMemoryFactory, FreshStore, MemoryFactory, StoreFactory};
+pub use lock_memory::{Fault, FaultConfig, FaultyStore};
+pub use retry::RetryingStore;
+pub use suite::{CASES, run_all, run_case};

@@ -1,0 +1,282 @@
+//! The simulated processes: a worker per client that acquires, does fenced work,
+//! gets paused and releases; and the run itself, which crashes, pauses and
+//! restarts clients on schedule, checks the guards every few milliseconds, and
+//! shuts everything down.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{AcquireOptions, ConditionalStore, DriftingClock, LockClient, LockError};
+use lock_memory::MemoryStore;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::schedule::Event;
+use super::store::{ClientLink, Recorder, ReusesFences};
+use super::world::{World, key_name};
+use super::{Breakage, Schedule, SimReport, Violation};
+
+/// How often the checker looks at every guard.
+const CHECK_EVERY: Duration = Duration::from_millis(20);
+
+fn between(rng: &mut fastrand::Rng, low: Duration, high: Duration) -> Duration {
+    low + high.saturating_sub(low).mul_f64(rng.f64())
+}
+
+struct Process {
+    client: LockClient,
+    worker: JoinHandle<()>,
+}
+
+struct Run {
+    world: Arc<World>,
+    memory: MemoryStore,
+    shared: Arc<dyn ConditionalStore>,
+    stop: watch::Sender<bool>,
+    processes: Vec<Option<Process>>,
+    incarnations: Vec<u64>,
+}
+
+impl Run {
+    fn start_process(&mut self, client: usize) -> Result<(), LockError> {
+        let world = &self.world;
+        let schedule = &world.schedule;
+        let incarnation = self.incarnations[client];
+        let owner = world.owner(client);
+        let link = ClientLink {
+            world: world.clone(),
+            client,
+            incarnation,
+            shared: self.shared.clone(),
+            gate: world.gate(client),
+            calls: Mutex::new(HashMap::new()),
+        };
+        let mut builder = LockClient::builder(link)
+            .owner(owner)
+            .lease(schedule.lease)
+            .max_clock_drift(schedule.max_drift)
+            .clock(Arc::new(DriftingClock::new(schedule.rates[client])));
+        if schedule.breakage == Some(Breakage::IgnoresDrift) {
+            builder = builder.safety_margin(Duration::ZERO);
+        }
+        let lock_client = builder.build()?;
+        let rng = fastrand::Rng::with_seed(
+            schedule.seed ^ ((client as u64) << 40) ^ (incarnation << 20) ^ 0x5eed,
+        );
+        let worker = tokio::spawn(work(
+            world.clone(),
+            client,
+            lock_client.clone(),
+            rng,
+            self.stop.subscribe(),
+        ));
+        self.processes[client] = Some(Process {
+            client: lock_client,
+            worker,
+        });
+        Ok(())
+    }
+
+    fn crash(&mut self, client: usize) {
+        if let Some(process) = self.processes[client].take() {
+            self.world.crash(client);
+            process.worker.abort();
+            drop(process.client);
+        }
+    }
+}
+
+/// One client's worker: pick a key, acquire it within a wait budget, write to
+/// the fenced resource a few times while the lease is safe, release; repeat.
+async fn work(
+    world: Arc<World>,
+    client: usize,
+    locks: LockClient,
+    mut rng: fastrand::Rng,
+    stop: watch::Receiver<bool>,
+) {
+    let schedule = world.schedule.clone();
+    let lease = schedule.lease;
+    while !*stop.borrow() && !world.violated() {
+        let key = key_name(rng.usize(..schedule.keys));
+        let wait = lease.mul_f64(3.0 * rng.f64());
+        let started = Instant::now();
+        let awake = world.awake_epoch(client);
+        match locks
+            .acquire(key.clone(), AcquireOptions::new().wait(wait))
+            .await
+        {
+            Ok(guard) => {
+                world.add_guard(client, guard.view());
+                for _ in 0..rng.usize(1..=8) {
+                    tokio::time::sleep(between(&mut rng, Duration::from_millis(20), lease / 2))
+                        .await;
+                    if *stop.borrow() || !guard.is_safe() {
+                        break;
+                    }
+                    if rng.f64() < schedule.pause_before_write {
+                        // Checked the lease, then stopped the world before writing.
+                        let length = lease.mul_f64(0.5 + 2.0 * rng.f64());
+                        world.set_paused(client, true);
+                        tokio::time::sleep(length).await;
+                        world.set_paused(client, false);
+                        if rng.f64() < schedule.careless {
+                            world.resource_write(&guard, false);
+                        } else if guard.is_safe() {
+                            world.resource_write(&guard, true);
+                        } else {
+                            break;
+                        }
+                    } else {
+                        world.resource_write(&guard, true);
+                    }
+                }
+                world.remove_guard(client, &key);
+                // Lost or not, the guard is done; a failed release is the lease's
+                // business (it expires).
+                let _ = guard.release().await;
+            }
+            Err(LockError::AcquireTimeout { .. }) => {
+                world.count_timeout();
+                if awake.is_some() && world.awake_epoch(client) == awake {
+                    world.check_waiter(client, &key, started);
+                }
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(between(&mut rng, Duration::ZERO, lease / 2)).await;
+    }
+}
+
+pub(crate) async fn simulate(schedule: Schedule) -> Result<SimReport, Violation> {
+    let world = Arc::new(World::new(schedule.clone()));
+    let memory = MemoryStore::new();
+    let shared: Arc<dyn ConditionalStore> = match schedule.breakage {
+        Some(Breakage::ReusedFence) => Arc::new(Recorder {
+            inner: ReusesFences(memory.clone()),
+            world: world.clone(),
+        }),
+        _ => Arc::new(Recorder {
+            inner: memory.clone(),
+            world: world.clone(),
+        }),
+    };
+    let mut run = Run {
+        world: world.clone(),
+        memory,
+        shared,
+        stop: watch::channel(false).0,
+        processes: (0..schedule.clients).map(|_| None).collect(),
+        incarnations: vec![0; schedule.clients],
+    };
+    let start = Instant::now();
+    let setup = |e: LockError| Violation {
+        seed: schedule.seed,
+        at: Duration::ZERO,
+        what: format!("the simulation could not build a client: {e}"),
+        trace: Vec::new(),
+    };
+    for client in 0..schedule.clients {
+        run.start_process(client).map_err(setup)?;
+    }
+    let checker = {
+        let world = world.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(CHECK_EVERY).await;
+                world.check_guards();
+            }
+        })
+    };
+
+    // Crashes, pauses and restarts, in true time.
+    let mut restarts: Vec<(Instant, usize)> = Vec::new();
+    let mut events = schedule.events.iter().peekable();
+    let end = start + schedule.run_for;
+    loop {
+        let next_event = events.peek().map(|(at, _, _)| start + *at);
+        let next_restart = restarts.iter().map(|(at, _)| *at).min();
+        let next = [next_event, next_restart, Some(end)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(end);
+        tokio::time::sleep_until(next).await;
+        if world.violated() {
+            break;
+        }
+        let now = Instant::now();
+        while let Some((_, client, event)) = events.next_if(|(at, _, _)| start + *at <= now) {
+            match *event {
+                Event::Crash { restart_after } => {
+                    if run.processes[*client].is_some() {
+                        run.crash(*client);
+                        restarts.push((now + restart_after, *client));
+                    }
+                }
+                Event::Pause { length } => {
+                    if run.processes[*client].is_some() {
+                        let (world, client) = (world.clone(), *client);
+                        world.set_paused(client, true);
+                        tokio::spawn(async move {
+                            tokio::time::sleep(length).await;
+                            world.set_paused(client, false);
+                        });
+                    }
+                }
+            }
+        }
+        let due: Vec<usize> = restarts
+            .iter()
+            .filter(|(at, _)| *at <= now)
+            .map(|(_, c)| *c)
+            .collect();
+        restarts.retain(|(at, _)| *at > now);
+        for client in due {
+            run.incarnations[client] += 1;
+            world.restart(client, run.incarnations[client]);
+            run.start_process(client).map_err(setup)?;
+        }
+        if now >= end {
+            break;
+        }
+    }
+
+    // Orderly shutdown: the store recovers, paused processes wake, workers finish
+    // what they are doing and release, then every client shuts down.
+    world.faults_off();
+    for client in 0..schedule.clients {
+        world.set_paused(client, false);
+    }
+    run.stop.send_replace(true);
+    let patience = schedule.lease * 8 + Duration::from_secs(10);
+    for client in 0..schedule.clients {
+        if let Some(process) = run.processes[client].as_mut()
+            && tokio::time::timeout(patience, &mut process.worker)
+                .await
+                .is_err()
+        {
+            process.worker.abort();
+            if !world.violated() {
+                return Err(Violation {
+                    seed: schedule.seed,
+                    at: Instant::now().saturating_duration_since(start),
+                    what: format!("client {client}'s worker did not stop within {patience:?}"),
+                    trace: Vec::new(),
+                });
+            }
+        }
+    }
+    for process in run.processes.iter().flatten() {
+        let _ = process.client.shutdown().await;
+    }
+    checker.abort();
+    world.check_guards();
+    world.check_shutdown(&run.memory.records());
+    match world.take_violation() {
+        Some(violation) => Err(violation),
+        None => Ok(world.report()),
+    }
+}

@@ -1,0 +1,171 @@
+//! A [`Schedule`]: everything one simulation run does, drawn from its seed.
+
+use std::time::Duration;
+
+use lock_memory::FaultConfig;
+
+use super::Breakage;
+
+/// What one seeded run simulates. [`Schedule::from_seed`] draws it; every field
+/// is public so a test can pin one down.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// The seed everything else was drawn from.
+    pub seed: u64,
+    /// Number of client processes (2–16).
+    pub clients: usize,
+    /// Number of contended keys (1–4).
+    pub keys: usize,
+    /// Lease of every client.
+    pub lease: Duration,
+    /// Clock drift bound the clients are configured with.
+    pub max_drift: f64,
+    /// Each client's clock rate relative to true time (within `1 ± max_drift`).
+    pub rates: Vec<f64>,
+    /// Store latency bounds (half before the store applies a call, half after).
+    pub latency: (Duration, Duration),
+    /// Faults on every store call.
+    pub faults: FaultConfig,
+    /// Whether the liveness bounds are checked (only in runs without failing
+    /// calls: a run of throttles can delay any waiter by any amount).
+    pub check_liveness: bool,
+    /// Probability that a worker, after checking its lease, is paused before its
+    /// write to the resource.
+    pub pause_before_write: f64,
+    /// Probability that a paused worker writes without checking its lease again
+    /// on waking (relying on the fence).
+    pub careless: f64,
+    /// Crash and process-pause events: (true time, client, event).
+    pub events: Vec<(Duration, usize, Event)>,
+    /// How long clients run before the orderly shutdown.
+    pub run_for: Duration,
+    /// The deliberate bug, if any.
+    pub breakage: Option<Breakage>,
+}
+
+/// A disturbance of one client process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The process dies (no release); it restarts as a new incarnation after
+    /// `restart_after`.
+    Crash {
+        /// Down time before the restart.
+        restart_after: Duration,
+    },
+    /// Every store call of the process stalls for this long (a stop-the-world
+    /// pause or a partition); the process notices on waking.
+    Pause {
+        /// How long.
+        length: Duration,
+    },
+}
+
+fn ms(rng: &mut fastrand::Rng, range: std::ops::RangeInclusive<u64>) -> Duration {
+    Duration::from_millis(rng.u64(range))
+}
+
+impl Schedule {
+    /// Draw a schedule from `seed`.
+    pub fn from_seed(seed: u64, breakage: Option<Breakage>) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        // Small runs are cheaper and find most bugs; large ones still come up.
+        let clients = if rng.u8(..4) == 0 {
+            rng.usize(2..=16)
+        } else {
+            rng.usize(2..=5)
+        };
+        let keys = rng.usize(1..=4);
+        let lease = ms(&mut rng, 800..=3_000);
+        let mut max_drift = [0.0, 0.01, 0.05, 0.1][rng.usize(..4)];
+        let mut rate_spread = max_drift;
+        if breakage == Some(Breakage::IgnoresDrift) {
+            // The clients believe their clocks agree; they do not.
+            max_drift = 0.0;
+            rate_spread = 0.2;
+        }
+        let rates = (0..clients)
+            .map(|_| 1.0 + rate_spread * (2.0 * rng.f64() - 1.0))
+            .collect();
+        let latency_max = ms(&mut rng, 1..=60);
+        let latency = (latency_max / 4, latency_max);
+        let (faults, check_liveness) = match rng.u8(..3) {
+            0 => (FaultConfig::NONE, true),
+            1 => (FaultConfig::NONE, true),
+            _ => {
+                let p = 0.01 + 0.05 * rng.f64();
+                (
+                    FaultConfig::NONE
+                        .with_throttle(p)
+                        .with_unavailable(p)
+                        .with_ambiguous_applied(p)
+                        .with_ambiguous_not_applied(p),
+                    false,
+                )
+            }
+        };
+        let run_for = Duration::from_secs(12);
+        let mut events = Vec::new();
+        for _ in 0..rng.usize(0..=3) {
+            let at = ms(&mut rng, 500..=10_000);
+            let client = rng.usize(..clients);
+            let event = if rng.bool() {
+                Event::Crash {
+                    restart_after: ms(&mut rng, 0..=4_000),
+                }
+            } else {
+                Event::Pause {
+                    length: lease.mul_f64(0.5 + 2.0 * rng.f64()),
+                }
+            };
+            events.push((at, client, event));
+        }
+        events.sort_by_key(|(at, client, _)| (*at, *client));
+        let pause_before_write = if breakage == Some(Breakage::IgnoresDrift) {
+            0.3
+        } else {
+            [0.0, 0.02, 0.1][rng.usize(..3)]
+        };
+        Self {
+            seed,
+            clients,
+            keys,
+            lease,
+            max_drift,
+            rates,
+            latency,
+            faults,
+            check_liveness,
+            pause_before_write,
+            careless: 0.5,
+            events,
+            run_for,
+            breakage,
+        }
+    }
+
+    /// Refresh period of the clients (the client default: a quarter lease, at most
+    /// 1 s).
+    pub fn refresh(&self) -> Duration {
+        (self.lease / 4).min(Duration::from_secs(1))
+    }
+
+    /// Slowest clock rate a client may have.
+    fn slowest(&self) -> f64 {
+        self.rates.iter().copied().fold(1.0, f64::min)
+    }
+
+    /// Longest a waiting client may take to get a released lock: one refresh
+    /// period on its clock, a read and a write.
+    pub fn released_bound(&self) -> Duration {
+        self.refresh().div_f64(self.slowest()) + self.latency.1 * 3 + Duration::from_millis(20)
+    }
+
+    /// Longest a waiting client may take to take over a crashed holder's lock,
+    /// counted from the holder's last write (or the waiter's start):
+    /// `lease × (1 + drift)` and a refresh on its clock, and a few round trips.
+    pub fn takeover_bound(&self, lease: Duration) -> Duration {
+        (lease.mul_f64(1.0 + self.max_drift) + self.refresh()).div_f64(self.slowest())
+            + self.latency.1 * 4
+            + Duration::from_millis(50)
+    }
+}

@@ -1,0 +1,203 @@
+//! The conformance suite on the memory store, on the memory store behind the
+//! fault injector with the retry layer, and against broken stores that it must
+//! fail.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::{
+    Capabilities, ConditionalStore, Cursor, Expect, FenceUpdate, LockKey, LockRecord, NewRecord,
+    Outcome, Page, StoreError,
+};
+use lock_memory::MemoryStore;
+use lock_testkit::{FaultyMemoryFactory, FreshStore, MemoryFactory, StoreFactory, cases};
+
+mod memory {
+    lock_testkit::conformance_suite!(lock_testkit::MemoryFactory);
+}
+
+mod memory_without_current_on_conflict {
+    struct Factory;
+
+    #[async_trait::async_trait]
+    impl lock_testkit::StoreFactory for Factory {
+        async fn create(&self) -> Result<Option<lock_testkit::FreshStore>, lock_core::StoreError> {
+            let store = lock_memory::MemoryStore::builder()
+                .returns_current_on_conflict(false)
+                .sort_keys(false)
+                .key_limits(64, 64)
+                .max_record_bytes(1024)
+                .build();
+            Ok(Some(lock_testkit::FreshStore::new(store)))
+        }
+    }
+
+    lock_testkit::conformance_suite!(Factory);
+}
+
+mod faulty_memory_with_retries {
+    lock_testkit::conformance_suite!(lock_testkit::FaultyMemoryFactory::new());
+}
+
+#[tokio::test]
+async fn run_all_runs_every_case_in_one_test() {
+    lock_testkit::run_all(&MemoryFactory).await;
+    assert_eq!(lock_testkit::CASES.len(), 11);
+}
+
+#[tokio::test]
+async fn the_fault_injector_alone_fails_the_suite() {
+    // Without the retry layer, a store that throttles and loses responses must not
+    // pass: the cases see the errors.
+    let factory = FaultyMemoryFactory {
+        seed: 3,
+        ..FaultyMemoryFactory::new()
+    };
+    let faulty =
+        lock_memory::FaultyStore::new(MemoryStore::new(), factory.seed).with_faults(factory.faults);
+    assert!(cases::compare_and_set_race(Arc::new(faulty)).await.is_err());
+}
+
+/// A store that is wrong in one way, to show the cases notice.
+#[derive(Debug)]
+enum Bug {
+    /// Every acquisition gets fence 1.
+    FenceNeverIncreases,
+    /// A version condition is not checked.
+    IgnoresVersions,
+    /// Oversized data is stored.
+    NoSizeLimit,
+    /// Listing drops the last record of every page.
+    ListDropsRecords,
+}
+
+#[derive(Debug)]
+struct Broken {
+    inner: MemoryStore,
+    bug: Bug,
+}
+
+#[async_trait]
+impl ConditionalStore for Broken {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        self.inner.get(key).await
+    }
+
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        mut new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        match self.bug {
+            Bug::FenceNeverIncreases => new.fence = FenceUpdate::Keep,
+            Bug::IgnoresVersions => {
+                if let (Expect::Version(_), Some(current)) = (&expect, self.inner.get(key).await?) {
+                    return self.inner.put(key, Expect::Version(current.rvn), new).await;
+                }
+            }
+            Bug::NoSizeLimit => {
+                if new.data.as_ref().is_some_and(|d| d.len() > 1000) {
+                    new.data = Some(b"truncated".to_vec());
+                }
+            }
+            Bug::ListDropsRecords => {}
+        }
+        self.inner.put(key, expect, new).await
+    }
+
+    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+        self.inner.delete(key, expect).await
+    }
+
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let mut page = self.inner.list(partition, cursor, limit).await?;
+        if matches!(self.bug, Bug::ListDropsRecords) && page.next.is_some() {
+            page.records.pop();
+        }
+        Ok(page)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+}
+
+fn broken(bug: Bug) -> Arc<dyn ConditionalStore> {
+    Arc::new(Broken {
+        inner: MemoryStore::new(),
+        bug,
+    })
+}
+
+#[tokio::test]
+async fn the_cases_fail_on_broken_stores() {
+    let e = cases::put_vacant_on_a_released_key(broken(Bug::FenceNeverIncreases))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("fence"), "{e}");
+    assert!(
+        cases::compare_and_set_race(broken(Bug::FenceNeverIncreases))
+            .await
+            .is_err()
+    );
+    let e = cases::put_version_match_and_mismatch(broken(Bug::IgnoresVersions))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("expected a rejection"), "{e}");
+    assert!(
+        cases::compare_and_set_race(broken(Bug::IgnoresVersions))
+            .await
+            .is_err()
+    );
+    let e = cases::oversized_input_is_invalid_and_writes_nothing(broken(Bug::NoSizeLimit))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("Invalid"), "{e}");
+    let e = cases::list_pages_through_every_record(broken(Bug::ListDropsRecords))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("listed"), "{e}");
+}
+
+#[tokio::test]
+async fn a_factory_may_skip_and_cleanup_runs_after_a_pass() {
+    struct Skip;
+    #[async_trait]
+    impl StoreFactory for Skip {
+        async fn create(&self) -> Result<Option<FreshStore>, StoreError> {
+            Ok(None)
+        }
+    }
+    lock_testkit::run_case(&Skip, "skipped", |_| async {
+        panic!("a skipped case must not run")
+    })
+    .await;
+
+    struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+    #[async_trait]
+    impl StoreFactory for Counted {
+        async fn create(&self) -> Result<Option<FreshStore>, StoreError> {
+            let counter = self.0.clone();
+            Ok(Some(FreshStore::with_cleanup(
+                MemoryStore::new(),
+                lock_testkit::Cleanup::new(move || async move {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }),
+            )))
+        }
+    }
+    let cleaned = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    lock_testkit::run_case(
+        &Counted(cleaned.clone()),
+        "get_of_a_missing_key",
+        cases::get_of_a_missing_key,
+    )
+    .await;
+    assert_eq!(cleaned.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
