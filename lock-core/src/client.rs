@@ -16,8 +16,9 @@ use crate::heartbeat::{Command, Heartbeats};
 use crate::held::Held;
 use crate::write::{HeldWrite, WriteEnd};
 use crate::{
-    AcquireOptions, Capabilities, Clock, ConditionalStore, ListOptions, LockError, LockGuard,
-    LockInfo, LockKey, LockPage, LockView, LostReason, Rvn, Expect, FenceUpdate, NewRecord, Outcome,
+    AcquireOptions, Capabilities, Clock, ConditionalStore, Expect, FenceUpdate, ListOptions,
+    LockError, LockGuard, LockInfo, LockKey, LockPage, LockView, LostReason, NewRecord, Outcome,
+    Rvn,
 };
 
 /// A client of one lock store: acquires locks, heartbeats them from one background
@@ -583,7 +584,10 @@ impl Inner {
                         }
                         Ok(Outcome::Rejected { .. }) => break,
                         Err(error) if error.is_retryable() => {
-                            inner.clock.sleep_until(inner.clock.now() + inner.backoff(attempt)).await;
+                            inner
+                                .clock
+                                .sleep_until(inner.clock.now() + inner.backoff(attempt))
+                                .await;
                         }
                         Err(error) => {
                             tracing::debug!(%key, %error, "could not release an abandoned acquisition");
@@ -594,7 +598,9 @@ impl Inner {
             }
         };
         if self.in_background(cleanup).is_err() {
-            tracing::debug!("no runtime to release an abandoned acquisition on; it expires with its lease");
+            tracing::debug!(
+                "no runtime to release an abandoned acquisition on; it expires with its lease"
+            );
         }
     }
 
@@ -657,12 +663,16 @@ impl Inner {
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner()),
             );
-            while !expired {
-                tokio::select! {
-                    next = background.join_next() => if next.is_none() { break },
-                    () = &mut deadline => {
-                        background.abort_all();
-                        break;
+            if expired {
+                background.abort_all();
+            } else {
+                loop {
+                    tokio::select! {
+                        next = background.join_next() => if next.is_none() { break },
+                        () = &mut deadline => {
+                            background.abort_all();
+                            break;
+                        }
                     }
                 }
             }

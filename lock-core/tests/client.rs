@@ -1020,12 +1020,18 @@ async fn an_acquire_that_gives_up_on_an_ambiguous_write_releases_it() {
         .with_read_faults(lock_memory::FaultConfig::NONE.with_unavailable(1.0));
     faulty.script(Op::Put, Fault::AmbiguousApplied);
     let a = client(faulty.clone(), "a");
-    let error = a.acquire("job", wait(Duration::from_secs(1))).await.unwrap_err();
+    let error = a
+        .acquire("job", wait(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
     assert!(matches!(error, LockError::Store { .. }), "{error:?}");
     let report = a.shutdown().await.unwrap();
     assert!(report.failed.is_empty() && report.timed_out.is_empty());
     let record = store.record(&LockKey::new("job")).unwrap();
-    assert!(record.released, "the abandoned acquisition is still held: {record:?}");
+    assert!(
+        record.released,
+        "the abandoned acquisition is still held: {record:?}"
+    );
     assert_eq!((record.owner.as_str(), record.fence), ("a", Fence(1)));
 
     // A waiter then gets it at once, with the next fence.

@@ -201,3 +201,12 @@ async fn a_factory_may_skip_and_cleanup_runs_after_a_pass() {
     .await;
     assert_eq!(cleaned.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+/// The worked example of `docs/adapters.md`.
+#[path = "../../examples/adapter.rs"]
+#[allow(dead_code)]
+mod adapter;
+
+mod worked_example_adapter {
+    lock_testkit::conformance_suite!(super::adapter::VersionedMapFactory);
+}

@@ -109,3 +109,15 @@ fn a_reused_fence_is_caught() {
     println!("{violation}");
     assert!(violation.what.contains("fence"), "{violation}");
 }
+
+/// Seeds that once found bugs (see docs/testing.md), kept as regression checks.
+#[test]
+fn seeds_that_found_bugs_hold() {
+    // An acquire paused before sending, whose reply was lost, left the lock held
+    // after shutdown: fixed by releasing unresolved acquire writes.
+    for seed in [5_049_015_912_164_900_695] {
+        if let Err(violation) = sim::run_seed(seed, None) {
+            panic!("{violation}");
+        }
+    }
+}
