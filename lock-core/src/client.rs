@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::clock::Instant;
 use crate::config::{ClientConfig, LockClientBuilder};
-use crate::heartbeat::{Command, Heartbeats};
+use crate::heartbeat::Heartbeats;
 use crate::held::Held;
 use crate::write::{HeldWrite, WriteEnd};
 use crate::{
@@ -378,8 +378,7 @@ impl Inner {
             ));
         }
         if let Some(beats) = heartbeats.as_ref() {
-            // The task only ends when the client is gone or shut down.
-            let _ = beats.tx.send(Command::Schedule(held, at));
+            beats.schedule.add(&held, at);
         }
     }
 
@@ -390,6 +389,14 @@ impl Inner {
     }
 
     pub(crate) fn forget(&self, held: &Arc<Held>) {
+        if let Some(beats) = self
+            .heartbeats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+        {
+            beats.schedule.remove(held);
+        }
         let mut map = self.lock_held();
         if map
             .get(&held.key)

@@ -1,12 +1,11 @@
 //! One heartbeat task per client for all held locks: a schedule ordered by due
 //! time, rate limited, each heartbeat run concurrently with its own retries.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-use std::sync::{Arc, Weak};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
@@ -16,41 +15,97 @@ use crate::clock::Instant;
 use crate::held::Held;
 use crate::write::{HeldWrite, WriteEnd};
 
-/// A message to the heartbeat task.
-#[derive(Debug)]
-pub(crate) enum Command {
-    /// Heartbeat this lock at this instant.
-    Schedule(Arc<Held>, Instant),
+/// When each held lock is next due, shared by the client (which adds and removes
+/// entries as locks are acquired and released) and the heartbeat task (which takes
+/// the due ones). Entries hold their lock weakly, and a release removes its entry
+/// at once, so a lock taken and released between heartbeats costs no work here
+/// and leaves nothing behind.
+#[derive(Debug, Default)]
+pub(crate) struct Schedule {
+    slots: Mutex<Slots>,
+    /// Woken when an entry becomes the earliest, so the task re-arms its timer.
+    wake: Notify,
 }
 
-/// The running task and its inbox.
+#[derive(Debug, Default)]
+struct Slots {
+    due: BTreeMap<Slot, Weak<Held>>,
+    seq: u64,
+}
+
+/// A position in the schedule: due time, then insertion order.
+pub(crate) type Slot = (Instant, u64);
+
+impl Schedule {
+    fn slots(&self) -> MutexGuard<'_, Slots> {
+        // Each update is one insert or remove: a poisoned schedule is still whole.
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Heartbeat `held` at `at`, replacing its earlier entry.
+    pub(crate) fn add(&self, held: &Arc<Held>, at: Instant) {
+        let earliest = {
+            let mut slots = self.slots();
+            slots.seq += 1;
+            let slot = (at, slots.seq);
+            if let Some(old) = held.set_slot(Some(slot)) {
+                slots.due.remove(&old);
+            }
+            let earliest = slots
+                .due
+                .first_key_value()
+                .is_none_or(|(first, _)| slot < *first);
+            slots.due.insert(slot, Arc::downgrade(held));
+            earliest
+        };
+        if earliest {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Stop heartbeating `held`.
+    pub(crate) fn remove(&self, held: &Held) {
+        let mut slots = self.slots();
+        if let Some(slot) = held.set_slot(None) {
+            slots.due.remove(&slot);
+        }
+    }
+
+    /// Take every entry due by `now`.
+    fn take_due(&self, now: Instant) -> Vec<Arc<Held>> {
+        let mut slots = self.slots();
+        let mut due = Vec::new();
+        while let Some(entry) = slots.due.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let (slot, weak) = entry.remove_entry();
+            if let Some(held) = weak.upgrade() {
+                if held.slot() == Some(slot) {
+                    held.set_slot(None);
+                }
+                due.push(held);
+            }
+        }
+        due
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.slots().due.first_key_value().map(|((at, _), _)| *at)
+    }
+}
+
+/// The running task and the schedule it serves. Dropping it (with the client)
+/// stops the task.
 #[derive(Debug)]
 pub(crate) struct Heartbeats {
-    pub tx: mpsc::UnboundedSender<Command>,
+    pub schedule: Arc<Schedule>,
     pub task: tokio::task::JoinHandle<()>,
 }
 
-struct Due {
-    at: Instant,
-    seq: u64,
-    held: Arc<Held>,
-}
-
-impl PartialEq for Due {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Due {}
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Due {
-    // Reversed: BinaryHeap is a max-heap and the earliest due must come first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
+impl Drop for Heartbeats {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
@@ -60,66 +115,53 @@ impl Heartbeats {
         clock: Arc<dyn crate::Clock>,
         rate: Option<u32>,
     ) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let schedule = Arc::new(Schedule::default());
         let task = tokio::spawn(
-            run(inner, clock, rate, rx).instrument(tracing::debug_span!("heartbeats")),
+            run(inner, schedule.clone(), clock, rate)
+                .instrument(tracing::debug_span!("heartbeats")),
         );
-        Self { tx, task }
+        Self { schedule, task }
     }
 }
 
 async fn run(
     inner: Weak<Inner>,
+    schedule: Arc<Schedule>,
     clock: Arc<dyn crate::Clock>,
     rate: Option<u32>,
-    mut rx: mpsc::UnboundedReceiver<Command>,
 ) {
     let spacing = rate.map(|per_second| Duration::from_secs(1) / per_second.max(1));
-    let mut schedule = BinaryHeap::new();
     let mut running: JoinSet<Option<(Arc<Held>, Instant)>> = JoinSet::new();
-    let mut seq: u64 = 0;
     let mut next_slot = clock.now();
     loop {
-        let next_due = schedule.peek().map(|due: &Due| due.at);
+        let now = clock.now();
+        for held in schedule.take_due(now) {
+            if !held.wants_heartbeat() {
+                continue;
+            }
+            if let Some(spacing) = spacing {
+                if next_slot > now {
+                    schedule.add(&held, next_slot);
+                    continue;
+                }
+                next_slot = next_slot.max(now) + spacing;
+            }
+            let Some(inner) = inner.upgrade() else { return };
+            running.spawn(heartbeat(inner, held));
+        }
+        let next_due = schedule.next_due();
         tokio::select! {
-            command = rx.recv() => match command {
-                Some(Command::Schedule(held, at)) => {
-                    seq += 1;
-                    schedule.push(Due { at, seq, held });
-                }
-                // The client is gone.
-                None => break,
-            },
+            () = schedule.wake.notified() => {}
             Some(done) = running.join_next(), if !running.is_empty() => {
-                if let Ok(Some((held, at))) = done {
-                    seq += 1;
-                    schedule.push(Due { at, seq, held });
+                if let Ok(Some((held, at))) = done
+                    && held.wants_heartbeat()
+                {
+                    schedule.add(&held, at);
                 }
             }
-            () = sleep_until_due(clock.as_ref(), next_due), if next_due.is_some() => {
-                let now = clock.now();
-                while schedule.peek().is_some_and(|due| due.at <= now) {
-                    let Some(mut due) = schedule.pop() else { break };
-                    if !due.held.wants_heartbeat() {
-                        continue;
-                    }
-                    if let Some(spacing) = spacing {
-                        if next_slot > now {
-                            seq += 1;
-                            due.at = next_slot;
-                            due.seq = seq;
-                            schedule.push(due);
-                            continue;
-                        }
-                        next_slot = next_slot.max(now) + spacing;
-                    }
-                    let Some(inner) = inner.upgrade() else { return };
-                    running.spawn(heartbeat(inner, due.held));
-                }
-            }
+            () = sleep_until_due(clock.as_ref(), next_due), if next_due.is_some() => {}
         }
     }
-    running.abort_all();
 }
 
 async fn sleep_until_due(clock: &dyn crate::Clock, due: Option<Instant>) {

@@ -21,6 +21,9 @@ pub(crate) struct Held {
     state: Mutex<HeldState>,
     /// Bumped on every change of `state`; waiters for loss or danger watch it.
     changed: watch::Sender<u64>,
+    /// This lock's entry in the heartbeat schedule (guarded by the schedule's lock
+    /// for changes; see `heartbeat::Schedule`).
+    slot: Mutex<Option<crate::heartbeat::Slot>>,
 }
 
 #[derive(Debug, Clone)]
@@ -71,7 +74,21 @@ impl Held {
                 ambiguous_delete: false,
             }),
             changed: watch::Sender::new(0),
+            slot: Mutex::new(None),
         }
+    }
+
+    /// This lock's heartbeat schedule entry.
+    pub fn slot(&self) -> Option<crate::heartbeat::Slot> {
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replace the schedule entry, returning the old one.
+    pub fn set_slot(&self, slot: Option<crate::heartbeat::Slot>) -> Option<crate::heartbeat::Slot> {
+        std::mem::replace(
+            &mut *self.slot.lock().unwrap_or_else(|p| p.into_inner()),
+            slot,
+        )
     }
 
     /// Lock the state. A poisoned lock still holds consistent data (every update is
@@ -85,8 +102,13 @@ impl Held {
     /// Apply `update` to the state and wake everyone watching it.
     pub fn update<R>(&self, update: impl FnOnce(&mut HeldState) -> R) -> R {
         let result = update(&mut self.state());
-        self.changed
-            .send_modify(|version| *version = version.wrapping_add(1));
+        // Nobody watching (the common case: no `lost()` future, no write in
+        // flight): skip the wake-up. A watcher subscribes before it reads the state,
+        // so it cannot miss a change made after it subscribed.
+        if self.changed.receiver_count() > 0 {
+            self.changed
+                .send_modify(|version| *version = version.wrapping_add(1));
+        }
         result
     }
 

@@ -51,6 +51,13 @@ impl Inner {
         deadline: Instant,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
+        let mut call = std::pin::pin!(call);
+        // A store that answers at once (in memory, or a cached reply) needs no
+        // timer: only arm one when the call has to wait.
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
+        if let std::task::Poll::Ready(result) = first {
+            return result;
+        }
         tokio::select! {
             biased;
             result = call => result,
@@ -70,7 +77,9 @@ impl Inner {
         let is_heartbeat = matches!(write, HeldWrite::Heartbeat);
         let mut attempt: u32 = 0;
         let mut last_error = None;
-        let mut changes = held.subscribe();
+        // Subscribed only once a heartbeat has to wait: every change notifies
+        // subscribers, and most writes never wait.
+        let mut changes: Option<tokio::sync::watch::Receiver<u64>> = None;
         loop {
             let (expected, data) = {
                 let state = held.state();
@@ -155,9 +164,17 @@ impl Inner {
             last_error = Some(error);
             let wake = (self.clock.now() + pause).min(give_up_at);
             // A heartbeat stops retrying as soon as release begins.
-            tokio::select! {
-                () = self.clock.sleep_until(wake) => {}
-                _ = changes.changed(), if is_heartbeat => {}
+            if is_heartbeat {
+                let changes = changes.get_or_insert_with(|| held.subscribe());
+                if !held.wants_heartbeat() {
+                    return WriteEnd::Stopped;
+                }
+                tokio::select! {
+                    () = self.clock.sleep_until(wake) => {}
+                    _ = changes.changed() => {}
+                }
+            } else {
+                self.clock.sleep_until(wake).await;
             }
         }
     }
