@@ -31,6 +31,9 @@ pub(crate) struct Schedule {
 struct Slots {
     due: BTreeMap<Slot, Weak<Held>>,
     seq: u64,
+    /// When the task's timer fires next (`None`: it waits for a wake-up). An entry
+    /// due after that needs no wake-up: the task sees it when it re-arms.
+    armed: Option<Instant>,
 }
 
 /// A position in the schedule: due time, then insertion order.
@@ -51,12 +54,8 @@ impl Schedule {
             if let Some(old) = held.set_slot(Some(slot)) {
                 slots.due.remove(&old);
             }
-            let earliest = slots
-                .due
-                .first_key_value()
-                .is_none_or(|(first, _)| slot < *first);
             slots.due.insert(slot, Arc::downgrade(held));
-            earliest
+            slots.armed.is_none_or(|armed| at < armed)
         };
         if earliest {
             self.wake.notify_one();
@@ -90,8 +89,11 @@ impl Schedule {
         due
     }
 
-    fn next_due(&self) -> Option<Instant> {
-        self.slots().due.first_key_value().map(|((at, _), _)| *at)
+    /// The earliest due time, which the task arms its timer for.
+    fn arm(&self) -> Option<Instant> {
+        let mut slots = self.slots();
+        slots.armed = slots.due.first_key_value().map(|((at, _), _)| *at);
+        slots.armed
     }
 }
 
@@ -149,7 +151,7 @@ async fn run(
             let Some(inner) = inner.upgrade() else { return };
             running.spawn(heartbeat(inner, held));
         }
-        let next_due = schedule.next_due();
+        let next_due = schedule.arm();
         tokio::select! {
             () = schedule.wake.notified() => {}
             Some(done) = running.join_next(), if !running.is_empty() => {

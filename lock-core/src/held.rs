@@ -1,7 +1,7 @@
 //! The client's bookkeeping for one held lock, shared by its guards and the
 //! heartbeat task.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -20,7 +20,9 @@ pub(crate) struct Held {
     pub write: tokio::sync::Mutex<()>,
     state: Mutex<HeldState>,
     /// Bumped on every change of `state`; waiters for loss or danger watch it.
-    changed: watch::Sender<u64>,
+    /// Made on first subscription: most acquisitions are never watched, and a
+    /// channel costs a wake-up even when it is dropped.
+    changed: OnceLock<watch::Sender<u64>>,
     /// This lock's entry in the heartbeat schedule (guarded by the schedule's lock
     /// for changes; see `heartbeat::Schedule`).
     slot: Mutex<Option<crate::heartbeat::Slot>>,
@@ -73,7 +75,7 @@ impl Held {
                 pending: Vec::new(),
                 ambiguous_delete: false,
             }),
-            changed: watch::Sender::new(0),
+            changed: OnceLock::new(),
             slot: Mutex::new(None),
         }
     }
@@ -105,9 +107,10 @@ impl Held {
         // Nobody watching (the common case: no `lost()` future, no write in
         // flight): skip the wake-up. A watcher subscribes before it reads the state,
         // so it cannot miss a change made after it subscribed.
-        if self.changed.receiver_count() > 0 {
-            self.changed
-                .send_modify(|version| *version = version.wrapping_add(1));
+        if let Some(changed) = self.changed.get()
+            && changed.receiver_count() > 0
+        {
+            changed.send_modify(|version| *version = version.wrapping_add(1));
         }
         result
     }
@@ -152,7 +155,9 @@ impl Held {
     }
 
     pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
+        self.changed
+            .get_or_init(|| watch::Sender::new(0))
+            .subscribe()
     }
 
     /// Resolve with the reason once the lease is lost, or (with `stop_at_danger`)
