@@ -1010,15 +1010,22 @@ async fn release_version_of_a_lock_this_client_holds_ends_its_guard() {
     guard.release().await.unwrap();
 }
 
+/// A store whose first write applies but loses its reply, and whose reads all
+/// fail: the client cannot learn that it holds the lock.
+fn first_write_lost_and_reads_failing() -> (MemoryStore, FaultyStore<MemoryStore>) {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 7)
+        .with_read_faults(lock_memory::FaultConfig::NONE.with_unavailable(1.0));
+    faulty.script(Op::Put, Fault::AmbiguousApplied);
+    (store, faulty)
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_acquire_that_gives_up_on_an_ambiguous_write_releases_it() {
     // The acquire's write applies but its reply is lost, and every read fails, so
     // the client never learns it holds the lock. When it gives up it must not
     // leave the lock held for a lease with nobody heartbeating it.
-    let store = MemoryStore::new();
-    let faulty = FaultyStore::new(store.clone(), 7)
-        .with_read_faults(lock_memory::FaultConfig::NONE.with_unavailable(1.0));
-    faulty.script(Op::Put, Fault::AmbiguousApplied);
+    let (store, faulty) = first_write_lost_and_reads_failing();
     let a = client(faulty.clone(), "a");
     let error = a
         .acquire("job", wait(Duration::from_secs(1)))
@@ -1042,10 +1049,7 @@ async fn an_acquire_that_gives_up_on_an_ambiguous_write_releases_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_acquire_releases_a_write_that_may_have_applied() {
-    let store = MemoryStore::new();
-    let faulty = FaultyStore::new(store.clone(), 8)
-        .with_read_faults(lock_memory::FaultConfig::NONE.with_unavailable(1.0));
-    faulty.script(Op::Put, Fault::AmbiguousApplied);
+    let (store, faulty) = first_write_lost_and_reads_failing();
     let a = client(faulty.clone(), "a");
     let cancelled =
         tokio::time::timeout(Duration::from_secs(2), a.acquire("job", wait(LEASE))).await;
