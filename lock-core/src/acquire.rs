@@ -113,22 +113,30 @@ impl Inner {
                         expires_at: None,
                     };
                     let sent = self.clock.now();
+                    // Unresolved while in flight: if this future is dropped during
+                    // the call, the write may still apply and must be cleaned up.
+                    candidates.push((rvn.clone(), sent));
                     match self.store.put(&key, expect, new).await {
                         Ok(Outcome::Applied(record)) => {
                             if takeover {
                                 tracing::info!(fence = %record.fence, previous = observation.as_ref().map(|o| o.owner.as_str()).unwrap_or("-"), "took over expired lock");
                             }
-                            return Ok(self.hold(record, rvn, sent, &options));
+                            return self.hold_unless_shut_down(record, rvn, sent, &options);
                         }
                         Ok(Outcome::Rejected { current }) => {
+                            // A rejection that shows our own RVN (a store that retried
+                            // internally) stays a candidate and is resolved below.
+                            if current.as_ref().is_none_or(|c| c.rvn != rvn) {
+                                candidates.retain(|(r, _)| *r != rvn);
+                            }
                             match self.current_after_rejection(&key, current).await {
                                 Ok(current) => Reply::Seen(current),
                                 Err(error) => Reply::Failed(error),
                             }
                         }
                         Err(error) => {
-                            if error.is_ambiguous() {
-                                candidates.push((rvn, sent));
+                            if !error.is_ambiguous() {
+                                candidates.retain(|(r, _)| *r != rvn);
                             }
                             Reply::Failed(error)
                         }
@@ -189,7 +197,7 @@ impl Inner {
                 if timing.lease_state(sent, record.lease, now).is_safe() {
                     let rvn = record.rvn.clone();
                     tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
-                    return Ok(self.hold(record, rvn, sent, &options));
+                    return self.hold_unless_shut_down(record, rvn, sent, &options);
                 }
                 // Too old to trust: acquire it afresh (a new fence) on top of it.
                 step = Step::Put(Expect::Version(record.rvn));
@@ -264,6 +272,28 @@ impl Inner {
         let wake = (now + self.jitter(refresh)).min(deadline);
         self.clock.sleep_until(wake).await;
         Ok(())
+    }
+
+    /// [`hold`](Self::hold), unless the client is shutting down: then the write is
+    /// left to the acquire's clean-up (released by its RVN) and the acquire fails.
+    fn hold_unless_shut_down(
+        self: &Arc<Self>,
+        record: LockRecord,
+        rvn: Rvn,
+        sent: Instant,
+        options: &AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.ensure_running()?;
+        let guard = self.hold(record, rvn, sent, options);
+        if let Err(error) = self.ensure_running() {
+            // Shutdown began while the lock was being recorded and may have
+            // drained the held locks before it: undo, and let the clean-up release.
+            let held = guard.disarm();
+            held.update(|state| state.stopping = true);
+            self.forget(&held);
+            return Err(error);
+        }
+        Ok(guard)
     }
 
     /// Record a confirmed acquisition and start heartbeating it.

@@ -371,11 +371,26 @@ impl Inner {
             .as_ref()
             .is_some_and(|beats| !beats.task.is_finished());
         if !running {
-            *heartbeats = Some(Heartbeats::start(
+            // A task that ended (its runtime went away, or it panicked) leaves its
+            // schedule behind: keep it, and re-add the locks whose heartbeat was
+            // in flight in the old task.
+            let schedule = heartbeats.take().map(|old| old.schedule.clone());
+            let restarted = schedule.is_some();
+            let beats = Heartbeats::start(
                 Arc::downgrade(self),
                 self.clock.clone(),
                 self.config.heartbeat_rate_limit,
-            ));
+                schedule,
+            );
+            if restarted {
+                let now = self.clock.now();
+                for held in self.lock_held().values() {
+                    if held.slot().is_none() && held.wants_heartbeat() {
+                        beats.schedule.add(held, now);
+                    }
+                }
+            }
+            *heartbeats = Some(beats);
         }
         if let Some(beats) = heartbeats.as_ref() {
             beats.schedule.add(&held, at);
@@ -569,6 +584,9 @@ impl Inner {
     pub(crate) fn release_abandoned(self: &Arc<Self>, key: LockKey, rvns: Vec<Rvn>) {
         let inner = self.clone();
         let cleanup = async move {
+            // Past a lease the write, if it applied, has expired for every waiter
+            // anyway; a store that hangs must not keep this task (and the client) alive.
+            let give_up = inner.clock.now() + inner.config.timing.lease;
             for rvn in rvns {
                 let new = NewRecord {
                     owner: inner.config.owner.clone(),
@@ -580,17 +598,16 @@ impl Inner {
                     expires_at: None,
                 };
                 for attempt in 0..ABANDONED_RELEASE_ATTEMPTS {
-                    match inner
+                    let put = inner
                         .store
-                        .put(&key, Expect::Version(rvn.clone()), new.clone())
-                        .await
-                    {
+                        .put(&key, Expect::Version(rvn.clone()), new.clone());
+                    match inner.before(give_up, put).await {
                         Ok(Outcome::Applied(_)) => {
                             tracing::info!(%key, "released an acquisition whose reply was lost");
                             break;
                         }
                         Ok(Outcome::Rejected { .. }) => break,
-                        Err(error) if error.is_retryable() => {
+                        Err(error) if error.is_retryable() && inner.clock.now() < give_up => {
                             inner
                                 .clock
                                 .sleep_until(inner.clock.now() + inner.backoff(attempt))
@@ -663,21 +680,28 @@ impl Inner {
                     }
                 }
             }
-            // Background clean-ups share the deadline.
-            let mut background = std::mem::take(
-                &mut *self
-                    .background
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
-            );
-            if expired {
-                background.abort_all();
-            } else {
+            // Background clean-ups share the deadline; ones started meanwhile (a
+            // guard dropped, an acquire ending) are waited for too.
+            loop {
+                let mut background = std::mem::take(
+                    &mut *self
+                        .background
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner()),
+                );
+                if background.is_empty() {
+                    break;
+                }
+                if expired {
+                    background.abort_all();
+                    break;
+                }
                 loop {
                     tokio::select! {
                         next = background.join_next() => if next.is_none() { break },
                         () = &mut deadline => {
                             background.abort_all();
+                            expired = true;
                             break;
                         }
                     }

@@ -144,6 +144,12 @@ impl LockGuard {
         self.view.inner.detach(self.view.held.clone()).await
     }
 
+    /// Give up the guard without releasing (the caller takes care of the record).
+    pub(crate) fn disarm(mut self) -> Arc<Held> {
+        self.active = false;
+        self.view.held.clone()
+    }
+
     /// Release the lock by deleting its record. This resets the key's fence
     /// history: the next acquisition gets fence 1.
     pub async fn release_and_delete(mut self) -> Result<(), LockError> {

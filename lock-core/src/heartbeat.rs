@@ -116,8 +116,9 @@ impl Heartbeats {
         inner: Weak<Inner>,
         clock: Arc<dyn crate::Clock>,
         rate: Option<u32>,
+        schedule: Option<Arc<Schedule>>,
     ) -> Self {
-        let schedule = Arc::new(Schedule::default());
+        let schedule = schedule.unwrap_or_default();
         let task = tokio::spawn(
             run(inner, schedule.clone(), clock, rate)
                 .instrument(tracing::debug_span!("heartbeats")),

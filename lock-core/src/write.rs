@@ -46,7 +46,7 @@ impl Inner {
     /// Run a store write, abandoning it at `deadline`: a store that hangs must not
     /// hold a heartbeat or a release past the point where its answer could
     /// matter. An abandoned write may still apply, so it counts as ambiguous.
-    async fn before<T>(
+    pub(crate) async fn before<T>(
         &self,
         deadline: Instant,
         call: impl Future<Output = Result<T, StoreError>>,
@@ -169,9 +169,17 @@ impl Inner {
                 if !held.wants_heartbeat() {
                     return WriteEnd::Stopped;
                 }
-                tokio::select! {
-                    () = self.clock.sleep_until(wake) => {}
-                    _ = changes.changed() => {}
+                // Our own bookkeeping (a pending RVN) also bumps the channel:
+                // only a stop ends the backoff early.
+                loop {
+                    tokio::select! {
+                        () = self.clock.sleep_until(wake) => break,
+                        changed = changes.changed() => {
+                            if changed.is_err() || !held.wants_heartbeat() {
+                                break;
+                            }
+                        }
+                    }
                 }
             } else {
                 self.clock.sleep_until(wake).await;

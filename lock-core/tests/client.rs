@@ -1069,3 +1069,91 @@ async fn a_cancelled_acquire_releases_a_write_that_may_have_applied() {
     assert_eq!(store.writes() - writes, 1, "{:?}", store.history());
     guard.release().await.unwrap();
 }
+
+/// A store whose writes apply at once but whose replies take `delay` to come back:
+/// a request already on the wire.
+#[derive(Debug)]
+struct SlowReplies {
+    inner: MemoryStore,
+    delay: Duration,
+}
+
+#[async_trait::async_trait]
+impl ConditionalStore for SlowReplies {
+    async fn get(
+        &self,
+        key: &LockKey,
+    ) -> Result<Option<lock_core::LockRecord>, lock_core::StoreError> {
+        self.inner.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, lock_core::StoreError> {
+        let outcome = self.inner.put(key, expect, new).await;
+        tokio::time::sleep(self.delay).await;
+        outcome
+    }
+    async fn delete(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+    ) -> Result<Outcome, lock_core::StoreError> {
+        self.inner.delete(key, expect).await
+    }
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<lock_core::Cursor>,
+        limit: usize,
+    ) -> Result<lock_core::Page, lock_core::StoreError> {
+        self.inner.list(partition, cursor, limit).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_cancelled_while_its_write_is_in_flight_releases_it() {
+    let store = MemoryStore::new();
+    let slow = SlowReplies {
+        inner: store.clone(),
+        delay: Duration::from_secs(5),
+    };
+    let a = client(slow, "a");
+    let cancelled = tokio::time::timeout(
+        Duration::from_secs(1),
+        a.acquire("job", AcquireOptions::new()),
+    )
+    .await;
+    assert!(cancelled.is_err());
+    // The write applied; the client never saw the reply. Its clean-up (whose own
+    // reply is slow too) releases it.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let record = store.record(&LockKey::new("job")).unwrap();
+    assert!(record.released, "{record:?}");
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_heartbeat_backs_off_between_attempts() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 9);
+    let a = client(faulty.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    // Every write from now on times out without applying.
+    faulty.set_write_faults(lock_memory::FaultConfig::NONE.with_ambiguous_not_applied(1.0));
+    let before = faulty.calls();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let attempts = faulty.calls() - before;
+    // First heartbeat due at about 1.5-2 s; then backoff from 50 ms doubling to 2 s:
+    // a handful of attempts in 6 s, not hundreds.
+    assert!(
+        (2..=12).contains(&attempts),
+        "{attempts} heartbeat attempts in 6 s"
+    );
+    assert!(guard.is_safe() || matches!(guard.state(), LeaseState::InDanger { .. }));
+    faulty.clear_faults();
+    faulty.set_write_faults(lock_memory::FaultConfig::NONE);
+    guard.release().await.unwrap();
+}
