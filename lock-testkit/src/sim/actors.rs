@@ -58,8 +58,10 @@ impl Run {
             .lease(schedule.lease)
             .max_clock_drift(schedule.max_drift)
             .clock(Arc::new(DriftingClock::new(schedule.rates[client])));
-        if schedule.breakage == Some(Breakage::IgnoresDrift) {
-            builder = builder.safety_margin(Duration::ZERO);
+        match schedule.breakage {
+            Some(Breakage::IgnoresDrift) => builder = builder.safety_margin(Duration::ZERO),
+            Some(Breakage::SlowPolling) => builder = builder.refresh_period(schedule.lease * 2),
+            _ => {}
         }
         let lock_client = builder.build()?;
         let rng = fastrand::Rng::with_seed(
@@ -104,10 +106,12 @@ async fn work(
         let wait = lease.mul_f64(3.0 * rng.f64());
         let started = Instant::now();
         let awake = world.awake_epoch(client);
-        match locks
+        world.start_waiting(client, &key);
+        let acquired = locks
             .acquire(key.clone(), AcquireOptions::new().wait(wait))
-            .await
-        {
+            .await;
+        world.stop_waiting(client);
+        match acquired {
             Ok(guard) => {
                 world.add_guard(client, guard.view());
                 for _ in 0..rng.usize(1..=8) {

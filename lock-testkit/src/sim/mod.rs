@@ -35,6 +35,9 @@ pub enum Breakage {
     /// The store keeps the fence on a takeover or re-acquisition instead of
     /// incrementing it: two holders share a fence.
     ReusedFence,
+    /// Waiters poll every two leases instead of every refresh period: released
+    /// and orphaned locks sit free for longer than the liveness bounds.
+    SlowPolling,
 }
 
 /// What one run did.

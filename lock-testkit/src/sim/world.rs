@@ -45,12 +45,22 @@ pub(crate) struct ClientSlot {
     pub(crate) gate: watch::Sender<bool>,
 }
 
+/// A worker inside `acquire`, not paused since it started.
+#[derive(Debug)]
+struct Waiter {
+    client: usize,
+    key: usize,
+    started: Instant,
+    epoch: u64,
+}
+
 #[derive(Debug)]
 struct State {
     keys: Vec<KeyState>,
     clients: Vec<ClientSlot>,
     dead_owners: HashSet<String>,
     guards: Vec<(usize, LockView)>,
+    waiters: Vec<Waiter>,
     violation: Option<Violation>,
     trace: VecDeque<(Instant, String)>,
     report: SimReport,
@@ -104,6 +114,7 @@ impl World {
                 clients,
                 dead_owners: HashSet::new(),
                 guards: Vec::new(),
+                waiters: Vec::new(),
                 violation: None,
                 trace: VecDeque::new(),
                 report,
@@ -214,6 +225,7 @@ impl World {
         slot.gate.send_replace(false);
         state.dead_owners.insert(owner.clone());
         state.guards.retain(|(c, _)| *c != client);
+        state.waiters.retain(|w| w.client != client);
         for key in &mut state.keys {
             if key.holder.as_deref() == Some(owner.as_str()) {
                 key.free = Some(Free::Orphaned(key.last_write, self.schedule.lease));
@@ -257,6 +269,10 @@ impl World {
                     ks.key, record.fence, record.owner, ks.granted
                 ));
             }
+            if let Some(free) = ks.free {
+                problem = self.late_acquisition(&state.clients, &state.waiters, index, free, now);
+            }
+            let ks = &mut state.keys[index];
             ks.granted = ks.granted.max(record.fence);
             ks.holder = Some(record.owner.clone());
             // An acquisition sent before its writer crashed is an orphan at once.
@@ -390,6 +406,76 @@ impl World {
                 return;
             }
         }
+    }
+
+    /// A worker starts waiting for `key`.
+    pub(crate) fn start_waiting(&self, client: usize, key: &LockKey) {
+        let Some(key) = Self::index(key) else {
+            return;
+        };
+        let mut state = self.lock();
+        let slot = &state.clients[client];
+        if *slot.gate.borrow() {
+            return;
+        }
+        let epoch = slot.pauses;
+        state.waiters.push(Waiter {
+            client,
+            key,
+            started: Instant::now(),
+            epoch,
+        });
+    }
+
+    /// A worker's acquire ended.
+    pub(crate) fn stop_waiting(&self, client: usize) {
+        self.lock().waiters.retain(|w| w.client != client);
+    }
+
+    /// How long `key` may stay free while a waiter polls for it.
+    fn bound(&self, free: Free) -> (Instant, Duration) {
+        match free {
+            Free::Released(at) => (at, self.schedule.released_bound()),
+            Free::Orphaned(at, lease) => (at, self.schedule.takeover_bound(lease)),
+        }
+    }
+
+    /// An acquisition of a key that was free: too late if an undisturbed waiter
+    /// had been polling for longer than the liveness bound.
+    fn late_acquisition(
+        &self,
+        clients: &[ClientSlot],
+        waiters: &[Waiter],
+        key: usize,
+        free: Free,
+        now: Instant,
+    ) -> Option<String> {
+        if !self.schedule.check_liveness {
+            return None;
+        }
+        let (since, bound) = self.bound(free);
+        waiters
+            .iter()
+            .filter(|w| w.key == key)
+            .filter(|w| {
+                let slot = &clients[w.client];
+                !slot.dead && !*slot.gate.borrow() && slot.pauses == w.epoch
+            })
+            .find_map(|w| {
+                let free_for = now.saturating_duration_since(since.max(w.started));
+                (free_for > bound).then(|| {
+                    let how = match free {
+                        Free::Released(_) => "released",
+                        Free::Orphaned(..) => "orphaned by a crash",
+                    };
+                    format!(
+                        "k{key} was {how} at {:.3}s and free for {free_for:?} while {} waited \
+                         for it before anyone got it (bound {bound:?})",
+                        self.since_start(since).as_secs_f64(),
+                        clients[w.client].owner
+                    )
+                })
+            })
     }
 
     /// A waiter on `key` that started at `started` (true time) gave up now without

@@ -121,3 +121,16 @@ fn seeds_that_found_bugs_hold() {
         }
     }
 }
+
+#[test]
+fn waiters_that_poll_too_slowly_are_caught() {
+    let summary = sim::run_seeds(0, 200, threads(), Some(Breakage::SlowPolling));
+    let violation = summary
+        .violation
+        .expect("waiters polling every two leases must miss the liveness bounds");
+    println!("{violation}");
+    assert!(
+        violation.what.contains("free") || violation.what.contains("without"),
+        "{violation}"
+    );
+}
