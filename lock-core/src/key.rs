@@ -1,6 +1,7 @@
 //! Lock keys: a partition key plus an optional sort key.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// The name of one lock: a partition key and, for fine-grained locks that share a
 /// partition, an optional sort key.
@@ -8,17 +9,20 @@ use std::fmt;
 /// Keys are plain strings; the store decides how long they may be (see
 /// [`Capabilities`](crate::Capabilities)). The client rejects empty keys before any
 /// write with [`LockError::InvalidInput`](crate::LockError::InvalidInput).
+///
+/// Cloning is cheap (the strings are shared): the client keeps a key in several
+/// places for every held lock.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LockKey {
-    partition: String,
-    sort: Option<String>,
+    partition: Arc<str>,
+    sort: Option<Arc<str>>,
 }
 
 impl LockKey {
     /// A key with only a partition key.
     pub fn new(partition: impl Into<String>) -> Self {
         Self {
-            partition: partition.into(),
+            partition: Arc::from(partition.into()),
             sort: None,
         }
     }
@@ -27,8 +31,8 @@ impl LockKey {
     /// partition).
     pub fn with_sort(partition: impl Into<String>, sort: impl Into<String>) -> Self {
         Self {
-            partition: partition.into(),
-            sort: Some(sort.into()),
+            partition: Arc::from(partition.into()),
+            sort: Some(Arc::from(sort.into())),
         }
     }
 
