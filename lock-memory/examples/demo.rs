@@ -1,7 +1,8 @@
 //! Several workers contend for job locks on the in-memory store. One of them
-//! freezes mid-job (a crash, as far as the others can tell): a waiter takes its
-//! lock over after the lease, and when the frozen worker wakes, the fenced
-//! resource refuses its stale write.
+//! freezes mid-job (a crash, as far as the others can tell): a standby worker,
+//! told which job froze, takes its lock over after the lease and writes with a
+//! newer fence, and when the frozen worker wakes, the fenced resource refuses its
+//! stale write.
 //!
 //! Run with `cargo run -p lock-memory --example demo`.
 
@@ -58,11 +59,27 @@ async fn main() -> Result<(), LockError> {
         start: Instant::now(),
     });
     println!(
-        "{WORKERS} workers, {} jobs, lease 1.5 s, heartbeat 300 ms, poll 100 ms\n",
+        "{WORKERS} workers and a standby, {} jobs, lease 1.5 s, heartbeat 300 ms, poll 100 ms\n",
         JOBS.len()
     );
 
+    // The freezer tells the standby which job it froze in.
+    let (frozen_tx, frozen_rx) = tokio::sync::oneshot::channel::<&'static str>();
+    let mut frozen_tx = Some(frozen_tx);
     let mut tasks = Vec::new();
+    {
+        let standby = LockClient::builder(store.clone())
+            .owner("w5")
+            .lease(Duration::from_millis(1500))
+            .heartbeat_period(Duration::from_millis(300))
+            .refresh_period(Duration::from_millis(100))
+            .build()?;
+        let (resource, log) = (resource.clone(), log.clone());
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            stand_by(standby, store, frozen_rx, resource, log).await
+        }));
+    }
     for id in 0..WORKERS {
         let name = format!("w{}", id + 1);
         // Each worker talks to the shared store through its own link, so one of
@@ -75,8 +92,13 @@ async fn main() -> Result<(), LockError> {
             .refresh_period(Duration::from_millis(100))
             .build()?;
         let (resource, log) = (resource.clone(), log.clone());
+        let frozen = if id == FREEZER {
+            frozen_tx.take()
+        } else {
+            None
+        };
         tasks.push(tokio::spawn(async move {
-            worker(id, name, client, link, resource, log).await
+            worker(id, name, client, link, resource, log, frozen).await
         }));
     }
     for task in tasks {
@@ -114,6 +136,7 @@ async fn worker(
     link: FaultyStore<MemoryStore>,
     resource: Arc<FencedResource>,
     log: Arc<Log>,
+    mut frozen: Option<tokio::sync::oneshot::Sender<&'static str>>,
 ) -> Result<(), LockError> {
     // Stagger the start so the output is easy to follow.
     tokio::time::sleep(Duration::from_millis(50 * id as u64)).await;
@@ -144,6 +167,9 @@ async fn worker(
                 format!("freezes in the middle of {job}: no heartbeats, no release"),
             );
             link.set_unavailable(true);
+            if let Some(frozen) = frozen.take() {
+                let _ = frozen.send(job);
+            }
             tokio::time::sleep(Duration::from_secs(3)).await;
             link.set_unavailable(false);
             let state = match guard.state() {
@@ -173,6 +199,39 @@ async fn worker(
         guard.release().await?;
         log.say(&name, format!("released {job}"));
     }
+    Ok(())
+}
+
+/// The standby: waits to hear which job froze, takes that lock over once the
+/// frozen holder's lease has run out, and writes with the newer fence.
+async fn stand_by(
+    client: LockClient,
+    store: MemoryStore,
+    frozen: tokio::sync::oneshot::Receiver<&'static str>,
+    resource: Arc<FencedResource>,
+    log: Arc<Log>,
+) -> Result<(), LockError> {
+    let Ok(job) = frozen.await else {
+        return Ok(());
+    };
+    log.say("w5", format!("(standby) waits for {job}"));
+    let guard = client
+        .acquire(job, AcquireOptions::new().wait(Duration::from_secs(10)))
+        .await?;
+    let how = match taken_over_from(&store, job, guard.fence()) {
+        Some(previous) => format!(" (took over from {previous}, whose lease ran out)"),
+        None => String::new(),
+    };
+    log.say(
+        "w5",
+        format!("holds {job} with fence {}{how}", guard.fence()),
+    );
+    match resource.write(job, guard.fence()) {
+        Ok(()) => log.say("w5", format!("wrote {job} with fence {}", guard.fence())),
+        Err(highest) => log.say("w5", format!("write refused (highest fence {highest})")),
+    }
+    guard.release().await?;
+    log.say("w5", format!("released {job}"));
     Ok(())
 }
 
