@@ -951,13 +951,7 @@ async fn an_ambiguous_release_by_version_is_resolved_by_rvn() {
     let faulty = FaultyStore::new(store.clone(), 11);
     let a = client(store.clone(), "a");
     let admin = client(faulty.clone(), "admin");
-    let detached = a
-        .acquire("job", AcquireOptions::new())
-        .await
-        .unwrap()
-        .detach()
-        .await
-        .unwrap();
+    let detached = detached_job(&a).await;
     // The release applies and its answer is lost; the retry must not read the
     // new version as "someone else's".
     faulty.script(Op::Put, Fault::AmbiguousApplied);
@@ -974,13 +968,7 @@ async fn an_ambiguous_release_by_version_is_resolved_by_rvn() {
             .released
     );
     // Throttled and ambiguous-but-not-applied writes are retried.
-    let detached = a
-        .acquire("job", AcquireOptions::new())
-        .await
-        .unwrap()
-        .detach()
-        .await
-        .unwrap();
+    let detached = detached_job(&a).await;
     faulty.script(Op::Put, Fault::Throttled);
     faulty.script(Op::Put, Fault::AmbiguousNotApplied);
     admin
@@ -1156,4 +1144,15 @@ async fn a_failing_heartbeat_backs_off_between_attempts() {
     faulty.clear_faults();
     faulty.set_write_faults(lock_memory::FaultConfig::NONE);
     guard.release().await.unwrap();
+}
+
+/// Acquire "job" and detach it: held in the store, heartbeated by nobody.
+async fn detached_job(client: &LockClient) -> lock_core::DetachedLock {
+    client
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap()
 }
