@@ -171,9 +171,7 @@ impl ClientLink {
     }
 
     fn alive(&self) -> Result<(), StoreError> {
-        if self.world.is_dead(self.client)
-            || self.world.owner(self.client) != format!("c{}.{}", self.client, self.incarnation)
-        {
+        if !self.world.is_running(self.client, self.incarnation) {
             return Err(StoreError::unavailable("the process crashed"));
         }
         Ok(())

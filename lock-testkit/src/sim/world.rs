@@ -40,6 +40,7 @@ struct KeyState {
 #[derive(Debug)]
 pub(crate) struct ClientSlot {
     pub(crate) owner: String,
+    pub(crate) incarnation: u64,
     pub(crate) dead: bool,
     pub(crate) pauses: u64,
     pub(crate) gate: watch::Sender<bool>,
@@ -95,6 +96,7 @@ impl World {
         let clients = (0..schedule.clients)
             .map(|i| ClientSlot {
                 owner: format!("c{i}.0"),
+                incarnation: 0,
                 dead: false,
                 pauses: 0,
                 gate: watch::channel(false).0,
@@ -241,13 +243,18 @@ impl World {
         let slot = &mut state.clients[client];
         slot.dead = false;
         slot.owner = format!("c{client}.{incarnation}");
+        slot.incarnation = incarnation;
         let owner = slot.owner.clone();
         self.note(&mut state, || format!("{owner} starts"));
         owner
     }
 
-    pub(crate) fn is_dead(&self, client: usize) -> bool {
-        self.lock().clients[client].dead
+    /// Whether this incarnation of `client` is the one running (not crashed,
+    /// not replaced by a restart).
+    pub(crate) fn is_running(&self, client: usize, incarnation: u64) -> bool {
+        let state = self.lock();
+        let slot = &state.clients[client];
+        !slot.dead && slot.incarnation == incarnation
     }
 
     // --- the store's truth (called by the recording layer) ------------------
@@ -491,29 +498,20 @@ impl World {
         let now = Instant::now();
         let mut state = self.lock();
         let owner = state.clients[client].owner.clone();
-        let problem = match state.keys[index].free {
-            Some(Free::Released(at)) => {
-                let free_for = now.saturating_duration_since(at.max(started));
-                let bound = self.schedule.released_bound();
-                (free_for > bound).then(|| {
-                    format!(
-                        "{owner} waited for {key} without getting it although it was released \
-                         {free_for:?} before (bound {bound:?})"
-                    )
-                })
-            }
-            Some(Free::Orphaned(at, lease)) => {
-                let free_for = now.saturating_duration_since(at.max(started));
-                let bound = self.schedule.takeover_bound(lease);
-                (free_for > bound).then(|| {
-                    format!(
-                        "{owner} waited for {key} without taking it over although its holder \
-                         crashed and the record was unchanged for {free_for:?} (bound {bound:?})"
-                    )
-                })
-            }
-            None => None,
-        };
+        let problem = state.keys[index].free.and_then(|free| {
+            let (since, bound) = self.bound(free);
+            let free_for = now.saturating_duration_since(since.max(started));
+            let how = match free {
+                Free::Released(_) => "released",
+                Free::Orphaned(..) => "its holder crashed, the record unchanged",
+            };
+            (free_for > bound).then(|| {
+                format!(
+                    "{owner} gave up waiting for {key} without getting it although it was \
+                     free for {free_for:?} ({how}; bound {bound:?})"
+                )
+            })
+        });
         if let Some(problem) = problem {
             self.violate(&mut state, problem);
         }
