@@ -86,6 +86,10 @@ impl Inner {
     ) -> Result<LockGuard, LockError> {
         let timing = self.config.timing;
         let started = self.clock.now();
+        // The first write's send time, if the first step is a write: the reading
+        // above is a little early, which is conservative (the lease counts from
+        // it), and saves a clock read.
+        let mut first_now = Some(started);
         let deadline = started + options.wait;
         let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
         let mut observation: Option<Observation> = None;
@@ -98,6 +102,7 @@ impl Inner {
         let mut quick: u32 = 0;
         loop {
             self.ensure_running()?;
+            let early_now = first_now.take();
             let retry_step = step.clone();
             let reply = match std::mem::replace(&mut step, Step::Read) {
                 Step::Put(expect) => {
@@ -112,7 +117,7 @@ impl Inner {
                         data: options.data.clone(),
                         expires_at: None,
                     };
-                    let sent = self.clock.now();
+                    let sent = early_now.unwrap_or_else(|| self.clock.now());
                     // Unresolved while in flight: if this future is dropped during
                     // the call, the write may still apply and must be cleaned up.
                     candidates.push((rvn.clone(), sent));

@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::clock::Instant;
 use crate::config::{ClientConfig, LockClientBuilder};
-use crate::heartbeat::Heartbeats;
+use crate::heartbeat::{Heartbeats, Schedule};
 use crate::held::Held;
 use crate::write::{HeldWrite, WriteEnd};
 use crate::{
@@ -55,6 +55,9 @@ pub(crate) struct Inner {
     pub caps: Capabilities,
     held: Mutex<HashMap<LockKey, Arc<Held>>>,
     shut_down: AtomicBool,
+    /// When each held lock heartbeats next, served by the heartbeat task.
+    schedule: Arc<Schedule>,
+    /// The heartbeat task, started with the first lock (restarted if it ended).
     heartbeats: Mutex<Option<Heartbeats>>,
     rng: Mutex<fastrand::Rng>,
     /// Clean-up writes running in the background (releases of dropped guards and
@@ -80,6 +83,7 @@ impl LockClient {
         config: ClientConfig,
     ) -> Self {
         let caps = store.capabilities();
+        let schedule = Arc::new(Schedule::new(clock.now()));
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -88,6 +92,7 @@ impl LockClient {
                 caps,
                 held: Mutex::new(HashMap::new()),
                 shut_down: AtomicBool::new(false),
+                schedule,
                 heartbeats: Mutex::new(None),
                 rng: Mutex::new(fastrand::Rng::new()),
                 background: Mutex::new(JoinSet::new()),
@@ -363,38 +368,39 @@ impl Inner {
     }
 
     fn schedule(self: &Arc<Self>, held: Arc<Held>, at: Instant) {
+        if !self.schedule.is_served() {
+            self.start_heartbeats();
+        }
+        self.schedule.add(&held, at);
+    }
+
+    /// Start the heartbeat task, or restart one that ended (its runtime went away,
+    /// or it panicked): the schedule stays, and the locks whose heartbeat was in
+    /// flight in the old task are added back.
+    fn start_heartbeats(self: &Arc<Self>) {
         let mut heartbeats = self
             .heartbeats
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let running = heartbeats
-            .as_ref()
-            .is_some_and(|beats| !beats.task.is_finished());
-        if !running {
-            // A task that ended (its runtime went away, or it panicked) leaves its
-            // schedule behind: keep it, and re-add the locks whose heartbeat was
-            // in flight in the old task.
-            let schedule = heartbeats.take().map(|old| old.schedule.clone());
-            let restarted = schedule.is_some();
-            let beats = Heartbeats::start(
-                Arc::downgrade(self),
-                self.clock.clone(),
-                self.config.heartbeat_rate_limit,
-                schedule,
-            );
-            if restarted {
-                let now = self.clock.now();
-                for held in self.lock_held().values() {
-                    if held.slot().is_none() && held.wants_heartbeat() {
-                        beats.schedule.add(held, now);
-                    }
+        if self.schedule.is_served() {
+            return;
+        }
+        let restarted = heartbeats.take().is_some();
+        let beats = Heartbeats::start(
+            Arc::downgrade(self),
+            self.clock.clone(),
+            self.config.heartbeat_rate_limit,
+            self.schedule.clone(),
+        );
+        if restarted {
+            let now = self.clock.now();
+            for held in self.lock_held().values() {
+                if !held.slot.is_scheduled() && held.wants_heartbeat() {
+                    self.schedule.add(held, now);
                 }
             }
-            *heartbeats = Some(beats);
         }
-        if let Some(beats) = heartbeats.as_ref() {
-            beats.schedule.add(&held, at);
-        }
+        *heartbeats = Some(beats);
     }
 
     /// Mark `held` lost and forget it, so this client can acquire the key again.
@@ -404,20 +410,13 @@ impl Inner {
     }
 
     pub(crate) fn forget(&self, held: &Arc<Held>) {
-        if let Some(beats) = self
-            .heartbeats
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .as_ref()
-        {
-            beats.schedule.remove(held);
-        }
+        self.schedule.remove(held);
         let mut map = self.lock_held();
-        if map
-            .get(&held.key)
-            .is_some_and(|current| Arc::ptr_eq(current, held))
+        // One lookup: a key held again under a new acquisition is rare, and goes back.
+        if let Some(current) = map.remove(&held.key)
+            && !Arc::ptr_eq(&current, held)
         {
-            map.remove(&held.key);
+            map.insert(current.key.clone(), current);
         }
     }
 
@@ -428,7 +427,7 @@ impl Inner {
     ) -> Result<(), LockError> {
         self.ensure_running()?;
         self.validate_input(&held.key, data.as_deref())?;
-        let _writing = held.write.lock().await;
+        let _writing = held.writing().await;
         let (lost, expires) = {
             let state = held.state();
             (state.lost.clone(), state.confirmed_send + state.lease)
@@ -439,8 +438,9 @@ impl Inner {
                 reason,
             });
         }
+        let now = self.clock.now();
         match self
-            .write_held(held, HeldWrite::SetData(data), expires)
+            .write_held(held, HeldWrite::SetData(data), expires, now)
             .await
         {
             WriteEnd::Confirmed => Ok(()),
@@ -483,7 +483,7 @@ impl Inner {
     }
 
     async fn write_release(&self, held: &Arc<Held>, delete: bool) -> Result<(), LockError> {
-        let _writing = held.write.lock().await;
+        let _writing = held.writing().await;
         let (lost, expires) = {
             let state = held.state();
             (state.lost.clone(), state.confirmed_send + state.lease)
@@ -499,13 +499,14 @@ impl Inner {
             // Expired or in danger: the record may still be ours; try to vacate it.
             _ => {}
         }
-        let give_up_at = expires.max(self.clock.now() + self.config.retry_max * 4);
+        let now = self.clock.now();
+        let give_up_at = expires.max(now + self.config.retry_max * 4);
         let write = if delete {
             HeldWrite::Delete
         } else {
             HeldWrite::Release
         };
-        match self.write_held(held, write, give_up_at).await {
+        match self.write_held(held, write, give_up_at, now).await {
             WriteEnd::Confirmed => {
                 held.mark_lost(LostReason::Released);
                 tracing::info!("released");

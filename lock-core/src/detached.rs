@@ -84,7 +84,7 @@ impl Inner {
     pub(crate) async fn detach(&self, held: Arc<Held>) -> Result<DetachedLock, LockError> {
         // Wait for a heartbeat in flight: the version handed out must be the one
         // the store holds once this client stops writing.
-        let _writing = held.write.lock().await;
+        let _writing = held.writing().await;
         held.update(|state| {
             state.guards = state.guards.saturating_sub(1);
             state.stopping = true;

@@ -2,6 +2,7 @@
 //! time, rate limited, each heartbeat run concurrently with its own retries.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -20,11 +21,17 @@ use crate::write::{HeldWrite, WriteEnd};
 /// the due ones). Entries hold their lock weakly, and a release removes its entry
 /// at once, so a lock taken and released between heartbeats costs no work here
 /// and leaves nothing behind.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Schedule {
+    /// Due times are kept as nanoseconds after this instant (the client's start),
+    /// so a lock's entry fits in two atomics of its own.
+    base: Instant,
     slots: Mutex<Slots>,
     /// Woken when an entry becomes the earliest, so the task re-arms its timer.
     wake: Notify,
+    /// A task is serving this schedule; it clears the flag as it ends, however it
+    /// ends (finished, aborted, panicked, its runtime gone).
+    served: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -33,25 +40,77 @@ struct Slots {
     seq: u64,
     /// When the task's timer fires next (`None`: it waits for a wake-up). An entry
     /// due after that needs no wake-up: the task sees it when it re-arms.
-    armed: Option<Instant>,
+    armed: Option<u64>,
 }
 
-/// A position in the schedule: due time, then insertion order.
-pub(crate) type Slot = (Instant, u64);
+/// A position in the schedule: due time (nanoseconds after the base), then
+/// insertion order (from 1).
+type Slot = (u64, u64);
+
+/// A lock's position in the schedule, kept with the lock. Changed only under the
+/// schedule's lock, which orders the accesses: relaxed atomics suffice, and a
+/// release costs no second mutex.
+#[derive(Debug, Default)]
+pub(crate) struct SlotCell {
+    at: AtomicU64,
+    /// 0: not in the schedule.
+    seq: AtomicU64,
+}
+
+impl SlotCell {
+    fn get(&self) -> Option<Slot> {
+        match self.seq.load(Ordering::Relaxed) {
+            0 => None,
+            seq => Some((self.at.load(Ordering::Relaxed), seq)),
+        }
+    }
+
+    fn replace(&self, slot: Option<Slot>) -> Option<Slot> {
+        let old = self.get();
+        let (at, seq) = slot.unwrap_or((0, 0));
+        self.at.store(at, Ordering::Relaxed);
+        self.seq.store(seq, Ordering::Relaxed);
+        old
+    }
+
+    /// The lock has an entry (read outside the schedule's lock: a hint).
+    pub(crate) fn is_scheduled(&self) -> bool {
+        self.seq.load(Ordering::Relaxed) != 0
+    }
+}
 
 impl Schedule {
+    pub(crate) fn new(base: Instant) -> Self {
+        Self {
+            base,
+            slots: Mutex::new(Slots::default()),
+            wake: Notify::new(),
+            served: AtomicBool::new(false),
+        }
+    }
+
     fn slots(&self) -> MutexGuard<'_, Slots> {
         // Each update is one insert or remove: a poisoned schedule is still whole.
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn offset(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// True while a heartbeat task serves this schedule.
+    pub(crate) fn is_served(&self) -> bool {
+        self.served.load(Ordering::Acquire)
+    }
+
     /// Heartbeat `held` at `at`, replacing its earlier entry.
     pub(crate) fn add(&self, held: &Arc<Held>, at: Instant) {
+        let at = self.offset(at);
         let earliest = {
             let mut slots = self.slots();
             slots.seq += 1;
             let slot = (at, slots.seq);
-            if let Some(old) = held.set_slot(Some(slot)) {
+            if let Some(old) = held.slot.replace(Some(slot)) {
                 slots.due.remove(&old);
             }
             slots.due.insert(slot, Arc::downgrade(held));
@@ -64,14 +123,21 @@ impl Schedule {
 
     /// Stop heartbeating `held`.
     pub(crate) fn remove(&self, held: &Held) {
+        if !held.slot.is_scheduled() {
+            // Nothing to take out. A heartbeat that ends just now may still add
+            // an entry, as it could just after a locked removal: the task skips
+            // it when it comes due, since the lock no longer wants heartbeats.
+            return;
+        }
         let mut slots = self.slots();
-        if let Some(slot) = held.set_slot(None) {
+        if let Some(slot) = held.slot.replace(None) {
             slots.due.remove(&slot);
         }
     }
 
     /// Take every entry due by `now`.
     fn take_due(&self, now: Instant) -> Vec<Arc<Held>> {
+        let now = self.offset(now);
         let mut slots = self.slots();
         let mut due = Vec::new();
         while let Some(entry) = slots.due.first_entry() {
@@ -80,8 +146,8 @@ impl Schedule {
             }
             let (slot, weak) = entry.remove_entry();
             if let Some(held) = weak.upgrade() {
-                if held.slot() == Some(slot) {
-                    held.set_slot(None);
+                if held.slot.get() == Some(slot) {
+                    held.slot.replace(None);
                 }
                 due.push(held);
             }
@@ -93,15 +159,13 @@ impl Schedule {
     fn arm(&self) -> Option<Instant> {
         let mut slots = self.slots();
         slots.armed = slots.due.first_key_value().map(|((at, _), _)| *at);
-        slots.armed
+        slots.armed.map(|at| self.base + Duration::from_nanos(at))
     }
 }
 
-/// The running task and the schedule it serves. Dropping it (with the client)
-/// stops the task.
+/// The running task. Dropping it (with the client) stops the task.
 #[derive(Debug)]
 pub(crate) struct Heartbeats {
-    pub schedule: Arc<Schedule>,
     pub task: tokio::task::JoinHandle<()>,
 }
 
@@ -111,19 +175,33 @@ impl Drop for Heartbeats {
     }
 }
 
+/// Clears [`Schedule::served`] when the task's future is dropped, whether it ran
+/// or not.
+struct Serving(Arc<Schedule>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.served.store(false, Ordering::Release);
+    }
+}
+
 impl Heartbeats {
     pub(crate) fn start(
         inner: Weak<Inner>,
         clock: Arc<dyn crate::Clock>,
         rate: Option<u32>,
-        schedule: Option<Arc<Schedule>>,
+        schedule: Arc<Schedule>,
     ) -> Self {
-        let schedule = schedule.unwrap_or_default();
+        schedule.served.store(true, Ordering::Release);
+        let serving = Serving(schedule.clone());
         let task = tokio::spawn(
-            run(inner, schedule.clone(), clock, rate)
-                .instrument(tracing::debug_span!("heartbeats")),
+            async move {
+                let serving = serving;
+                run(inner, serving.0.clone(), clock, rate).await;
+            }
+            .instrument(tracing::debug_span!("heartbeats")),
         );
-        Self { schedule, task }
+        Self { task }
     }
 }
 
@@ -178,7 +256,7 @@ async fn sleep_until_due(clock: &dyn crate::Clock, due: Option<Instant>) {
 async fn heartbeat(inner: Arc<Inner>, held: Arc<Held>) -> Option<(Arc<Held>, Instant)> {
     let span = tracing::debug_span!("heartbeat", key = %held.key, fence = %held.fence);
     let next = async {
-        let _writing = held.write.lock().await;
+        let _writing = held.writing().await;
         if !held.wants_heartbeat() {
             return None;
         }
@@ -186,7 +264,11 @@ async fn heartbeat(inner: Arc<Inner>, held: Arc<Held>) -> Option<(Arc<Held>, Ins
             let state = held.state();
             state.confirmed_send + state.lease
         };
-        match inner.write_held(&held, HeldWrite::Heartbeat, expires).await {
+        let now = inner.clock.now();
+        match inner
+            .write_held(&held, HeldWrite::Heartbeat, expires, now)
+            .await
+        {
             WriteEnd::Confirmed => {
                 let next = held.state().confirmed_send + inner.config.heartbeat_period;
                 tracing::trace!("heartbeat confirmed");

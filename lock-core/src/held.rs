@@ -23,9 +23,8 @@ pub(crate) struct Held {
     /// Made on first subscription: most acquisitions are never watched, and a
     /// channel costs a wake-up even when it is dropped.
     changed: OnceLock<watch::Sender<u64>>,
-    /// This lock's entry in the heartbeat schedule (guarded by the schedule's lock
-    /// for changes; see `heartbeat::Schedule`).
-    slot: Mutex<Option<crate::heartbeat::Slot>>,
+    /// This lock's entry in the heartbeat schedule (see `heartbeat::Schedule`).
+    pub slot: crate::heartbeat::SlotCell,
 }
 
 #[derive(Debug, Clone)]
@@ -76,21 +75,17 @@ impl Held {
                 ambiguous_delete: false,
             }),
             changed: OnceLock::new(),
-            slot: Mutex::new(None),
+            slot: crate::heartbeat::SlotCell::default(),
         }
     }
 
-    /// This lock's heartbeat schedule entry.
-    pub fn slot(&self) -> Option<crate::heartbeat::Slot> {
-        *self.slot.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Replace the schedule entry, returning the old one.
-    pub fn set_slot(&self, slot: Option<crate::heartbeat::Slot>) -> Option<crate::heartbeat::Slot> {
-        std::mem::replace(
-            &mut *self.slot.lock().unwrap_or_else(|p| p.into_inner()),
-            slot,
-        )
+    /// Take the write lock (see `write`), without building a waiting future
+    /// when nothing else is writing, the usual case.
+    pub async fn writing(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        match self.write.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => self.write.lock().await,
+        }
     }
 
     /// Lock the state. A poisoned lock still holds consistent data (every update is

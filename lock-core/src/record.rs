@@ -1,6 +1,7 @@
 //! The lock record a store keeps per key, and the pieces it is made of.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::LockKey;
@@ -10,18 +11,28 @@ use crate::LockKey;
 ///
 /// Because no two writes share an RVN, a client that sees its own RVN in the store
 /// knows its write applied, even when the response to that write was lost.
+///
+/// Cloning is cheap (the string is shared): the client keeps the RVN of each
+/// write in several places until the write is resolved.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Rvn(String);
+pub struct Rvn(Arc<str>);
 
 impl Rvn {
     /// A fresh, random RVN (a UUID v4).
+    ///
+    /// The randomness comes from the operating system on every call, not from a
+    /// generator in the process: a forked process, or a VM restored from a
+    /// snapshot, must not repeat the RVNs its parent wrote.
     pub fn fresh() -> Self {
-        Self(uuid::Uuid::new_v4().to_string())
+        let mut text = uuid::Uuid::encode_buffer();
+        Self(Arc::from(
+            &*uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text),
+        ))
     }
 
     /// Wrap an RVN read from a store (any non-empty string other libraries wrote).
     pub fn from_stored(value: impl Into<String>) -> Self {
-        Self(value.into())
+        Self(Arc::from(value.into()))
     }
 
     /// The RVN as stored.

@@ -68,11 +68,15 @@ impl Inner {
     }
 
     /// Perform `write` on `held` under its write lock (the caller holds it).
+    /// `now` is the caller's latest clock reading: it serves as the first
+    /// attempt's send time, which is conservative (an earlier send time only
+    /// shortens the lease counted from it) and saves a clock read.
     pub(crate) async fn write_held(
         &self,
         held: &Held,
         write: HeldWrite,
         give_up_at: Instant,
+        now: Instant,
     ) -> WriteEnd {
         let is_heartbeat = matches!(write, HeldWrite::Heartbeat);
         let mut attempt: u32 = 0;
@@ -80,6 +84,7 @@ impl Inner {
         // Subscribed only once a heartbeat has to wait: every change notifies
         // subscribers, and most writes never wait.
         let mut changes: Option<tokio::sync::watch::Receiver<u64>> = None;
+        let mut first_now = Some(now);
         loop {
             let (expected, data) = {
                 let state = held.state();
@@ -92,7 +97,7 @@ impl Inner {
                 };
                 (state.rvn.clone(), data)
             };
-            let sent = self.clock.now();
+            let sent = first_now.take().unwrap_or_else(|| self.clock.now());
             if sent >= give_up_at {
                 return WriteEnd::GaveUp(last_error);
             }
