@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
 use tracing::Instrument;
 
 use crate::client::Inner;
@@ -18,13 +19,17 @@ use crate::{
 /// waiter paces itself (it is racing other waiters).
 const QUICK_RETRIES: u32 = 3;
 
-/// Writes of an acquire whose outcome is unknown: (RVN, send time). If the acquire
-/// ends without the lock (timeout, error, or its future dropped), they are
-/// released in the background: one may have applied.
+/// Writes of an acquire whose outcome is not known yet: (RVN, send time). Inline
+/// room for one, the write in flight of an acquire that is not retrying.
+type Candidates = SmallVec<[(Rvn, Instant); 1]>;
+
+/// Writes of an acquire whose outcome is unknown. If the acquire ends without the
+/// lock (timeout, error, or its future dropped), they are released in the
+/// background: one may have applied.
 struct Unresolved<'a> {
     inner: &'a Arc<Inner>,
     key: LockKey,
-    writes: Vec<(Rvn, Instant)>,
+    writes: Candidates,
 }
 
 impl Drop for Unresolved<'_> {
@@ -43,10 +48,20 @@ enum Step {
 }
 
 enum Reply {
-    /// The store's current record (after a rejection or a read).
+    /// The store's current record (after a read).
     Seen(Option<LockRecord>),
+    /// A write was rejected; the current record, if the store returned it.
+    Rejected(Option<LockRecord>),
     /// The store failed; the write may have applied if ambiguous.
     Failed(StoreError),
+}
+
+/// How one acquire write ended.
+enum Attempt {
+    /// It applied (the lock is held), or the acquire is over.
+    Done(Result<LockGuard, LockError>),
+    /// It did not apply, or may have: what the store said.
+    Learned(Reply),
 }
 
 impl Inner {
@@ -64,12 +79,32 @@ impl Inner {
         let mut unknown = Unresolved {
             inner: self,
             key: key.clone(),
-            writes: Vec::new(),
+            writes: Candidates::new(),
         };
-        let result = self
-            .acquire_loop(key, options, &mut unknown.writes)
-            .instrument(span)
-            .await;
+        let result = async {
+            let started = self.clock.now();
+            // A vacant lock, the common case, is one write: the loop that waits,
+            // retries and takes over is boxed, so this future stays small.
+            let first = if options.only_if_exists {
+                None
+            } else {
+                let put = self.put_acquire(
+                    &key,
+                    Expect::Vacant,
+                    &options,
+                    &mut unknown.writes,
+                    started,
+                    None,
+                );
+                match put.await {
+                    Attempt::Done(result) => return result,
+                    Attempt::Learned(reply) => Some(reply),
+                }
+            };
+            Box::pin(self.acquire_loop(key, options, &mut unknown.writes, started, first)).await
+        }
+        .instrument(span)
+        .await;
         if result.is_ok() {
             // The lock is ours; no other write of this acquire can apply on top
             // of it, since each was conditional on a record that is gone.
@@ -78,18 +113,68 @@ impl Inner {
         result
     }
 
+    /// One acquire write with a fresh RVN, sent at `sent` (a clock reading just
+    /// before; an early one is conservative, since the lease counts from it).
+    /// `previous` names the holder being taken over, for the log.
+    async fn put_acquire(
+        self: &Arc<Self>,
+        key: &LockKey,
+        expect: Expect,
+        options: &AcquireOptions,
+        candidates: &mut Candidates,
+        sent: Instant,
+        previous: Option<&str>,
+    ) -> Attempt {
+        let takeover = matches!(expect, Expect::Version(_));
+        let rvn = Rvn::fresh();
+        let new = NewRecord {
+            owner: self.config.owner.clone(),
+            rvn: rvn.clone(),
+            lease: self.config.timing.lease,
+            released: false,
+            fence: FenceUpdate::Next,
+            data: options.data.clone(),
+            expires_at: None,
+        };
+        // Unresolved while in flight: if this future is dropped during the call,
+        // the write may still apply and must be cleaned up.
+        candidates.push((rvn.clone(), sent));
+        match self.store.put(key, expect, new).await {
+            Ok(Outcome::Applied(record)) => {
+                if takeover {
+                    tracing::info!(fence = %record.fence, previous = previous.unwrap_or("-"), "took over expired lock");
+                }
+                Attempt::Done(self.hold_unless_shut_down(record, rvn, sent, options))
+            }
+            Ok(Outcome::Rejected { current }) => {
+                // A rejection that shows our own RVN (a store that retried
+                // internally) stays a candidate and is resolved by the caller.
+                if current.as_ref().is_none_or(|c| c.rvn != rvn) {
+                    candidates.retain(|(r, _)| *r != rvn);
+                }
+                Attempt::Learned(Reply::Rejected(current))
+            }
+            Err(error) => {
+                if !error.is_ambiguous() {
+                    candidates.retain(|(r, _)| *r != rvn);
+                }
+                Attempt::Learned(Reply::Failed(error))
+            }
+        }
+    }
+
+    /// Everything after a first write that did not get the lock (`first` is its
+    /// reply), or from a first read with `only_if_exists`: waiting, retrying,
+    /// resolving ambiguous writes, taking over an expired lease.
     async fn acquire_loop(
         self: &Arc<Self>,
         key: LockKey,
         options: AcquireOptions,
-        candidates: &mut Vec<(Rvn, Instant)>,
+        candidates: &mut Candidates,
+        started: Instant,
+        mut first: Option<Reply>,
     ) -> Result<LockGuard, LockError> {
         let timing = self.config.timing;
-        let started = self.clock.now();
-        // The first write's send time, if the first step is a write: the reading
-        // above is a little early, which is conservative (the lease counts from
-        // it), and saves a clock read.
-        let mut first_now = Some(started);
         let deadline = started + options.wait;
         let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
         let mut observation: Option<Observation> = None;
@@ -102,63 +187,35 @@ impl Inner {
         let mut quick: u32 = 0;
         loop {
             self.ensure_running()?;
-            let early_now = first_now.take();
             let retry_step = step.clone();
-            let reply = match std::mem::replace(&mut step, Step::Read) {
-                Step::Put(expect) => {
-                    let takeover = matches!(expect, Expect::Version(_));
-                    let rvn = Rvn::fresh();
-                    let new = NewRecord {
-                        owner: self.config.owner.clone(),
-                        rvn: rvn.clone(),
-                        lease: timing.lease,
-                        released: false,
-                        fence: FenceUpdate::Next,
-                        data: options.data.clone(),
-                        expires_at: None,
-                    };
-                    let sent = early_now.unwrap_or_else(|| self.clock.now());
-                    // Unresolved while in flight: if this future is dropped during
-                    // the call, the write may still apply and must be cleaned up.
-                    candidates.push((rvn.clone(), sent));
-                    match self.store.put(&key, expect, new).await {
-                        Ok(Outcome::Applied(record)) => {
-                            if takeover {
-                                tracing::info!(fence = %record.fence, previous = observation.as_ref().map(|o| o.owner.as_str()).unwrap_or("-"), "took over expired lock");
-                            }
-                            return self.hold_unless_shut_down(record, rvn, sent, &options);
-                        }
-                        Ok(Outcome::Rejected { current }) => {
-                            // A rejection that shows our own RVN (a store that retried
-                            // internally) stays a candidate and is resolved below.
-                            if current.as_ref().is_none_or(|c| c.rvn != rvn) {
-                                candidates.retain(|(r, _)| *r != rvn);
-                            }
-                            match self.current_after_rejection(&key, current).await {
-                                Ok(current) => Reply::Seen(current),
-                                Err(error) => Reply::Failed(error),
-                            }
-                        }
-                        Err(error) => {
-                            if !error.is_ambiguous() {
-                                candidates.retain(|(r, _)| *r != rvn);
-                            }
-                            Reply::Failed(error)
-                        }
+            let reply = match (first.take(), std::mem::replace(&mut step, Step::Read)) {
+                (Some(reply), _) => reply,
+                (None, Step::Put(expect)) => {
+                    let previous = observation.as_ref().map(|o| o.owner.as_str());
+                    let sent = self.clock.now();
+                    let put = self.put_acquire(&key, expect, &options, candidates, sent, previous);
+                    match put.await {
+                        Attempt::Done(result) => return result,
+                        Attempt::Learned(reply) => reply,
                     }
                 }
-                Step::Read => match self.store.get(&key).await {
+                (None, Step::Read) => match self.store.get(&key).await {
                     Ok(current) => Reply::Seen(current),
                     Err(error) => Reply::Failed(error),
                 },
             };
+            let seen = match reply {
+                Reply::Seen(current) => Ok(current),
+                Reply::Rejected(current) => self.current_after_rejection(&key, current).await,
+                Reply::Failed(error) => Err(error),
+            };
             let now = self.clock.now();
-            let current = match reply {
-                Reply::Seen(current) => {
+            let current = match seen {
+                Ok(current) => {
                     errors = 0;
                     current
                 }
-                Reply::Failed(error) => {
+                Err(error) => {
                     if !error.is_retryable() {
                         return Err(LockError::from_store(&key, error));
                     }
@@ -319,8 +376,7 @@ impl Inner {
             record.data,
         ));
         tracing::info!(key = %held.key, fence = %held.fence, owner = %self.config.owner, "acquired");
-        self.lock_held().insert(held.key.clone(), held.clone());
-        self.schedule_first_heartbeat(held.clone(), sent);
+        self.register(&held, sent);
         LockGuard::new(self.clone(), held)
     }
 
@@ -330,9 +386,8 @@ impl Inner {
         key: &LockKey,
         reentrant: bool,
     ) -> Result<Option<LockGuard>, LockError> {
-        let held = match self.lock_held().get(key) {
-            Some(held) => held.clone(),
-            None => return Ok(None),
+        let Some(held) = self.registry.get(key) else {
+            return Ok(None);
         };
         if !reentrant {
             return Err(LockError::AlreadyHeld { key: key.clone() });

@@ -1,10 +1,9 @@
 //! [`LockClient`]: the user-facing API, and the state it shares with its guards and
 //! its heartbeat task.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -12,8 +11,9 @@ use tracing::Instrument;
 
 use crate::clock::Instant;
 use crate::config::{ClientConfig, LockClientBuilder};
-use crate::heartbeat::{Heartbeats, Schedule};
+use crate::heartbeat::Heartbeats;
 use crate::held::Held;
+use crate::registry::Registry;
 use crate::write::{HeldWrite, WriteEnd};
 use crate::{
     AcquireOptions, Capabilities, Clock, ConditionalStore, Expect, FenceUpdate, ListOptions,
@@ -53,13 +53,11 @@ pub(crate) struct Inner {
     pub clock: Arc<dyn Clock>,
     pub config: ClientConfig,
     pub caps: Capabilities,
-    held: Mutex<HashMap<LockKey, Arc<Held>>>,
+    /// The locks this client holds and when each heartbeats next.
+    pub registry: Arc<Registry>,
     shut_down: AtomicBool,
-    /// When each held lock heartbeats next, served by the heartbeat task.
-    schedule: Arc<Schedule>,
     /// The heartbeat task, started with the first lock (restarted if it ended).
     heartbeats: Mutex<Option<Heartbeats>>,
-    rng: Mutex<fastrand::Rng>,
     /// Clean-up writes running in the background (releases of dropped guards and
     /// of abandoned acquisitions); shutdown waits for them.
     background: Mutex<JoinSet<()>>,
@@ -83,18 +81,16 @@ impl LockClient {
         config: ClientConfig,
     ) -> Self {
         let caps = store.capabilities();
-        let schedule = Arc::new(Schedule::new(clock.now()));
+        let registry = Arc::new(Registry::new(clock.now(), fastrand::Rng::new()));
         Self {
             inner: Arc::new(Inner {
                 store,
                 clock,
                 config,
                 caps,
-                held: Mutex::new(HashMap::new()),
+                registry,
                 shut_down: AtomicBool::new(false),
-                schedule,
                 heartbeats: Mutex::new(None),
-                rng: Mutex::new(fastrand::Rng::new()),
                 background: Mutex::new(JoinSet::new()),
             }),
         }
@@ -261,7 +257,7 @@ impl LockClient {
 
     /// Keys this client holds right now.
     pub fn held_keys(&self) -> Vec<LockKey> {
-        let mut keys: Vec<LockKey> = self.inner.lock_held().keys().cloned().collect();
+        let mut keys: Vec<LockKey> = self.inner.registry.lock().held.keys().cloned().collect();
         keys.sort();
         keys
     }
@@ -275,12 +271,6 @@ impl LockClient {
 }
 
 impl Inner {
-    pub(crate) fn lock_held(&self) -> MutexGuard<'_, HashMap<LockKey, Arc<Held>>> {
-        self.held
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     pub(crate) fn ensure_running(&self) -> Result<(), LockError> {
         if self.shut_down.load(Ordering::Acquire) {
             Err(LockError::Shutdown)
@@ -290,7 +280,7 @@ impl Inner {
     }
 
     fn holds_version(&self, key: &LockKey, rvn: &str) -> bool {
-        self.lock_held()
+        self.registry
             .get(key)
             .is_some_and(|held| held.state().rvn.as_str() == rvn)
     }
@@ -347,10 +337,7 @@ impl Inner {
 
     /// A random fraction in `[0, 1)`.
     pub(crate) fn random(&self) -> f64 {
-        self.rng
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .f64()
+        self.registry.random()
     }
 
     /// Between half and all of `period`.
@@ -359,19 +346,12 @@ impl Inner {
         half + half.mul_f64(self.random())
     }
 
-    /// Queue the first heartbeat of a fresh acquisition, spread over the last
-    /// quarter of the period so locks taken together do not beat together.
-    pub(crate) fn schedule_first_heartbeat(self: &Arc<Self>, held: Arc<Held>, sent: Instant) {
-        let period = self.config.heartbeat_period;
-        let first = sent + period - (period / 4).mul_f64(self.random());
-        self.schedule(held, first);
-    }
-
-    fn schedule(self: &Arc<Self>, held: Arc<Held>, at: Instant) {
-        if !self.schedule.is_served() {
+    /// Record a fresh acquisition and queue its first heartbeat.
+    pub(crate) fn register(self: &Arc<Self>, held: &Arc<Held>, sent: Instant) {
+        if !self.registry.is_served() {
             self.start_heartbeats();
         }
-        self.schedule.add(&held, at);
+        self.registry.hold(held, sent, self.config.heartbeat_period);
     }
 
     /// Start the heartbeat task, or restart one that ended (its runtime went away,
@@ -382,7 +362,7 @@ impl Inner {
             .heartbeats
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if self.schedule.is_served() {
+        if self.registry.is_served() {
             return;
         }
         let restarted = heartbeats.take().is_some();
@@ -390,14 +370,19 @@ impl Inner {
             Arc::downgrade(self),
             self.clock.clone(),
             self.config.heartbeat_rate_limit,
-            self.schedule.clone(),
+            self.registry.clone(),
         );
         if restarted {
             let now = self.clock.now();
-            for held in self.lock_held().values() {
-                if !held.slot.is_scheduled() && held.wants_heartbeat() {
-                    self.schedule.add(held, now);
-                }
+            let mut book = self.registry.lock();
+            let unscheduled: Vec<Arc<Held>> = book
+                .held
+                .values()
+                .filter(|held| !held.slot.is_scheduled() && held.wants_heartbeat())
+                .cloned()
+                .collect();
+            for held in &unscheduled {
+                book.schedule(held, now);
             }
         }
         *heartbeats = Some(beats);
@@ -410,14 +395,7 @@ impl Inner {
     }
 
     pub(crate) fn forget(&self, held: &Arc<Held>) {
-        self.schedule.remove(held);
-        let mut map = self.lock_held();
-        // One lookup: a key held again under a new acquisition is rare, and goes back.
-        if let Some(current) = map.remove(&held.key)
-            && !Arc::ptr_eq(&current, held)
-        {
-            map.insert(current.key.clone(), current);
-        }
+        self.registry.forget(held);
     }
 
     pub(crate) async fn set_data(
@@ -643,7 +621,10 @@ impl Inner {
             {
                 beats.task.abort();
             }
-            let held: Vec<Arc<Held>> = self.lock_held().drain().map(|(_, held)| held).collect();
+            let held: Vec<Arc<Held>> = {
+                let mut book = self.registry.lock();
+                book.held.drain().map(|(_, held)| held).collect()
+            };
             let mut pending: Vec<LockKey> = held.iter().map(|held| held.key.clone()).collect();
             let mut releases = JoinSet::new();
             for held in held {

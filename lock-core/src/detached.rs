@@ -262,7 +262,7 @@ impl Inner {
         }
         tracing::info!(%key, fence = %record.fence, owner = %record.owner, "released by version");
         // If this very client holds that acquisition, it is released now.
-        let held = self.lock_held().get(key).cloned();
+        let held = self.registry.get(key);
         if let Some(held) = held
             && held.state().rvn == record.rvn
         {

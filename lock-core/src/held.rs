@@ -23,8 +23,8 @@ pub(crate) struct Held {
     /// Made on first subscription: most acquisitions are never watched, and a
     /// channel costs a wake-up even when it is dropped.
     changed: OnceLock<watch::Sender<u64>>,
-    /// This lock's entry in the heartbeat schedule (see `heartbeat::Schedule`).
-    pub slot: crate::heartbeat::SlotCell,
+    /// This lock's entry in the heartbeat schedule (see `registry::Registry`).
+    pub slot: crate::registry::SlotCell,
 }
 
 #[derive(Debug, Clone)]
@@ -75,7 +75,7 @@ impl Held {
                 ambiguous_delete: false,
             }),
             changed: OnceLock::new(),
-            slot: crate::heartbeat::SlotCell::default(),
+            slot: crate::registry::SlotCell::default(),
         }
     }
 

@@ -61,6 +61,7 @@ mod info;
 mod key;
 mod options;
 mod record;
+mod registry;
 mod store;
 pub mod timing;
 mod write;
