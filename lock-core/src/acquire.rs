@@ -28,7 +28,7 @@ type Candidates = SmallVec<[(Rvn, Instant); 1]>;
 /// background: one may have applied.
 struct Unresolved<'a> {
     inner: &'a Arc<Inner>,
-    key: LockKey,
+    key: &'a LockKey,
     writes: Candidates,
 }
 
@@ -78,7 +78,7 @@ impl Inner {
         let span = tracing::info_span!("acquire", key = %key, owner = %self.config.owner);
         let mut unknown = Unresolved {
             inner: self,
-            key: key.clone(),
+            key: &key,
             writes: Candidates::new(),
         };
         let result = async {
@@ -101,7 +101,7 @@ impl Inner {
                     Attempt::Learned(reply) => Some(reply),
                 }
             };
-            Box::pin(self.acquire_loop(key, options, &mut unknown.writes, started, first)).await
+            Box::pin(self.acquire_loop(&key, options, &mut unknown.writes, started, first)).await
         }
         .instrument(span)
         .await;
@@ -138,25 +138,34 @@ impl Inner {
         };
         // Unresolved while in flight: if this future is dropped during the call,
         // the write may still apply and must be cleaned up.
-        candidates.push((rvn.clone(), sent));
-        match self.store.put(key, expect, new).await {
+        candidates.push((rvn, sent));
+        let result = self.store.put(key, expect, new).await;
+        let ours = |current: &LockRecord| {
+            candidates
+                .last()
+                .is_some_and(|(rvn, _)| *rvn == current.rvn)
+        };
+        match result {
             Ok(Outcome::Applied(record)) => {
                 if takeover {
                     tracing::info!(fence = %record.fence, previous = previous.unwrap_or("-"), "took over expired lock");
                 }
-                Attempt::Done(self.hold_unless_shut_down(record, rvn, sent, options))
+                // The record carries this write's RVN: no copy of our own is
+                // kept (each is an atomic reference count). The caller clears the
+                // candidates once the lock is held.
+                Attempt::Done(self.hold_unless_shut_down(record, sent, options))
             }
             Ok(Outcome::Rejected { current }) => {
                 // A rejection that shows our own RVN (a store that retried
                 // internally) stays a candidate and is resolved by the caller.
-                if current.as_ref().is_none_or(|c| c.rvn != rvn) {
-                    candidates.retain(|(r, _)| *r != rvn);
+                if !current.as_ref().is_some_and(ours) {
+                    candidates.pop();
                 }
                 Attempt::Learned(Reply::Rejected(current))
             }
             Err(error) => {
                 if !error.is_ambiguous() {
-                    candidates.retain(|(r, _)| *r != rvn);
+                    candidates.pop();
                 }
                 Attempt::Learned(Reply::Failed(error))
             }
@@ -168,7 +177,7 @@ impl Inner {
     /// resolving ambiguous writes, taking over an expired lease.
     async fn acquire_loop(
         self: &Arc<Self>,
-        key: LockKey,
+        key: &LockKey,
         options: AcquireOptions,
         candidates: &mut Candidates,
         started: Instant,
@@ -193,20 +202,20 @@ impl Inner {
                 (None, Step::Put(expect)) => {
                     let previous = observation.as_ref().map(|o| o.owner.as_str());
                     let sent = self.clock.now();
-                    let put = self.put_acquire(&key, expect, &options, candidates, sent, previous);
+                    let put = self.put_acquire(key, expect, &options, candidates, sent, previous);
                     match put.await {
                         Attempt::Done(result) => return result,
                         Attempt::Learned(reply) => reply,
                     }
                 }
-                (None, Step::Read) => match self.store.get(&key).await {
+                (None, Step::Read) => match self.store.get(key).await {
                     Ok(current) => Reply::Seen(current),
                     Err(error) => Reply::Failed(error),
                 },
             };
             let seen = match reply {
                 Reply::Seen(current) => Ok(current),
-                Reply::Rejected(current) => self.current_after_rejection(&key, current).await,
+                Reply::Rejected(current) => self.current_after_rejection(key, current).await,
                 Reply::Failed(error) => Err(error),
             };
             let now = self.clock.now();
@@ -217,7 +226,7 @@ impl Inner {
                 }
                 Err(error) => {
                     if !error.is_retryable() {
-                        return Err(LockError::from_store(&key, error));
+                        return Err(LockError::from_store(key, error));
                     }
                     // Keep resolving an ambiguous write past the wait budget for as
                     // long as that write, if it applied, would still hold the lock.
@@ -227,7 +236,7 @@ impl Inner {
                         .max()
                         .map_or(deadline, |until| until.max(deadline));
                     if now >= resolve_until {
-                        return Err(LockError::from_store(&key, error));
+                        return Err(LockError::from_store(key, error));
                     }
                     tracing::debug!(attempt = errors, error = %error, "store error while acquiring, retrying");
                     let pause = self.backoff(errors);
@@ -245,21 +254,20 @@ impl Inner {
             };
             let Some(record) = current else {
                 if options.only_if_exists && candidates.is_empty() {
-                    return Err(LockError::NotFound { key });
+                    return Err(LockError::NotFound { key: key.clone() });
                 }
                 step = Step::Put(Expect::Vacant);
                 quick += 1;
                 if quick > QUICK_RETRIES {
-                    self.pace(now, refresh, deadline, &key, None).await?;
+                    self.pace(now, refresh, deadline, key, None).await?;
                 }
                 continue;
             };
             if let Some(&(_, sent)) = candidates.iter().find(|(rvn, _)| *rvn == record.rvn) {
                 // One of our ambiguous writes applied.
                 if timing.lease_state(sent, record.lease, now).is_safe() {
-                    let rvn = record.rvn.clone();
                     tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
-                    return self.hold_unless_shut_down(record, rvn, sent, &options);
+                    return self.hold_unless_shut_down(record, sent, &options);
                 }
                 // Too old to trust: acquire it afresh (a new fence) on top of it.
                 step = Step::Put(Expect::Version(record.rvn));
@@ -273,7 +281,7 @@ impl Inner {
                 };
                 quick += 1;
                 if quick > QUICK_RETRIES {
-                    self.pace(now, refresh, deadline, &key, Some(&record.owner))
+                    self.pace(now, refresh, deadline, key, Some(&record.owner))
                         .await?;
                 }
                 continue;
@@ -297,7 +305,7 @@ impl Inner {
             }
             if now >= deadline {
                 return Err(LockError::AcquireTimeout {
-                    key,
+                    key: key.clone(),
                     holder: Some(record.owner),
                     waited: now.saturating_duration_since(started),
                 });
@@ -341,12 +349,11 @@ impl Inner {
     fn hold_unless_shut_down(
         self: &Arc<Self>,
         record: LockRecord,
-        rvn: Rvn,
         sent: Instant,
         options: &AcquireOptions,
     ) -> Result<LockGuard, LockError> {
         self.ensure_running()?;
-        let guard = self.hold(record, rvn, sent, options);
+        let guard = self.hold(record, sent, options);
         if let Err(error) = self.ensure_running() {
             // Shutdown began while the lock was being recorded and may have
             // drained the held locks before it: undo, and let the clean-up release.
@@ -358,19 +365,19 @@ impl Inner {
         Ok(guard)
     }
 
-    /// Record a confirmed acquisition and start heartbeating it.
+    /// Record a confirmed acquisition (`record` carries the RVN of the write,
+    /// sent at `sent`, that applied) and start heartbeating it.
     fn hold(
         self: &Arc<Self>,
         record: LockRecord,
-        rvn: Rvn,
         sent: Instant,
         options: &AcquireOptions,
     ) -> LockGuard {
         let held = Arc::new(Held::new(
-            record.key.clone(),
+            record.key,
             record.fence,
             options.delete_on_release,
-            rvn,
+            record.rvn,
             sent,
             self.config.timing.lease,
             record.data,

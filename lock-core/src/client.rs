@@ -257,7 +257,7 @@ impl LockClient {
 
     /// Keys this client holds right now.
     pub fn held_keys(&self) -> Vec<LockKey> {
-        let mut keys: Vec<LockKey> = self.inner.registry.lock().held.keys().cloned().collect();
+        let mut keys = self.inner.registry.lock().held_keys();
         keys.sort();
         keys
     }
@@ -376,8 +376,7 @@ impl Inner {
             let now = self.clock.now();
             let mut book = self.registry.lock();
             let unscheduled: Vec<Arc<Held>> = book
-                .held
-                .values()
+                .held_locks()
                 .filter(|held| !held.slot.is_scheduled() && held.wants_heartbeat())
                 .cloned()
                 .collect();
@@ -442,7 +441,7 @@ impl Inner {
     }
 
     /// Drop one guard of `held`; the last one releases the lock.
-    pub(crate) async fn release(&self, held: Arc<Held>, delete: bool) -> Result<(), LockError> {
+    pub(crate) async fn release(&self, held: &Arc<Held>, delete: bool) -> Result<(), LockError> {
         let last = held.update(|state| {
             state.guards = state.guards.saturating_sub(1);
             if state.guards == 0 {
@@ -455,9 +454,9 @@ impl Inner {
         if !last {
             return Ok(());
         }
-        self.forget(&held);
+        self.forget(held);
         let span = tracing::info_span!("release", key = %held.key, fence = %held.fence);
-        self.write_release(&held, delete).instrument(span).await
+        self.write_release(held, delete).instrument(span).await
     }
 
     async fn write_release(&self, held: &Arc<Held>, delete: bool) -> Result<(), LockError> {
@@ -517,7 +516,7 @@ impl Inner {
             let held = held.clone();
             async move {
                 let key = held.key.clone();
-                if let Err(error) = inner.release(held, false).await {
+                if let Err(error) = inner.release(&held, false).await {
                     tracing::debug!(%key, %error, "background release failed");
                 }
             }
@@ -621,10 +620,7 @@ impl Inner {
             {
                 beats.task.abort();
             }
-            let held: Vec<Arc<Held>> = {
-                let mut book = self.registry.lock();
-                book.held.drain().map(|(_, held)| held).collect()
-            };
+            let held = self.registry.lock().drain_held();
             let mut pending: Vec<LockKey> = held.iter().map(|held| held.key.clone()).collect();
             let mut releases = JoinSet::new();
             for held in held {

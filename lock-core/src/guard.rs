@@ -123,10 +123,7 @@ impl LockGuard {
     pub async fn release(mut self) -> Result<(), LockError> {
         self.active = false;
         let delete = self.view.held.delete_on_release;
-        self.view
-            .inner
-            .release(self.view.held.clone(), delete)
-            .await
+        self.view.inner.release(&self.view.held, delete).await
     }
 
     /// Stop heartbeating the lock without releasing it, and hand back what another
@@ -154,7 +151,7 @@ impl LockGuard {
     /// history: the next acquisition gets fence 1.
     pub async fn release_and_delete(mut self) -> Result<(), LockError> {
         self.active = false;
-        self.view.inner.release(self.view.held.clone(), true).await
+        self.view.inner.release(&self.view.held, true).await
     }
 }
 

@@ -2,7 +2,9 @@
 //! heartbeats next, under one lock, so that an acquire or a release touches one
 //! mutex for both.
 
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -38,7 +40,7 @@ pub(crate) struct Registry {
 /// What the registry's lock guards.
 #[derive(Debug)]
 pub(crate) struct Book {
-    pub(crate) held: HashMap<LockKey, Arc<Held>>,
+    held: HashSet<ByKey>,
     due: BTreeMap<Slot, Weak<Held>>,
     seq: u64,
     /// When the task's timer fires next (`None`: it waits for a wake-up). An entry
@@ -47,6 +49,31 @@ pub(crate) struct Book {
     /// Jitter and backoff draws (seeded from the thread's generator, so a
     /// seeded simulation replays).
     rng: fastrand::Rng,
+}
+
+/// A held lock in the registry's set, found by its key: the set keeps no copy
+/// of the key (copies are atomic reference counts, and each costs).
+#[derive(Debug)]
+struct ByKey(Arc<Held>);
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+
+impl Eq for ByKey {}
+
+impl Hash for ByKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.key.hash(state);
+    }
+}
+
+impl Borrow<LockKey> for ByKey {
+    fn borrow(&self) -> &LockKey {
+        &self.0.key
+    }
 }
 
 /// A position in the schedule: due time (nanoseconds after the base), then
@@ -118,6 +145,26 @@ impl Drop for BookGuard<'_> {
 }
 
 impl BookGuard<'_> {
+    /// The keys of the locks held now.
+    pub(crate) fn held_keys(&self) -> Vec<LockKey> {
+        self.book
+            .held
+            .iter()
+            .map(|held| held.0.key.clone())
+            .collect()
+    }
+
+    /// The locks held now.
+    pub(crate) fn held_locks(&self) -> impl Iterator<Item = &Arc<Held>> {
+        self.book.held.iter().map(|held| &held.0)
+    }
+
+    /// Forget every held lock (their schedule entries stay, and are skipped once
+    /// due), returning them.
+    pub(crate) fn drain_held(&mut self) -> Vec<Arc<Held>> {
+        self.book.held.drain().map(|held| held.0).collect()
+    }
+
     /// Heartbeat `held` at `at`, replacing its earlier entry.
     pub(crate) fn schedule(&mut self, held: &Arc<Held>, at: Instant) {
         let at = self.registry.offset(at);
@@ -151,7 +198,7 @@ impl Registry {
         Self {
             base,
             book: Mutex::new(Book {
-                held: HashMap::new(),
+                held: HashSet::new(),
                 due: BTreeMap::new(),
                 seq: 0,
                 armed: None,
@@ -182,7 +229,7 @@ impl Registry {
         if self.len.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.lock().held.get(key).cloned()
+        self.lock().book.held.get(key).map(|held| held.0.clone())
     }
 
     /// Record a fresh acquisition, with its first heartbeat between three
@@ -190,7 +237,7 @@ impl Registry {
     /// do not beat together.
     pub(crate) fn hold(&self, held: &Arc<Held>, sent: Instant, period: Duration) {
         let mut book = self.lock();
-        book.held.insert(held.key.clone(), held.clone());
+        book.book.held.replace(ByKey(held.clone()));
         let first = sent + period - (period / 4).mul_f64(book.random());
         book.schedule(held, first);
     }
@@ -200,10 +247,10 @@ impl Registry {
         let mut book = self.lock();
         book.unschedule(held);
         // One lookup: a key held again under a new acquisition is rare, and goes back.
-        if let Some(current) = book.held.remove(&held.key)
-            && !Arc::ptr_eq(&current, held)
+        if let Some(current) = book.book.held.take(&held.key)
+            && !Arc::ptr_eq(&current.0, held)
         {
-            book.held.insert(current.key.clone(), current);
+            book.book.held.insert(current);
         }
     }
 
