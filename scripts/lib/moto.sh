@@ -3,8 +3,11 @@
 # moto_server on a free loopback port.
 #
 # moto_install            create/refresh the venv (idempotent)
-# moto_start              start the server, wait until it answers; sets
-#                         MOTO_ENDPOINT and dummy AWS credentials
+# moto_start [keep-alive] start the server, wait until it answers; sets
+#                         MOTO_ENDPOINT and dummy AWS credentials. With
+#                         keep-alive, moto's application is served by waitress
+#                         (HTTP/1.1 connections kept open; moto_server's werkzeug
+#                         closes every one), which moto_install_keep_alive adds
 # moto_stop               stop it (safe to call twice)
 
 : "${root:?set root to the repository root before sourcing moto.sh}"
@@ -29,6 +32,15 @@ moto_install() {
     export LOCK_PYTHON="$MOTO_VENV/bin/python"
 }
 
+# For `moto_start keep-alive` (benchmarks only; the tests use moto_server).
+moto_install_keep_alive() {
+    moto_install
+    if ! "$MOTO_VENV/bin/python" -c 'import waitress' 2>/dev/null; then
+        echo "==> installing waitress into .venv (a keep-alive server for moto's application)"
+        "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'waitress>=3,<4'
+    fi
+}
+
 moto_free_port() {
     "$MOTO_VENV/bin/python" - <<'PY'
 import socket
@@ -40,11 +52,17 @@ PY
 }
 
 moto_start() {
+    local mode="${1:-}"
     mkdir -p "$MOTO_LOG_DIR"
     local attempt port
     for attempt in 1 2 3; do
         port="$(moto_free_port)"
-        "$MOTO_VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$MOTO_LOG_DIR/server.log" 2>&1 &
+        if [ "$mode" = keep-alive ]; then
+            "$MOTO_VENV/bin/python" "$root/lock-bench/python/moto_keep_alive.py" "$port" \
+                >"$MOTO_LOG_DIR/server.log" 2>&1 &
+        else
+            "$MOTO_VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$MOTO_LOG_DIR/server.log" 2>&1 &
+        fi
         MOTO_PID=$!
         MOTO_ENDPOINT="http://127.0.0.1:$port"
         # Wait until it answers (at most ~30 s), or until it dies (port taken).
@@ -54,7 +72,7 @@ moto_start() {
                 break
             fi
             if "$MOTO_VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=1)" "$MOTO_ENDPOINT" 2>/dev/null; then
-                echo "==> moto_server answering at $MOTO_ENDPOINT (pid $MOTO_PID, log .moto/server.log)"
+                echo "==> moto_server${mode:+ ($mode, waitress)} answering at $MOTO_ENDPOINT (pid $MOTO_PID, log .moto/server.log)"
                 export MOTO_ENDPOINT
                 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
                 export AWS_EC2_METADATA_DISABLED=true
