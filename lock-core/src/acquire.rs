@@ -65,6 +65,7 @@ enum Attempt {
 }
 
 impl Inner {
+    /// Acquire `key` (see [`LockClient::acquire`](crate::LockClient::acquire)).
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         key: LockKey,
@@ -147,6 +148,10 @@ impl Inner {
         };
         match result {
             Ok(Outcome::Applied(record)) => {
+                debug_assert!(
+                    ours(&record),
+                    "a store applied a write but returned another RVN"
+                );
                 if takeover {
                     tracing::info!(fence = %record.fence, previous = previous.unwrap_or("-"), "took over expired lock");
                 }
@@ -157,8 +162,10 @@ impl Inner {
             }
             Ok(Outcome::Rejected { current }) => {
                 // A rejection that shows our own RVN (a store that retried
-                // internally) stays a candidate and is resolved by the caller.
-                if !current.as_ref().is_some_and(ours) {
+                // internally) stays a candidate and is resolved by the caller; so
+                // does one without the current record, until the caller's read
+                // shows whether the write applied after all.
+                if current.as_ref().is_some_and(|current| !ours(current)) {
                     candidates.pop();
                 }
                 Attempt::Learned(Reply::Rejected(current))
@@ -215,7 +222,22 @@ impl Inner {
             };
             let seen = match reply {
                 Reply::Seen(current) => Ok(current),
-                Reply::Rejected(current) => self.current_after_rejection(key, current).await,
+                Reply::Rejected(Some(current)) => Ok(Some(current)),
+                Reply::Rejected(None) => {
+                    let seen = self.current_after_rejection(key, None).await;
+                    // The write kept as a candidate: not ours after all unless the
+                    // record read back shows its RVN.
+                    if let Ok(current) = &seen
+                        && !current.as_ref().is_some_and(|current| {
+                            candidates
+                                .last()
+                                .is_some_and(|(rvn, _)| *rvn == current.rvn)
+                        })
+                    {
+                        candidates.pop();
+                    }
+                    seen
+                }
                 Reply::Failed(error) => Err(error),
             };
             let now = self.clock.now();
@@ -259,7 +281,8 @@ impl Inner {
                 step = Step::Put(Expect::Vacant);
                 quick += 1;
                 if quick > QUICK_RETRIES {
-                    self.pace(now, refresh, deadline, key, None).await?;
+                    self.pace(now, refresh, (started, deadline), key, None)
+                        .await?;
                 }
                 continue;
             };
@@ -281,7 +304,7 @@ impl Inner {
                 };
                 quick += 1;
                 if quick > QUICK_RETRIES {
-                    self.pace(now, refresh, deadline, key, Some(&record.owner))
+                    self.pace(now, refresh, (started, deadline), key, Some(&record.owner))
                         .await?;
                 }
                 continue;
@@ -328,7 +351,7 @@ impl Inner {
         &self,
         now: Instant,
         refresh: std::time::Duration,
-        deadline: Instant,
+        (started, deadline): (Instant, Instant),
         key: &LockKey,
         holder: Option<&str>,
     ) -> Result<(), LockError> {
@@ -336,7 +359,7 @@ impl Inner {
             return Err(LockError::AcquireTimeout {
                 key: key.clone(),
                 holder: holder.map(str::to_owned),
-                waited: now.saturating_duration_since(deadline),
+                waited: now.saturating_duration_since(started),
             });
         }
         let wake = (now + self.jitter(refresh)).min(deadline);

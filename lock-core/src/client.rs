@@ -362,7 +362,9 @@ impl Inner {
             .heartbeats
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if self.registry.is_served() {
+        // Started or restarted meanwhile; or shutting down: an acquire racing
+        // shutdown is undone, and needs no task.
+        if self.registry.is_served() || self.ensure_running().is_err() {
             return;
         }
         let restarted = heartbeats.take().is_some();
@@ -374,14 +376,22 @@ impl Inner {
         );
         if restarted {
             let now = self.clock.now();
-            let mut book = self.registry.lock();
-            let unscheduled: Vec<Arc<Held>> = book
-                .held_locks()
-                .filter(|held| !held.slot.is_scheduled() && held.wants_heartbeat())
-                .cloned()
-                .collect();
-            for held in &unscheduled {
-                book.schedule(held, now);
+            let mut wake = false;
+            {
+                let mut book = self.registry.lock();
+                let unscheduled: Vec<Arc<Held>> = book
+                    .held_locks()
+                    .filter(|held| !held.slot.is_scheduled() && held.wants_heartbeat())
+                    .cloned()
+                    .collect();
+                for held in &unscheduled {
+                    wake |= book.schedule(held, now);
+                }
+            }
+            // The new task may already have armed its timer (on another worker
+            // thread) before these went in.
+            if wake {
+                self.registry.wake.notify_one();
             }
         }
         *heartbeats = Some(beats);
@@ -393,6 +403,7 @@ impl Inner {
         self.forget(held);
     }
 
+    /// Forget `held`: no more heartbeats, and the key may be acquired again.
     pub(crate) fn forget(&self, held: &Arc<Held>) {
         self.registry.forget(held);
     }
@@ -405,19 +416,17 @@ impl Inner {
         self.ensure_running()?;
         self.validate_input(&held.key, data.as_deref())?;
         let _writing = held.writing().await;
-        let (lost, expires) = {
-            let state = held.state();
-            (state.lost.clone(), state.confirmed_send + state.lease)
-        };
-        if let Some(reason) = lost {
+        let snapshot = held.snapshot();
+        if let Some(reason) = snapshot.lost {
             return Err(LockError::Lost {
                 key: held.key.clone(),
                 reason,
             });
         }
         let now = self.clock.now();
+        let expires = snapshot.expires;
         match self
-            .write_held(held, HeldWrite::SetData(data), expires, now)
+            .write_held(held, HeldWrite::SetData(data), expires, now, snapshot)
             .await
         {
             WriteEnd::Confirmed => Ok(()),
@@ -461,31 +470,30 @@ impl Inner {
 
     async fn write_release(&self, held: &Arc<Held>, delete: bool) -> Result<(), LockError> {
         let _writing = held.writing().await;
-        let (lost, expires) = {
-            let state = held.state();
-            (state.lost.clone(), state.confirmed_send + state.lease)
-        };
-        match lost {
+        let snapshot = held.snapshot();
+        match &snapshot.lost {
             Some(LostReason::Released) => return Ok(()),
             Some(reason @ LostReason::Stolen { .. }) => {
                 return Err(LockError::Lost {
                     key: held.key.clone(),
-                    reason,
+                    reason: reason.clone(),
                 });
             }
             // Expired or in danger: the record may still be ours; try to vacate it.
             _ => {}
         }
         let now = self.clock.now();
-        let give_up_at = expires.max(now + self.config.retry_max * 4);
+        let give_up_at = snapshot.expires.max(now + self.config.retry_max * 4);
         let write = if delete {
             HeldWrite::Delete
         } else {
             HeldWrite::Release
         };
-        match self.write_held(held, write, give_up_at, now).await {
+        match self
+            .write_held(held, write, give_up_at, now, snapshot)
+            .await
+        {
             WriteEnd::Confirmed => {
-                held.mark_lost(LostReason::Released);
                 tracing::info!("released");
                 Ok(())
             }

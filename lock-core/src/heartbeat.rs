@@ -2,6 +2,7 @@
 //! the registry's schedule, rate limited, and runs each heartbeat concurrently
 //! with its own retries.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -19,6 +20,7 @@ use crate::write::{HeldWrite, WriteEnd};
 /// The running task. Dropping it (with the client) stops the task.
 #[derive(Debug)]
 pub(crate) struct Heartbeats {
+    /// The task, aborted when this is dropped.
     pub task: tokio::task::JoinHandle<()>,
 }
 
@@ -39,6 +41,7 @@ impl Drop for Serving {
 }
 
 impl Heartbeats {
+    /// Start the task serving `registry`'s schedule for the client `inner`.
     pub(crate) fn start(
         inner: Weak<Inner>,
         clock: Arc<dyn crate::Clock>,
@@ -58,6 +61,8 @@ impl Heartbeats {
     }
 }
 
+/// The task: take the due locks, start each one's heartbeat (rate limited),
+/// schedule the next one as each ends, sleep until the earliest is due.
 async fn run(
     inner: Weak<Inner>,
     schedule: Arc<Registry>,
@@ -66,6 +71,10 @@ async fn run(
 ) {
     let spacing = rate.map(|per_second| Duration::from_secs(1) / per_second.max(1));
     let mut running: JoinSet<Option<(Arc<Held>, Instant)>> = JoinSet::new();
+    // Which lock each running heartbeat is for: a heartbeat that panics (a store
+    // that panics) returns nothing, and its lock must not be left unheartbeaten
+    // while its guard still looks held.
+    let mut beating: HashMap<tokio::task::Id, Arc<Held>> = HashMap::new();
     let mut next_slot = clock.now();
     loop {
         let now = clock.now();
@@ -81,18 +90,28 @@ async fn run(
                 next_slot = next_slot.max(now) + spacing;
             }
             let Some(inner) = inner.upgrade() else { return };
-            running.spawn(heartbeat(inner, held));
+            let task = running.spawn(heartbeat(inner, held.clone()));
+            beating.insert(task.id(), held);
         }
         let next_due = schedule.arm();
         tokio::select! {
             () = schedule.wake.notified() => {}
-            Some(done) = running.join_next(), if !running.is_empty() => {
-                if let Ok(Some((held, at))) = done
-                    && held.wants_heartbeat()
-                {
-                    schedule.schedule(&held, at);
+            Some(done) = running.join_next_with_id(), if !running.is_empty() => match done {
+                Ok((id, next)) => {
+                    beating.remove(&id);
+                    if let Some((held, at)) = next {
+                        schedule.schedule(&held, at);
+                    }
                 }
-            }
+                Err(failed) => {
+                    if let Some(held) = beating.remove(&failed.id())
+                        && let Some(inner) = inner.upgrade()
+                    {
+                        tracing::error!(key = %held.key, error = %failed, "lock lost: its heartbeat panicked");
+                        inner.lose(&held, LostReason::Expired);
+                    }
+                }
+            },
             () = sleep_until_due(clock.as_ref(), next_due), if next_due.is_some() => {}
         }
     }
@@ -110,16 +129,14 @@ async fn heartbeat(inner: Arc<Inner>, held: Arc<Held>) -> Option<(Arc<Held>, Ins
     let span = tracing::debug_span!("heartbeat", key = %held.key, fence = %held.fence);
     let next = async {
         let _writing = held.writing().await;
-        if !held.wants_heartbeat() {
+        let snapshot = held.snapshot();
+        if snapshot.stopping || snapshot.lost.is_some() {
             return None;
         }
-        let expires = {
-            let state = held.state();
-            state.confirmed_send + state.lease
-        };
         let now = inner.clock.now();
+        let expires = snapshot.expires;
         match inner
-            .write_held(&held, HeldWrite::Heartbeat, expires, now)
+            .write_held(&held, HeldWrite::Heartbeat, expires, now, snapshot)
             .await
         {
             WriteEnd::Confirmed => {

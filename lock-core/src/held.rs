@@ -48,6 +48,18 @@ pub(crate) struct HeldState {
     pub ambiguous_delete: bool,
 }
 
+/// What a write needs from the state, read under one lock.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    /// The RVN the next write expects.
+    pub rvn: Rvn,
+    pub data: Option<Vec<u8>>,
+    /// When the lease runs out, counted from the latest confirmed write.
+    pub expires: Instant,
+    pub lost: Option<LostReason>,
+    pub stopping: bool,
+}
+
 impl Held {
     pub fn new(
         key: LockKey,
@@ -110,9 +122,22 @@ impl Held {
         result
     }
 
+    /// What the next write needs, in one lock.
+    pub fn snapshot(&self) -> Snapshot {
+        let state = self.state();
+        Snapshot {
+            rvn: state.rvn.clone(),
+            data: state.data.clone(),
+            expires: state.confirmed_send + state.lease,
+            lost: state.lost.clone(),
+            stopping: state.stopping,
+        }
+    }
+
     /// A write sent at `sent` with `rvn` is confirmed: the lease now runs from
-    /// `sent`. Never moves the deadline backwards.
-    pub fn confirm(&self, rvn: Rvn, sent: Instant, data: Option<Vec<u8>>) {
+    /// `sent`. Never moves the deadline backwards. A confirmed release (or
+    /// delete) also marks the lock released, in the same update.
+    pub fn confirm(&self, rvn: Rvn, sent: Instant, data: Option<Vec<u8>>, released: bool) {
         self.update(|state| {
             state.rvn = rvn;
             state.pending.clear();
@@ -120,6 +145,9 @@ impl Held {
                 state.confirmed_send = sent;
             }
             state.data = data;
+            if released && state.lost.is_none() {
+                state.lost = Some(LostReason::Released);
+            }
         });
     }
 

@@ -40,11 +40,16 @@ pub(crate) struct Registry {
 /// What the registry's lock guards.
 #[derive(Debug)]
 pub(crate) struct Book {
+    /// The locks held now, one per key.
     held: HashSet<ByKey>,
+    /// When each lock heartbeats next; weak, so a lock dropped without being
+    /// forgotten is skipped, not kept alive.
     due: BTreeMap<Slot, Weak<Held>>,
+    /// The last insertion number given out (orders entries due at one instant).
     seq: u64,
-    /// When the task's timer fires next (`None`: it waits for a wake-up). An entry
-    /// due after that needs no wake-up: the task sees it when it re-arms.
+    /// When the task's timer fires next, in nanoseconds after the base (`None`:
+    /// it waits for a wake-up). An entry due after that needs no wake-up: the task
+    /// sees it when it re-arms.
     armed: Option<u64>,
     /// Jitter and backoff draws (seeded from the thread's generator, so a
     /// seeded simulation replays).
@@ -90,6 +95,7 @@ pub(crate) struct SlotCell {
 }
 
 impl SlotCell {
+    /// The lock's schedule entry, if it has one.
     fn get(&self) -> Option<Slot> {
         match self.seq.load(Ordering::Relaxed) {
             0 => None,
@@ -97,6 +103,7 @@ impl SlotCell {
         }
     }
 
+    /// Set the lock's entry (or none), returning the previous one.
     fn replace(&self, slot: Option<Slot>) -> Option<Slot> {
         let old = self.get();
         let (at, seq) = slot.unwrap_or((0, 0));
@@ -105,7 +112,7 @@ impl SlotCell {
         old
     }
 
-    /// The lock has an entry (read outside the registry's lock: a hint).
+    /// The lock has a schedule entry (exact under the registry's lock).
     pub(crate) fn is_scheduled(&self) -> bool {
         self.seq.load(Ordering::Relaxed) != 0
     }
@@ -115,8 +122,6 @@ impl SlotCell {
 pub(crate) struct BookGuard<'a> {
     book: MutexGuard<'a, Book>,
     registry: &'a Registry,
-    /// An entry became the earliest: wake the task once the lock is let go.
-    wake: bool,
 }
 
 impl std::ops::Deref for BookGuard<'_> {
@@ -135,12 +140,11 @@ impl std::ops::DerefMut for BookGuard<'_> {
 
 impl Drop for BookGuard<'_> {
     fn drop(&mut self) {
+        // Stored while the lock is still held, so the count never runs ahead of
+        // or behind the set it counts.
         self.registry
             .len
             .store(self.book.held.len(), Ordering::Release);
-        if self.wake {
-            self.registry.wake.notify_one();
-        }
     }
 }
 
@@ -159,14 +163,21 @@ impl BookGuard<'_> {
         self.book.held.iter().map(|held| &held.0)
     }
 
-    /// Forget every held lock (their schedule entries stay, and are skipped once
-    /// due), returning them.
+    /// Forget every held lock and its schedule entry, returning the locks.
     pub(crate) fn drain_held(&mut self) -> Vec<Arc<Held>> {
-        self.book.held.drain().map(|held| held.0).collect()
+        let held: Vec<Arc<Held>> = self.book.held.drain().map(|held| held.0).collect();
+        for lock in &held {
+            lock.slot.replace(None);
+        }
+        self.book.due.clear();
+        held
     }
 
-    /// Heartbeat `held` at `at`, replacing its earlier entry.
-    pub(crate) fn schedule(&mut self, held: &Arc<Held>, at: Instant) {
+    /// Heartbeat `held` at `at`, replacing its earlier entry. True when the
+    /// entry is due before the task's timer: the caller wakes the task once the
+    /// lock is let go.
+    #[must_use = "wake the task when this is true"]
+    pub(crate) fn schedule(&mut self, held: &Arc<Held>, at: Instant) -> bool {
         let at = self.registry.offset(at);
         let book = &mut *self.book;
         book.seq += 1;
@@ -175,9 +186,7 @@ impl BookGuard<'_> {
             book.due.remove(&old);
         }
         book.due.insert(slot, Arc::downgrade(held));
-        if book.armed.is_none_or(|armed| at < armed) {
-            self.wake = true;
-        }
+        book.armed.is_none_or(|armed| at < armed)
     }
 
     /// Stop heartbeating `held`.
@@ -194,6 +203,8 @@ impl BookGuard<'_> {
 }
 
 impl Registry {
+    /// An empty registry whose schedule counts from `base` (no due time is
+    /// earlier), drawing jitter from `rng`.
     pub(crate) fn new(base: Instant, rng: fastrand::Rng) -> Self {
         Self {
             base,
@@ -216,10 +227,10 @@ impl Registry {
         BookGuard {
             book: self.book.lock().unwrap_or_else(|p| p.into_inner()),
             registry: self,
-            wake: false,
         }
     }
 
+    /// `at` as nanoseconds after the base (saturating: nothing is due before it).
     fn offset(&self, at: Instant) -> u64 {
         u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
     }
@@ -236,10 +247,15 @@ impl Registry {
     /// quarters of `period` and `period` after `sent`, so locks taken together
     /// do not beat together.
     pub(crate) fn hold(&self, held: &Arc<Held>, sent: Instant, period: Duration) {
-        let mut book = self.lock();
-        book.book.held.replace(ByKey(held.clone()));
-        let first = sent + period - (period / 4).mul_f64(book.random());
-        book.schedule(held, first);
+        let wake = {
+            let mut book = self.lock();
+            book.book.held.replace(ByKey(held.clone()));
+            let first = sent + period - (period / 4).mul_f64(book.random());
+            book.schedule(held, first)
+        };
+        if wake {
+            self.wake.notify_one();
+        }
     }
 
     /// Forget `held`: no more heartbeats, and the key may be acquired again.
@@ -254,9 +270,18 @@ impl Registry {
         }
     }
 
-    /// Heartbeat `held` at `at`, replacing its earlier entry.
+    /// Heartbeat `held` again at `at` (the task, after a heartbeat), unless it
+    /// no longer wants heartbeats. Checked under the registry's lock: a release
+    /// marks the lock stopping before it takes this lock to forget it, so an entry
+    /// cannot slip in after the release removed the lock's.
     pub(crate) fn schedule(&self, held: &Arc<Held>, at: Instant) {
-        self.lock().schedule(held, at);
+        let wake = {
+            let mut book = self.lock();
+            held.wants_heartbeat() && book.schedule(held, at)
+        };
+        if wake {
+            self.wake.notify_one();
+        }
     }
 
     /// A random fraction in `[0, 1)`.
@@ -294,5 +319,123 @@ impl Registry {
         let mut book = self.lock();
         book.armed = book.due.first_key_value().map(|((at, _), _)| *at);
         book.armed.map(|at| self.base + Duration::from_nanos(at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn lock(key: &str, base: Instant) -> Arc<Held> {
+        Arc::new(Held::new(
+            LockKey::new(key),
+            crate::Fence(1),
+            false,
+            crate::Rvn::fresh(),
+            base,
+            Duration::from_secs(20),
+            None,
+        ))
+    }
+
+    fn registry() -> (Registry, Instant) {
+        let base = Instant::now();
+        (Registry::new(base, fastrand::Rng::with_seed(7)), base)
+    }
+
+    #[test]
+    fn due_entries_come_out_in_order_and_a_rescheduled_lock_only_once() {
+        let (registry, base) = registry();
+        let (a, b) = (lock("a", base), lock("b", base));
+        registry.schedule(&a, base + Duration::from_secs(3));
+        registry.schedule(&b, base + Duration::from_secs(1));
+        // Rescheduled: its first entry is gone.
+        registry.schedule(&a, base + Duration::from_secs(2));
+        assert_eq!(registry.arm(), Some(base + Duration::from_secs(1)));
+        let due = registry.take_due(base + Duration::from_secs(5));
+        let keys: Vec<&str> = due.iter().map(|held| held.key.partition()).collect();
+        assert_eq!(keys, ["b", "a"]);
+        assert!(!a.slot.is_scheduled() && !b.slot.is_scheduled());
+        assert_eq!(registry.arm(), None);
+    }
+
+    #[test]
+    fn nothing_is_due_before_its_time_and_arm_gives_back_the_instant() {
+        let (registry, base) = registry();
+        let a = lock("a", base);
+        let at = base + Duration::from_nanos(1_234_567_891);
+        registry.schedule(&a, at);
+        assert!(registry.take_due(at - Duration::from_nanos(1)).is_empty());
+        assert_eq!(registry.arm(), Some(at));
+        assert_eq!(registry.take_due(at).len(), 1);
+    }
+
+    #[test]
+    fn a_lock_that_stopped_wanting_heartbeats_is_not_scheduled_again() {
+        let (registry, base) = registry();
+        let a = lock("a", base);
+        a.update(|state| state.stopping = true);
+        registry.schedule(&a, base + Duration::from_secs(1));
+        assert!(!a.slot.is_scheduled());
+        assert_eq!(registry.arm(), None);
+    }
+
+    #[test]
+    fn hold_and_forget_track_the_key_and_its_first_heartbeat() {
+        let (registry, base) = registry();
+        let a = lock("a", base);
+        assert!(registry.get(&a.key).is_none());
+        registry.hold(&a, base, Duration::from_secs(4));
+        assert!(Arc::ptr_eq(&registry.get(&a.key).unwrap(), &a));
+        // The first heartbeat is in the last quarter of the period.
+        let first = registry.arm().unwrap();
+        assert!(first >= base + Duration::from_secs(3) && first <= base + Duration::from_secs(4));
+        registry.forget(&a);
+        assert!(registry.get(&a.key).is_none());
+        assert!(!a.slot.is_scheduled());
+        assert_eq!(registry.arm(), None);
+    }
+
+    #[test]
+    fn forgetting_a_stale_acquisition_keeps_the_newer_one_of_its_key() {
+        let (registry, base) = registry();
+        let (old, new) = (lock("a", base), lock("a", base));
+        registry.hold(&old, base, Duration::from_secs(4));
+        // Lost, then the key acquired again: the new acquisition replaces it.
+        registry.forget(&old);
+        registry.hold(&new, base, Duration::from_secs(4));
+        registry.forget(&old);
+        assert!(Arc::ptr_eq(&registry.get(&new.key).unwrap(), &new));
+        assert!(new.slot.is_scheduled());
+        // And replacing without a forget in between keeps only the newer one.
+        let newest = lock("a", base);
+        registry.hold(&newest, base, Duration::from_secs(4));
+        assert!(Arc::ptr_eq(&registry.get(&new.key).unwrap(), &newest));
+        assert_eq!(registry.lock().held_keys(), [LockKey::new("a")]);
+    }
+
+    #[test]
+    fn draining_forgets_every_lock_and_its_entry() {
+        let (registry, base) = registry();
+        let (a, b) = (lock("a", base), lock("b", base));
+        registry.hold(&a, base, Duration::from_secs(4));
+        registry.hold(&b, base, Duration::from_secs(4));
+        let mut drained = registry.lock().drain_held();
+        drained.sort_by(|x, y| x.key.cmp(&y.key));
+        assert!(Arc::ptr_eq(&drained[0], &a) && Arc::ptr_eq(&drained[1], &b));
+        assert!(registry.get(&a.key).is_none() && registry.get(&b.key).is_none());
+        assert!(!a.slot.is_scheduled() && !b.slot.is_scheduled());
+        assert_eq!(registry.arm(), None);
+    }
+
+    #[test]
+    fn a_dropped_lock_is_skipped_when_due() {
+        let (registry, base) = registry();
+        let a = lock("a", base);
+        registry.schedule(&a, base + Duration::from_secs(1));
+        drop(a);
+        assert!(registry.take_due(base + Duration::from_secs(2)).is_empty());
     }
 }

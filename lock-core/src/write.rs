@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::client::Inner;
 use crate::clock::Instant;
-use crate::held::Held;
-use crate::{Expect, FenceUpdate, LockRecord, NewRecord, Outcome, Rvn, StoreError};
+use crate::held::{Held, Snapshot};
+use crate::{Expect, FenceUpdate, LockRecord, LostReason, NewRecord, Outcome, Rvn, StoreError};
 
 /// What a held write is for.
 #[derive(Clone, Debug)]
@@ -27,7 +27,15 @@ pub(crate) enum HeldWrite {
     Delete,
 }
 
-/// How a held write ended.
+impl HeldWrite {
+    /// A confirmed write of this kind ends the hold.
+    fn releases(&self) -> bool {
+        matches!(self, Self::Release | Self::Delete)
+    }
+}
+
+/// How a held write ended. A confirmed release or delete has marked the lock
+/// released.
 #[derive(Debug)]
 pub(crate) enum WriteEnd {
     /// The write (or an earlier ambiguous one) is known to have applied.
@@ -68,15 +76,17 @@ impl Inner {
     }
 
     /// Perform `write` on `held` under its write lock (the caller holds it).
-    /// `now` is the caller's latest clock reading: it serves as the first
-    /// attempt's send time, which is conservative (an earlier send time only
-    /// shortens the lease counted from it) and saves a clock read.
+    /// `now` is the caller's latest clock reading and `first` the state it read
+    /// under the write lock: they serve the first attempt, which saves a clock
+    /// read and a lock (an earlier send time is conservative: it only shortens
+    /// the lease counted from it).
     pub(crate) async fn write_held(
         &self,
         held: &Held,
         write: HeldWrite,
         give_up_at: Instant,
         now: Instant,
+        first: Snapshot,
     ) -> WriteEnd {
         let is_heartbeat = matches!(write, HeldWrite::Heartbeat);
         let mut attempt: u32 = 0;
@@ -84,20 +94,20 @@ impl Inner {
         // Subscribed only once a heartbeat has to wait: every change notifies
         // subscribers, and most writes never wait.
         let mut changes: Option<tokio::sync::watch::Receiver<u64>> = None;
-        let mut first_now = Some(now);
+        let mut first = Some((now, first));
         loop {
-            let (expected, data) = {
-                let state = held.state();
-                if is_heartbeat && (state.stopping || state.lost.is_some()) {
-                    return WriteEnd::Stopped;
-                }
-                let data = match &write {
-                    HeldWrite::SetData(data) => data.clone(),
-                    _ => state.data.clone(),
-                };
-                (state.rvn.clone(), data)
+            let (sent, snapshot) = match first.take() {
+                Some(first) => first,
+                None => (self.clock.now(), held.snapshot()),
             };
-            let sent = first_now.take().unwrap_or_else(|| self.clock.now());
+            if is_heartbeat && (snapshot.stopping || snapshot.lost.is_some()) {
+                return WriteEnd::Stopped;
+            }
+            let data = match &write {
+                HeldWrite::SetData(data) => data.clone(),
+                _ => snapshot.data,
+            };
+            let expected = snapshot.rvn;
             if sent >= give_up_at {
                 return WriteEnd::GaveUp(last_error);
             }
@@ -133,7 +143,7 @@ impl Inner {
                         tracing::warn!(key = %held.key, ours = %held.fence, stored = %record.fence,
                             "store changed the fence on a keep-fence write");
                     }
-                    held.confirm(rvn, sent, data);
+                    held.confirm(rvn, sent, data, write.releases());
                     return WriteEnd::Confirmed;
                 }
                 Ok(Outcome::Rejected { current }) => {
@@ -221,19 +231,20 @@ impl Inner {
         };
         let Some(record) = current else {
             return Some(if matches!(write, HeldWrite::Delete) && ambiguous_delete {
+                held.mark_lost(LostReason::Released);
                 WriteEnd::Confirmed
             } else {
                 WriteEnd::Stolen { owner: None }
             });
         };
         if let Some((rvn, sent)) = pending.into_iter().find(|(rvn, _)| *rvn == record.rvn) {
-            held.confirm(rvn, sent, record.data.clone());
             let done = match write {
                 HeldWrite::Heartbeat => true,
                 HeldWrite::SetData(_) => record.data == *data,
                 HeldWrite::Release => record.released,
                 HeldWrite::Delete => false,
             };
+            held.confirm(rvn, sent, record.data.clone(), done && write.releases());
             return if done {
                 Some(WriteEnd::Confirmed)
             } else {
@@ -242,6 +253,7 @@ impl Inner {
         }
         if matches!(write, HeldWrite::Delete) && ambiguous_delete {
             // Our delete applied and someone acquired the vacant key since.
+            held.mark_lost(LostReason::Released);
             return Some(WriteEnd::Confirmed);
         }
         Some(WriteEnd::Stolen {

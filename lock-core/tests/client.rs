@@ -1156,3 +1156,211 @@ async fn detached_job(client: &LockClient) -> lock_core::DetachedLock {
         .await
         .unwrap()
 }
+
+/// Forwards to a memory store, except as scripted: a write to a held record of
+/// `panic_on` (a heartbeat or release) panics, or its `n`th put (from 1) applies
+/// and then reports a rejection without the current record
+/// (`bare_rejection_at`), as a store that retried a write internally and saw its
+/// own first attempt might.
+#[derive(Debug)]
+struct Scripted {
+    inner: MemoryStore,
+    puts: std::sync::atomic::AtomicUsize,
+    panic_on: Option<LockKey>,
+    bare_rejection_at: Option<usize>,
+}
+
+impl Scripted {
+    fn new(inner: MemoryStore) -> Self {
+        Self {
+            inner,
+            puts: std::sync::atomic::AtomicUsize::new(0),
+            panic_on: None,
+            bare_rejection_at: None,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ConditionalStore for Scripted {
+    async fn get(
+        &self,
+        key: &LockKey,
+    ) -> Result<Option<lock_core::LockRecord>, lock_core::StoreError> {
+        self.inner.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, lock_core::StoreError> {
+        let n = self.puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if self.panic_on.as_ref() == Some(key) && matches!(expect, Expect::Version(_)) {
+            panic!("scripted store panics on a write to held {key}");
+        }
+        let outcome = self.inner.put(key, expect, new).await?;
+        if self.bare_rejection_at == Some(n) {
+            return Ok(Outcome::Rejected { current: None });
+        }
+        Ok(outcome)
+    }
+    async fn delete(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+    ) -> Result<Outcome, lock_core::StoreError> {
+        self.inner.delete(key, expect).await
+    }
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<lock_core::Cursor>,
+        limit: usize,
+    ) -> Result<lock_core::Page, lock_core::StoreError> {
+        self.inner.list(partition, cursor, limit).await
+    }
+    fn capabilities(&self) -> lock_core::Capabilities {
+        lock_core::Capabilities::default().with_returns_current_on_conflict(false)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_heartbeat_that_panics_loses_the_lock_and_others_keep_beating() {
+    let store = MemoryStore::new();
+    let scripted = Scripted {
+        panic_on: Some(LockKey::new("job")),
+        ..Scripted::new(store.clone())
+    };
+    let a = client(scripted, "a");
+    let job = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let other = a.acquire("other", AcquireOptions::new()).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), job.lost())
+        .await
+        .expect("the lock whose heartbeat panicked is lost, not silently unheartbeaten");
+    assert_eq!(reason, LostReason::Expired);
+    assert_eq!(a.held_keys(), [LockKey::new("other")]);
+    // The task lives on: the other lock is heartbeaten for many leases.
+    tokio::time::sleep(LEASE * 3).await;
+    assert!(other.is_safe(), "{:?}", other.state());
+    other.release().await.unwrap();
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rejection_without_the_record_is_read_back_and_an_applied_write_recognised() {
+    let store = MemoryStore::new();
+    let scripted = Scripted {
+        bare_rejection_at: Some(1),
+        ..Scripted::new(store.clone())
+    };
+    let a = client(scripted, "a");
+    let started = Instant::now();
+    // The write applied; the store said "rejected" without the record. The read
+    // back shows this write's RVN: it is ours, at once, not a holder to wait out.
+    let guard = a
+        .acquire("job", wait(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    assert_eq!(guard.fence(), Fence(1));
+    assert!(Instant::now() - started < Duration::from_millis(100));
+    let record = store.record(&LockKey::new("job")).unwrap();
+    assert_eq!(record.owner, "a");
+    guard.release().await.unwrap();
+    assert!(store.record(&LockKey::new("job")).unwrap().released);
+}
+
+#[tokio::test(start_paused = true)]
+async fn releasing_a_stale_guard_keeps_the_newer_acquisition_of_its_key() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let admin = client(store.clone(), "admin");
+    let stale = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    admin.force_release("job").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), stale.lost())
+        .await
+        .unwrap();
+    let fresh = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(fresh.fence(), Fence(2));
+    assert!(matches!(stale.release().await, Err(LockError::Lost { .. })));
+    // The newer acquisition is still held, shared by a reentrant acquire, and
+    // still heartbeaten.
+    assert_eq!(a.held_keys(), [LockKey::new("job")]);
+    let shared = a
+        .acquire("job", AcquireOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    assert_eq!(shared.fence(), Fence(2));
+    tokio::time::sleep(LEASE * 3).await;
+    assert!(fresh.is_safe(), "{:?}", fresh.state());
+    drop(shared);
+    fresh.release().await.unwrap();
+}
+
+#[test]
+fn a_client_outliving_its_runtime_restarts_heartbeats_for_every_held_lock() {
+    let paused = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let store = MemoryStore::new();
+    let first = paused();
+    let (a, early) = first.block_on(async {
+        let a = client(store.clone(), "a");
+        let early = a.acquire("early", AcquireOptions::new()).await.unwrap();
+        (a, early)
+    });
+    // The heartbeat task dies with its runtime.
+    drop(first);
+    let second = paused();
+    second.block_on(async {
+        let late = a.acquire("late", AcquireOptions::new()).await.unwrap();
+        tokio::time::sleep(LEASE * 3).await;
+        assert!(late.is_safe(), "{:?}", late.state());
+        assert!(early.is_safe(), "{:?}", early.state());
+        early.release().await.unwrap();
+        late.release().await.unwrap();
+        a.shutdown().await.unwrap();
+    });
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_cancelled_during_a_retried_write_releases_it() {
+    let store = MemoryStore::new();
+    let b = client(store.clone(), "b");
+    let held = b.acquire("job", AcquireOptions::new()).await.unwrap();
+    let slow = SlowReplies {
+        inner: store.clone(),
+        delay: Duration::from_secs(5),
+    };
+    let a = client(slow, "a");
+    let waiting = tokio::spawn(async move {
+        // First write rejected (b holds it), its reply 5 s late; then a read, and
+        // a second write once b has released, whose reply is 5 s late too.
+        let result = tokio::time::timeout(
+            Duration::from_secs(7),
+            a.acquire("job", wait(Duration::from_secs(60))),
+        )
+        .await;
+        (a, result.is_err())
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    held.release().await.unwrap();
+    let (a, cancelled) = waiting.await.unwrap();
+    assert!(
+        cancelled,
+        "the acquire was still waiting for its second reply"
+    );
+    let taken = store.record(&LockKey::new("job")).unwrap();
+    assert_eq!(taken.owner, "a", "the second write applied: {taken:?}");
+    // The cancelled acquire's clean-up releases that write.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let record = store.record(&LockKey::new("job")).unwrap();
+    assert!(record.released, "{record:?}");
+    assert_eq!(record.fence, Fence(2));
+    a.shutdown().await.unwrap();
+}
