@@ -1058,55 +1058,12 @@ async fn a_cancelled_acquire_releases_a_write_that_may_have_applied() {
     guard.release().await.unwrap();
 }
 
-/// A store whose writes apply at once but whose replies take `delay` to come back:
-/// a request already on the wire.
-#[derive(Debug)]
-struct SlowReplies {
-    inner: MemoryStore,
-    delay: Duration,
-}
-
-#[async_trait::async_trait]
-impl ConditionalStore for SlowReplies {
-    async fn get(
-        &self,
-        key: &LockKey,
-    ) -> Result<Option<lock_core::LockRecord>, lock_core::StoreError> {
-        self.inner.get(key).await
-    }
-    async fn put(
-        &self,
-        key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, lock_core::StoreError> {
-        let outcome = self.inner.put(key, expect, new).await;
-        tokio::time::sleep(self.delay).await;
-        outcome
-    }
-    async fn delete(
-        &self,
-        key: &LockKey,
-        expect: Expect,
-    ) -> Result<Outcome, lock_core::StoreError> {
-        self.inner.delete(key, expect).await
-    }
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<lock_core::Cursor>,
-        limit: usize,
-    ) -> Result<lock_core::Page, lock_core::StoreError> {
-        self.inner.list(partition, cursor, limit).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn an_acquire_cancelled_while_its_write_is_in_flight_releases_it() {
     let store = MemoryStore::new();
-    let slow = SlowReplies {
-        inner: store.clone(),
-        delay: Duration::from_secs(5),
+    let slow = Scripted {
+        reply_delay: Duration::from_secs(5),
+        ..Scripted::new(store.clone())
     };
     let a = client(slow, "a");
     let cancelled = tokio::time::timeout(
@@ -1157,15 +1114,19 @@ async fn detached_job(client: &LockClient) -> lock_core::DetachedLock {
         .unwrap()
 }
 
-/// Forwards to a memory store, except as scripted: a write to a held record of
-/// `panic_on` (a heartbeat or release) panics, or its `n`th put (from 1) applies
-/// and then reports a rejection without the current record
-/// (`bare_rejection_at`), as a store that retried a write internally and saw its
-/// own first attempt might.
+/// Forwards to a memory store, except as scripted:
+/// * a put applies at once but its reply takes `reply_delay` to come back (a
+///   request already on the wire);
+/// * a write to a held record of `panic_on` (a heartbeat or release) panics;
+/// * its `n`th put (from 1) applies and then reports a rejection without the
+///   current record (`bare_rejection_at`), as a store that retried a write
+///   internally and saw its own first attempt might; with it, the store claims
+///   no current record on conflicts.
 #[derive(Debug)]
 struct Scripted {
     inner: MemoryStore,
     puts: std::sync::atomic::AtomicUsize,
+    reply_delay: Duration,
     panic_on: Option<LockKey>,
     bare_rejection_at: Option<usize>,
 }
@@ -1175,6 +1136,7 @@ impl Scripted {
         Self {
             inner,
             puts: std::sync::atomic::AtomicUsize::new(0),
+            reply_delay: Duration::ZERO,
             panic_on: None,
             bare_rejection_at: None,
         }
@@ -1199,11 +1161,14 @@ impl ConditionalStore for Scripted {
         if self.panic_on.as_ref() == Some(key) && matches!(expect, Expect::Version(_)) {
             panic!("scripted store panics on a write to held {key}");
         }
-        let outcome = self.inner.put(key, expect, new).await?;
+        let outcome = self.inner.put(key, expect, new).await;
+        if !self.reply_delay.is_zero() {
+            tokio::time::sleep(self.reply_delay).await;
+        }
         if self.bare_rejection_at == Some(n) {
             return Ok(Outcome::Rejected { current: None });
         }
-        Ok(outcome)
+        outcome
     }
     async fn delete(
         &self,
@@ -1221,7 +1186,8 @@ impl ConditionalStore for Scripted {
         self.inner.list(partition, cursor, limit).await
     }
     fn capabilities(&self) -> lock_core::Capabilities {
-        lock_core::Capabilities::default().with_returns_current_on_conflict(false)
+        lock_core::Capabilities::default()
+            .with_returns_current_on_conflict(self.bare_rejection_at.is_none())
     }
 }
 
@@ -1333,9 +1299,9 @@ async fn an_acquire_cancelled_during_a_retried_write_releases_it() {
     let store = MemoryStore::new();
     let b = client(store.clone(), "b");
     let held = b.acquire("job", AcquireOptions::new()).await.unwrap();
-    let slow = SlowReplies {
-        inner: store.clone(),
-        delay: Duration::from_secs(5),
+    let slow = Scripted {
+        reply_delay: Duration::from_secs(5),
+        ..Scripted::new(store.clone())
     };
     let a = client(slow, "a");
     let waiting = tokio::spawn(async move {
