@@ -451,16 +451,7 @@ impl Inner {
 
     /// Drop one guard of `held`; the last one releases the lock.
     pub(crate) async fn release(&self, held: &Arc<Held>, delete: bool) -> Result<(), LockError> {
-        let last = held.update(|state| {
-            state.guards = state.guards.saturating_sub(1);
-            if state.guards == 0 {
-                state.stopping = true;
-                true
-            } else {
-                false
-            }
-        });
-        if !last {
+        if !held.drop_guard() {
             return Ok(());
         }
         self.forget(held);
@@ -532,13 +523,7 @@ impl Inner {
         match self.in_background(release) {
             Ok(()) => {}
             Err(()) => {
-                held.update(|state| {
-                    state.guards = state.guards.saturating_sub(1);
-                    if state.guards == 0 {
-                        state.stopping = true;
-                    }
-                });
-                if held.state().stopping {
+                if held.drop_guard() {
                     self.forget(&held);
                 }
             }

@@ -129,10 +129,8 @@ async fn heartbeat(inner: Arc<Inner>, held: Arc<Held>) -> Option<(Arc<Held>, Ins
     let span = tracing::debug_span!("heartbeat", key = %held.key, fence = %held.fence);
     let next = async {
         let _writing = held.writing().await;
+        // Read under the write lock; a lock released meanwhile ends as `Stopped`.
         let snapshot = held.snapshot();
-        if snapshot.stopping || snapshot.lost.is_some() {
-            return None;
-        }
         let now = inner.clock.now();
         let expires = snapshot.expires;
         match inner

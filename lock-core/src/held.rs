@@ -60,6 +60,13 @@ pub(crate) struct Snapshot {
     pub stopping: bool,
 }
 
+impl Snapshot {
+    /// Still worth heartbeating: not lost and not being released.
+    pub fn wants_heartbeat(&self) -> bool {
+        self.lost.is_none() && !self.stopping
+    }
+}
+
 impl Held {
     pub fn new(
         key: LockKey,
@@ -132,6 +139,20 @@ impl Held {
             lost: state.lost.clone(),
             stopping: state.stopping,
         }
+    }
+
+    /// Give up one guard; true when it was the last, and the lock is now
+    /// stopping (no more heartbeats; the caller forgets it and releases it).
+    pub fn drop_guard(&self) -> bool {
+        self.update(|state| {
+            state.guards = state.guards.saturating_sub(1);
+            if state.guards == 0 {
+                state.stopping = true;
+                true
+            } else {
+                false
+            }
+        })
     }
 
     /// A write sent at `sent` with `rvn` is confirmed: the lease now runs from

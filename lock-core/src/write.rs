@@ -100,7 +100,7 @@ impl Inner {
                 Some(first) => first,
                 None => (self.clock.now(), held.snapshot()),
             };
-            if is_heartbeat && (snapshot.stopping || snapshot.lost.is_some()) {
+            if is_heartbeat && !snapshot.wants_heartbeat() {
                 return WriteEnd::Stopped;
             }
             let data = match &write {
