@@ -276,7 +276,11 @@ impl World {
                     ks.key, record.fence, record.owner, ks.granted
                 ));
             }
-            if let Some(free) = ks.free {
+            // The fence check comes first: it must not be overwritten by the
+            // liveness check of the same write.
+            if problem.is_none()
+                && let Some(free) = ks.free
+            {
                 problem = self.late_acquisition(&state.clients, &state.waiters, index, free, now);
             }
             let ks = &mut state.keys[index];
@@ -534,5 +538,58 @@ impl World {
 
     pub(crate) fn count_timeout(&self) {
         self.lock().report.acquire_timeouts += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use lock_core::{Fence, FenceUpdate, LockRecord, NewRecord, Rvn};
+
+    use super::{Schedule, World, key_name};
+
+    fn write(world: &World, fence: u64, next: bool, released: bool) {
+        let new = NewRecord {
+            owner: "c0.0".into(),
+            rvn: Rvn::fresh(),
+            lease: Duration::from_secs(1),
+            released,
+            fence: if next {
+                FenceUpdate::Next
+            } else {
+                FenceUpdate::Keep
+            },
+            data: None,
+            expires_at: None,
+        };
+        let record = LockRecord {
+            key: key_name(0),
+            owner: new.owner.clone(),
+            rvn: new.rvn.clone(),
+            lease: new.lease,
+            released,
+            fence: Fence(fence),
+            data: None,
+            expires_at: None,
+        };
+        world.applied_put(&key_name(0), &new, &record);
+    }
+
+    #[test]
+    fn a_fence_handed_out_again_after_a_release_is_a_violation() {
+        let world = World::new(Schedule::from_seed(1, None));
+        write(&world, 1, true, false);
+        write(&world, 1, false, true);
+        // The key is free (released), so the liveness check of this write runs
+        // too; it must not hide the fence that did not increase.
+        write(&world, 1, true, false);
+        let violation = world.take_violation().unwrap();
+        assert!(
+            violation.what.contains("fence did not increase"),
+            "{violation}"
+        );
     }
 }
