@@ -320,6 +320,11 @@ async fn list_pages_with_scan_and_queries_one_partition() {
 
 /// The store conformance suite of lock-testkit, once per layout.
 mod conformance {
+    mod native {
+        lock_testkit::conformance_suite!(crate::support::TableFactory(
+            lock_dynamodb::Layout::native()
+        ));
+    }
     mod native_with_sort_key {
         lock_testkit::conformance_suite!(crate::support::TableFactory(
             lock_dynamodb::Layout::native().with_sort_key("sort_key")
