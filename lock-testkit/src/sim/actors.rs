@@ -57,6 +57,9 @@ impl Run {
             .owner(owner)
             .lease(schedule.lease)
             .max_clock_drift(schedule.max_drift)
+            // The liveness bounds are computed from this period: set it, rather
+            // than rely on the client's default matching `Schedule::refresh`.
+            .refresh_period(schedule.refresh())
             .clock(Arc::new(DriftingClock::new(schedule.rates[client])));
         match schedule.breakage {
             Some(Breakage::IgnoresDrift) => builder = builder.safety_margin(Duration::ZERO),

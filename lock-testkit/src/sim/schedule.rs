@@ -143,8 +143,8 @@ impl Schedule {
         }
     }
 
-    /// Refresh period of the clients (the client default: a quarter lease, at most
-    /// 1 s).
+    /// Refresh period of the clients (as the client default: a quarter lease, at
+    /// most 1 s).
     pub fn refresh(&self) -> Duration {
         (self.lease / 4).min(Duration::from_secs(1))
     }
