@@ -265,30 +265,11 @@ impl<S: ConditionalStore> ConditionalStore for CountingStore<S> {
     }
 }
 
-/// CPU time (user + system) this process has used so far, all threads included,
-/// from `/proc/self/stat` (Linux; clock-tick resolution, usually 10 ms).
-pub fn process_cpu() -> Result<Duration, BenchError> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    // The command name (field 2) is in parentheses and may hold spaces.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .ok_or("malformed /proc/self/stat")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state is field 3, so utime (14) and stime (15) are at 11, 12.
-    let ticks = |i: usize| -> Result<u64, BenchError> {
-        Ok(fields.get(i).ok_or("short /proc/self/stat")?.parse()?)
-    };
-    let total = ticks(11)? + ticks(12)?;
-    Ok(Duration::from_secs_f64(
-        total as f64 / clock_ticks_per_second(),
-    ))
-}
-
 /// CPU time this process's live threads have spent on a CPU, in nanoseconds, from
-/// `/proc/self/task/*/schedstat` (Linux). Finer than [`process_cpu`], but threads
-/// that have exited are not counted: use it where every thread lives as long as
-/// the measurement (the bench programs run on one thread).
+/// `/proc/self/task/*/schedstat` (Linux; nanosecond resolution, unlike the clock
+/// ticks of `/proc/self/stat`). Threads that have exited are not counted: use it
+/// where every thread lives as long as the measurement (the bench programs run on
+/// one thread).
 pub fn threads_cpu() -> Result<Duration, BenchError> {
     let mut total: u64 = 0;
     for task in std::fs::read_dir("/proc/self/task")? {
@@ -305,11 +286,6 @@ pub fn threads_cpu() -> Result<Duration, BenchError> {
         total += on_cpu;
     }
     Ok(Duration::from_nanos(total))
-}
-
-/// `sysconf(_SC_CLK_TCK)`, which is 100 on every mainstream Linux build.
-fn clock_ticks_per_second() -> f64 {
-    100.0
 }
 
 /// Resident set size of this process in bytes, from `/proc/self/statm` (Linux).
@@ -550,7 +526,6 @@ mod tests {
     #[test]
     fn proc_readings_work_here() {
         if cfg!(target_os = "linux") {
-            assert!(process_cpu().is_ok());
             assert!(threads_cpu().is_ok_and(|cpu| cpu > Duration::ZERO));
             assert!(resident_bytes().is_ok_and(|rss| rss > 0));
         }

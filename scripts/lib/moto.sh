@@ -72,7 +72,7 @@ moto_start() {
                 break
             fi
             if "$MOTO_VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=1)" "$MOTO_ENDPOINT" 2>/dev/null; then
-                echo "==> moto_server${mode:+ ($mode, waitress)} answering at $MOTO_ENDPOINT (pid $MOTO_PID, log .moto/server.log)"
+                echo "==> moto_server${mode:+ ($mode, waitress)} answering at $MOTO_ENDPOINT (pid $MOTO_PID, log ${MOTO_LOG_DIR#"$root/"}/server.log)"
                 export MOTO_ENDPOINT
                 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
                 export AWS_EC2_METADATA_DISABLED=true

@@ -161,6 +161,7 @@ async fn run(locks: usize) -> Result<serde_json::Value, BenchError> {
     let client = LockClient::builder_shared(recorder.clone())
         .owner(OWNER)
         .lease(lease)
+        .heartbeat_period(period)
         .build()?;
     // Warm the runtime, the client and the allocator up with one batch of
     // acquisitions of other keys, released again, so that the transient memory
