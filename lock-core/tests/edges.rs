@@ -1,0 +1,527 @@
+//! Every way out of a lock, tasks of one client contending for a key, and dead
+//! holders taken over by short attempts; over the in-memory store in paused time.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOptions, ConditionalStore, Fence, FenceUpdate, LockClient, LockError, LockKey,
+    LostReason, NewRecord, Rvn,
+};
+use lock_memory::{FaultyStore, MemoryStore};
+use support::{Delayed, LEASE, client, wait};
+use tokio::time::{Instant, timeout};
+
+/// Long enough for anything in these tests to happen, short enough that a
+/// regression fails instead of hanging.
+const PATIENCE: Duration = Duration::from_secs(600);
+
+fn key(name: &str) -> LockKey {
+    LockKey::new(name)
+}
+
+// ---- 1. Drop, then acquire again ------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_guard_and_acquiring_again_on_the_same_client_succeeds() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    for fence in 1..=3 {
+        let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+        assert_eq!(guard.fence(), Fence(fence));
+        drop(guard);
+    }
+    // try_acquire waits for the client's own pending release: that is not "busy".
+    drop(a.acquire("job", AcquireOptions::new()).await.unwrap());
+    let guard = a.try_acquire("job").await.unwrap().expect("not busy");
+    assert_eq!(guard.fence(), Fence(5));
+    guard.release().await.unwrap();
+    assert!(store.record(&key("job")).unwrap().released);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_after_a_drop_waits_for_a_slow_release_then_gets_the_lock() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    store.delay_writes(Duration::from_secs(1));
+    drop(guard);
+    // The release is on the wire when the acquire starts.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let started = Instant::now();
+    let again = timeout(PATIENCE, a.acquire("job", AcquireOptions::new()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.fence(), Fence(2));
+    // The rest of the release's reply, then the acquire's own (1 s).
+    assert_eq!(Instant::now() - started, Duration::from_millis(1990));
+    let puts = store.puts();
+    assert!(puts[puts.len() - 2].new.as_ref().unwrap().released);
+    assert_eq!(puts[puts.len() - 1].expect, Some(lock_core::Expect::Vacant));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_right_after_a_drop_is_handed_the_lock_in_one_write() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let rvn = store.inner.record(&key("job")).unwrap().rvn;
+    drop(guard);
+    let puts = store.puts().len();
+    let again = a.try_acquire("job").await.unwrap().expect("handed over");
+    assert_eq!(again.fence(), Fence(2));
+    let puts = &store.puts()[puts..];
+    assert_eq!(puts.len(), 1, "{puts:?}");
+    assert_eq!(puts[0].expect, Some(lock_core::Expect::Version(rvn)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_lock_retried_after_its_lease_went_in_danger_acquires_again() {
+    let faulty = FaultyStore::new(MemoryStore::new(), 1);
+    let a = client(faulty.clone(), "a");
+    let run = a.with_lock("job", AcquireOptions::new(), |_lock| async {
+        // Every heartbeat fails from now on: the lease goes in danger.
+        faulty.set_unavailable(true);
+        std::future::pending::<()>().await
+    });
+    let error = timeout(PATIENCE, run).await.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            LockError::Lost {
+                reason: LostReason::InDanger,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    faulty.set_unavailable(false);
+    let guard = timeout(PATIENCE, a.acquire("job", AcquireOptions::new()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.fence(), Fence(2), "acquired afresh, not shared");
+    guard.release().await.unwrap();
+}
+
+// ---- 2. Tasks of one client contend ---------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn tasks_of_one_client_queue_in_order_and_are_handed_the_lock_in_one_write() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let mut tasks = Vec::new();
+    for name in ["b", "c", "d"] {
+        let client = a.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = client
+                .acquire("leader", wait(Duration::from_secs(60)))
+                .await
+                .unwrap();
+            let got = (name, guard.fence(), Instant::now());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            assert!(guard.is_safe());
+            guard.release().await.unwrap();
+            got
+        }));
+        // Queue in this order.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let calls = store.calls();
+    let released = Instant::now();
+    leader.release().await.unwrap();
+    let mut got = Vec::new();
+    for task in tasks {
+        got.push(timeout(PATIENCE, task).await.unwrap().unwrap());
+    }
+    let names: Vec<&str> = got.iter().map(|(name, _, _)| *name).collect();
+    assert_eq!(names, ["b", "c", "d"], "FIFO");
+    let fences: Vec<Fence> = got.iter().map(|(_, fence, _)| *fence).collect();
+    assert_eq!(fences, [Fence(2), Fence(3), Fence(4)]);
+    // Handed over at once: no poll, no lease waited out.
+    assert!(got[0].2 - released < Duration::from_millis(1));
+    // Three hand-offs of one write each, and the last release.
+    assert_eq!(store.calls() - calls, 4, "{:?}", store.history());
+    let record = store.record(&key("leader")).unwrap();
+    assert!(record.released);
+    assert_eq!(record.fence, Fence(4));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_waiter_times_out_naming_the_holder_and_fail_fast_is_already_held() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let calls = store.calls();
+    let started = Instant::now();
+    let error = a
+        .acquire("leader", wait(Duration::from_secs(3)))
+        .await
+        .unwrap_err();
+    match error {
+        LockError::AcquireTimeout { holder, waited, .. } => {
+            assert_eq!(holder.as_deref(), Some("a"));
+            assert_eq!(waited, Duration::from_secs(3));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(Instant::now() - started, Duration::from_secs(3));
+    // Queued inside the client: the store was not polled (heartbeats aside).
+    let polls = store
+        .history()
+        .iter()
+        .skip(calls)
+        .filter(|entry| !entry.is_write())
+        .count();
+    assert_eq!(polls, 0);
+    let error = a
+        .acquire("leader", AcquireOptions::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, LockError::AlreadyHeld { .. }), "{error:?}");
+    assert!(!error.to_string().contains("reentrant"), "{error}");
+    assert!(a.try_acquire("leader").await.unwrap().is_none());
+    leader.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_queued_waiter_leaves_the_queue_to_the_next() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let quitter = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let patient = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    quitter.abort();
+    leader.release().await.unwrap();
+    let guard = timeout(PATIENCE, patient).await.unwrap().unwrap().unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_holder_hands_the_lock_to_the_next_local_waiter() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let next = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    drop(leader);
+    let guard = timeout(PATIENCE, next).await.unwrap().unwrap().unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+    assert!(!store.record(&key("leader")).unwrap().released);
+    // A waiter of another client sees a held lock and waits.
+    let b = client(store.clone(), "b");
+    assert!(b.try_acquire("leader").await.unwrap().is_none());
+    guard.release().await.unwrap();
+    assert!(b.try_acquire("leader").await.unwrap().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_local_waiter_gets_a_lock_its_holder_lost_to_another_client_by_waiting_normally() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let admin = client(store.clone(), "admin");
+    let b = client(store.clone(), "b");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let next = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    admin.force_release("leader").await.unwrap();
+    let thief = b.acquire("leader", AcquireOptions::new()).await.unwrap();
+    timeout(PATIENCE, leader.lost()).await.unwrap();
+    // The stale guard's release writes nothing; the waiter now waits for b.
+    let writes = store.writes();
+    assert!(leader.release().await.is_err());
+    assert_eq!(store.writes(), writes);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    thief.release().await.unwrap();
+    let guard = timeout(PATIENCE, next).await.unwrap().unwrap().unwrap();
+    assert_eq!(guard.fence(), Fence(3));
+    guard.release().await.unwrap();
+}
+
+// ---- 3. A cancelled write that applied is ours -----------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_set_data_that_applied_is_recognised_as_this_clients_own() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    store.delay_writes(Duration::from_secs(1));
+    // The caller gives up while the reply is on its way; the write applied.
+    let cancelled = timeout(
+        Duration::from_millis(100),
+        guard.set_data(Some(b"v2".to_vec())),
+    )
+    .await;
+    assert!(cancelled.is_err());
+    assert_eq!(
+        store.inner.record(&key("job")).unwrap().data.as_deref(),
+        Some(&b"v2"[..])
+    );
+    store.delay_writes(Duration::ZERO);
+    // Heartbeats resolve it as ours: the lock is kept, for many leases.
+    tokio::time::sleep(LEASE * 3).await;
+    assert!(guard.is_safe(), "{:?}", guard.state());
+    assert_eq!(guard.data().as_deref(), Some(&b"v2"[..]));
+    guard.release().await.unwrap();
+    assert!(store.inner.record(&key("job")).unwrap().released);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_heartbeat_cancelled_by_its_own_release_that_applied_is_ours() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    store.delay_writes(Duration::from_secs(1));
+    let cancelled = timeout(
+        Duration::from_millis(100),
+        guard.set_data(Some(b"v2".to_vec())),
+    )
+    .await;
+    assert!(cancelled.is_err());
+    store.delay_writes(Duration::ZERO);
+    // The release expects the version before the cancelled write; the store shows
+    // the cancelled write's: it is ours, and the release goes on top of it.
+    guard.release().await.unwrap();
+    let record = store.inner.record(&key("job")).unwrap();
+    assert!(record.released, "{record:?}");
+}
+
+// ---- 4. A dropped release, a dropped guard ---------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_release_future_still_releases_in_the_background() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    store.delay_writes(Duration::from_secs(1));
+    // The first heartbeat is on the wire (it holds the write lock) when the
+    // release starts; the caller gives up on the release before it writes.
+    tokio::time::sleep(Duration::from_millis(2010)).await;
+    let cancelled = timeout(Duration::from_millis(100), guard.release()).await;
+    assert!(cancelled.is_err());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let record = store.inner.record(&key("job")).unwrap();
+    assert!(record.released, "{record:?}");
+    assert!(a.held_keys().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_release_and_delete_future_still_deletes() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    store.delay_writes(Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_millis(2010)).await;
+    let cancelled = timeout(Duration::from_millis(100), guard.release_and_delete()).await;
+    assert!(cancelled.is_err());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(store.inner.record(&key("job")).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_guard_honours_delete_on_release() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a
+        .acquire("job", AcquireOptions::new().delete_on_release(true))
+        .await
+        .unwrap();
+    drop(guard);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(store.record(&key("job")).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_for_background_releases_and_reports_them() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let dropped = a.acquire("dropped", AcquireOptions::new()).await.unwrap();
+    let held = a.acquire("held", AcquireOptions::new()).await.unwrap();
+    store.delay_writes(Duration::from_secs(1));
+    drop(dropped);
+    // Its release is on the wire when shutdown starts.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let report = a.shutdown().await.unwrap();
+    let mut released = report.released.clone();
+    released.sort();
+    assert_eq!(released, [key("dropped"), key("held")], "{report:?}");
+    assert!(store.inner.record(&key("dropped")).unwrap().released);
+    assert!(store.inner.record(&key("held")).unwrap().released);
+    drop(held);
+}
+
+// ---- 5. No duration panics -------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn waiting_forever_waits_and_does_not_panic() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = client(store.clone(), "b");
+    let held = b.acquire("job", AcquireOptions::new()).await.unwrap();
+    let forever = timeout(
+        Duration::from_secs(3600),
+        a.acquire("job", wait(Duration::MAX).refresh_period(Duration::MAX)),
+    )
+    .await;
+    assert!(forever.is_err(), "still waiting for the live holder");
+    assert!(held.is_safe());
+    // And it takes the lock once released.
+    let waiter = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("job", wait(Duration::MAX)).await })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    held.release().await.unwrap();
+    let guard = timeout(PATIENCE, waiter).await.unwrap().unwrap().unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_record_with_an_enormous_lease_does_not_panic_a_waiter() {
+    let store = MemoryStore::new();
+    store
+        .put(
+            &key("job"),
+            lock_core::Expect::Vacant,
+            NewRecord {
+                owner: "someone".into(),
+                rvn: Rvn::fresh(),
+                lease: Duration::MAX,
+                released: false,
+                fence: FenceUpdate::Next,
+                data: None,
+                expires_at: None,
+            },
+        )
+        .await
+        .unwrap();
+    let a = client(store.clone(), "a");
+    assert!(a.try_acquire("job").await.unwrap().is_none());
+    let error = a
+        .acquire("job", wait(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, LockError::AcquireTimeout { .. }), "{error}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn durations_that_would_overflow_are_refused_or_saturated() {
+    let store = MemoryStore::new();
+    let refused = LockClient::builder(store.clone())
+        .lease(Duration::MAX)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(refused, LockError::InvalidConfig(_)),
+        "{refused:?}"
+    );
+    // A client whose other durations are enormous works and never panics.
+    let a = LockClient::builder(store.clone())
+        .owner("a")
+        .lease(LEASE)
+        .refresh_period(Duration::MAX)
+        .retry_backoff(Duration::MAX, Duration::MAX)
+        .shutdown_timeout(Duration::MAX)
+        .build()
+        .unwrap();
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(guard.is_safe());
+    drop(guard);
+    let report = timeout(PATIENCE, a.shutdown()).await.unwrap().unwrap();
+    assert_eq!(report.released, [key("job")]);
+}
+
+// ---- 6. A dead holder is taken over by short attempts ---------------------
+
+/// "job" held by a client that then died: its record stays, nobody heartbeats it.
+async fn dead_holder(store: &MemoryStore) {
+    let dead = client(store.clone(), "dead");
+    let detached = dead
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    assert_eq!(detached.fence(), Fence(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn repeated_try_acquire_takes_over_a_dead_holder() {
+    let store = MemoryStore::new();
+    dead_holder(&store).await;
+    let started = Instant::now();
+    let a = client(store.clone(), "a");
+    let guard = loop {
+        if let Some(guard) = a.try_acquire("job").await.unwrap() {
+            break guard;
+        }
+        assert!(Instant::now() - started < LEASE * 2, "never taken over");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    let waited = Instant::now() - started;
+    // lease × (1 + drift) from the first sighting, to the next attempt.
+    assert!(waited >= Duration::from_millis(10_100), "{waited:?}");
+    assert!(waited <= Duration::from_millis(11_100), "{waited:?}");
+    assert_eq!(guard.fence(), Fence(2));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn short_waits_of_clones_share_what_they_saw_of_a_dead_holder() {
+    let store = MemoryStore::new();
+    dead_holder(&store).await;
+    let a = client(store.clone(), "a");
+    let started = Instant::now();
+    let mut attempts = 0;
+    let guard = loop {
+        attempts += 1;
+        match a.clone().acquire("job", wait(Duration::from_secs(2))).await {
+            Ok(guard) => break guard,
+            Err(LockError::AcquireTimeout { holder, .. }) => {
+                assert_eq!(holder.as_deref(), Some("dead"));
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+        assert!(Instant::now() - started < LEASE * 2, "never taken over");
+    };
+    assert!(attempts >= 5, "{attempts}");
+    assert!(Instant::now() - started <= Duration::from_millis(10_200));
+    assert_eq!(guard.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_live_holder_is_not_taken_over_by_short_attempts() {
+    let store = MemoryStore::new();
+    let b = client(store.clone(), "b");
+    let held = b.acquire("job", AcquireOptions::new()).await.unwrap();
+    let a = client(store.clone(), "a");
+    for _ in 0..40 {
+        assert!(a.try_acquire("job").await.unwrap().is_none());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(held.is_safe());
+    held.release().await.unwrap();
+    assert!(a.try_acquire("job").await.unwrap().is_some());
+}

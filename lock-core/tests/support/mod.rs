@@ -1,0 +1,161 @@
+//! What the lock-core integration tests share: a client with short timings, and
+//! a store whose replies arrive late.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOptions, Capabilities, ConditionalStore, Cursor, Expect, LockClient, LockKey,
+    LockRecord, NewRecord, Outcome, Page, StoreError,
+};
+use lock_memory::MemoryStore;
+use tokio::time::Instant;
+
+/// The lease of [`client`]: safe time 10 s × 0.99 − 0.5 s = 9.4 s, takeover after
+/// 10.1 s, heartbeat every 2 s, polls every 0.25–0.5 s.
+pub const LEASE: Duration = Duration::from_secs(10);
+
+/// A client with [`LEASE`] and short, fixed timings.
+pub fn client(store: impl ConditionalStore, owner: &str) -> LockClient {
+    LockClient::builder(store)
+        .owner(owner)
+        .lease(LEASE)
+        .heartbeat_period(Duration::from_secs(2))
+        .refresh_period(Duration::from_millis(500))
+        .max_clock_drift(0.01)
+        .safety_margin(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+/// Acquire options waiting up to `budget`.
+pub fn wait(budget: Duration) -> AcquireOptions {
+    AcquireOptions::new().wait(budget)
+}
+
+/// One call a [`Delayed`] store served: when it was sent and when its reply left.
+#[derive(Clone, Debug)]
+pub struct Served {
+    pub op: &'static str,
+    pub expect: Option<Expect>,
+    pub new: Option<NewRecord>,
+    pub sent: Instant,
+    pub replied: Instant,
+}
+
+/// A memory store whose calls take effect at once and whose replies arrive late:
+/// a request already on the wire, a response still on its way back. The delays
+/// can be changed while clients use it.
+#[derive(Clone, Debug)]
+pub struct Delayed {
+    pub inner: MemoryStore,
+    delays: Arc<Mutex<Delays>>,
+    served: Arc<Mutex<Vec<Served>>>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Delays {
+    put: Duration,
+    get: Duration,
+    delete: Duration,
+}
+
+impl Delayed {
+    pub fn new(inner: MemoryStore) -> Self {
+        Self {
+            inner,
+            delays: Arc::default(),
+            served: Arc::default(),
+        }
+    }
+
+    /// Replies to writes (put and delete) arrive `delay` after they applied.
+    pub fn delay_writes(&self, delay: Duration) {
+        let mut delays = self.delays.lock().unwrap();
+        delays.put = delay;
+        delays.delete = delay;
+    }
+
+    /// Replies to reads arrive `delay` after the read.
+    pub fn delay_reads(&self, delay: Duration) {
+        self.delays.lock().unwrap().get = delay;
+    }
+
+    /// Every call served so far, in the order they were sent.
+    pub fn served(&self) -> Vec<Served> {
+        self.served.lock().unwrap().clone()
+    }
+
+    /// The puts served so far.
+    pub fn puts(&self) -> Vec<Served> {
+        self.served()
+            .into_iter()
+            .filter(|call| call.op == "put")
+            .collect()
+    }
+
+    async fn reply<T>(
+        &self,
+        op: &'static str,
+        expect: Option<Expect>,
+        new: Option<NewRecord>,
+        delay: Duration,
+        result: T,
+    ) -> T {
+        let sent = Instant::now();
+        let index = {
+            let mut served = self.served.lock().unwrap();
+            served.push(Served {
+                op,
+                expect,
+                new,
+                sent,
+                replied: sent + delay,
+            });
+            served.len() - 1
+        };
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        self.served.lock().unwrap()[index].replied = Instant::now();
+        result
+    }
+}
+
+#[async_trait::async_trait]
+impl ConditionalStore for Delayed {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        let delay = self.delays.lock().unwrap().get;
+        let result = self.inner.get(key).await;
+        self.reply("get", None, None, delay, result).await
+    }
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        let delay = self.delays.lock().unwrap().put;
+        let result = self.inner.put(key, expect.clone(), new.clone()).await;
+        self.reply("put", Some(expect), Some(new), delay, result)
+            .await
+    }
+    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+        let delay = self.delays.lock().unwrap().delete;
+        let result = self.inner.delete(key, expect.clone()).await;
+        self.reply("delete", Some(expect), None, delay, result)
+            .await
+    }
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        self.inner.list(partition, cursor, limit).await
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+}
