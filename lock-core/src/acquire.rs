@@ -1,18 +1,22 @@
-//! Acquire: one conditional write when the lock is vacant, otherwise watch the
-//! holder's record and take it over once its RVN has not changed for
-//! `lease × (1 + drift)`.
+//! Acquire: take this client's turn at the key (acquires of one key on one
+//! client queue, first come first served), then one conditional write when the
+//! lock is vacant or was handed over by the previous local holder; otherwise
+//! watch the holder's record and take it over once its RVN has not changed for
+//! `lease × (1 + drift)`, counted from this client's first sighting of that RVN
+//! (remembered across acquires, see `sightings`).
 
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 use tracing::Instrument;
 
-use crate::client::Inner;
-use crate::clock::Instant;
+use crate::clock::{Instant, later};
 use crate::held::Held;
+use crate::shared::Shared;
+use crate::turns::{Handoff, NoTurn, Phase, Turn};
 use crate::{
     AcquireOptions, Expect, FenceUpdate, LockError, LockGuard, LockKey, LockRecord, NewRecord,
-    Observation, Outcome, Rvn, StoreError,
+    Outcome, Rvn, StoreError, Takeover,
 };
 
 /// How many times in a row a released record may be retried at once before the
@@ -23,21 +27,42 @@ const QUICK_RETRIES: u32 = 3;
 /// room for one, the write in flight of an acquire that is not retrying.
 type Candidates = SmallVec<[(Rvn, Instant); 1]>;
 
-/// Writes of an acquire whose outcome is unknown. If the acquire ends without the
-/// lock (timeout, error, or its future dropped), they are released in the
-/// background: one may have applied.
-struct Unresolved<'a> {
-    inner: &'a Arc<Inner>,
+/// One acquire in progress: its turn at the key, the lock handed to it (if the
+/// previous local holder handed it over), and its writes whose outcome is
+/// unknown. If the acquire ends without the lock (timeout, error, or its future
+/// dropped), the writes are released in the background (one may have applied),
+/// and so is a handed lock nobody else in the queue will take.
+struct Attempt<'a> {
+    shared: &'a Arc<Shared>,
     key: &'a LockKey,
     writes: Candidates,
+    turn: Option<Turn>,
+    handed: Option<Handoff>,
 }
 
-impl Drop for Unresolved<'_> {
+impl Drop for Attempt<'_> {
     fn drop(&mut self) {
-        if !self.writes.is_empty() {
-            let rvns = self.writes.drain(..).map(|(rvn, _)| rvn).collect();
-            self.inner.release_abandoned(self.key.clone(), rvns);
+        let mut rvns: Vec<Rvn> = self.writes.drain(..).map(|(rvn, _)| rvn).collect();
+        if let Some(handed) = self.handed.take() {
+            match self.turn.as_mut() {
+                Some(turn) if turn.has_waiters() => turn.hand_off(handed),
+                _ => rvns.push(handed.rvn),
+            }
         }
+        if !rvns.is_empty() {
+            self.shared.release_abandoned(self.key.clone(), rvns);
+        }
+        // The turn goes to the next waiter as this is dropped.
+    }
+}
+
+impl Attempt<'_> {
+    /// A write of this acquire applied: the lock is ours.
+    fn ours(&self, current: &LockRecord) -> Option<Instant> {
+        self.writes
+            .iter()
+            .find(|(rvn, _)| *rvn == current.rvn)
+            .map(|(_, sent)| *sent)
     }
 }
 
@@ -57,14 +82,14 @@ enum Reply {
 }
 
 /// How one acquire write ended.
-enum Attempt {
+enum Written {
     /// It applied (the lock is held), or the acquire is over.
     Done(Result<LockGuard, LockError>),
     /// It did not apply, or may have: what the store said.
     Learned(Reply),
 }
 
-impl Inner {
+impl Shared {
     /// Acquire `key` (see [`LockClient::acquire`](crate::LockClient::acquire)).
     pub(crate) async fn acquire(
         self: &Arc<Self>,
@@ -73,60 +98,105 @@ impl Inner {
     ) -> Result<LockGuard, LockError> {
         self.ensure_running()?;
         self.validate_input(&key, options.data.as_deref())?;
-        if let Some(guard) = self.reacquire(&key, options.reentrant)? {
+        if options.reentrant
+            && let Some(guard) = self.share(&key)
+        {
             return Ok(guard);
         }
         let span = tracing::info_span!("acquire", key = %key, owner = %self.config.owner);
-        let mut unknown = Unresolved {
-            inner: self,
+        let mut attempt = Attempt {
+            shared: self,
             key: &key,
             writes: Candidates::new(),
+            turn: None,
+            handed: None,
         };
         let result = async {
             let started = self.clock.now();
-            // A vacant lock, the common case, is one write: the loop that waits,
-            // retries and takes over is boxed, so this future stays small.
-            let first = if options.only_if_exists {
-                None
+            let deadline = later(started, options.wait);
+            let mut turn = self.take_turn(&key, &options, started, deadline).await?;
+            // After a wait in the queue, the first write is sent now, not at the start.
+            let sent = if turn.waited {
+                self.clock.now()
             } else {
-                let put = self.put_acquire(
-                    &key,
-                    Expect::Vacant,
-                    &options,
-                    &mut unknown.writes,
-                    started,
-                    None,
-                );
-                match put.await {
-                    Attempt::Done(result) => return result,
-                    Attempt::Learned(reply) => Some(reply),
+                started
+            };
+            attempt.handed = turn.take_handoff();
+            attempt.turn = Some(turn);
+            // A vacant or handed-over lock, the common case, is one write: the loop
+            // that waits, retries and takes over is boxed, so this future stays small.
+            let expect = match &attempt.handed {
+                Some(handed) => Some(Expect::Version(handed.rvn.clone())),
+                None if options.only_if_exists => None,
+                None => Some(Expect::Vacant),
+            };
+            let first = match expect {
+                None => None,
+                Some(expect) => {
+                    let put = self.put_acquire(&key, expect, &options, &mut attempt, sent, None);
+                    match put.await {
+                        Written::Done(result) => return result,
+                        Written::Learned(reply) => Some(reply),
+                    }
                 }
             };
-            Box::pin(self.acquire_loop(&key, options, &mut unknown.writes, started, first)).await
+            let looped = self.acquire_loop(&key, &options, &mut attempt, started, deadline, first);
+            Box::pin(looped).await
         }
         .instrument(span)
         .await;
         if result.is_ok() {
             // The lock is ours; no other write of this acquire can apply on top
             // of it, since each was conditional on a record that is gone.
-            unknown.writes.clear();
+            attempt.writes.clear();
         }
         result
     }
 
+    /// This client's turn at `key`: at once, after the task ahead (a holder, an
+    /// acquire, a release of this client) is done with it, or an error.
+    async fn take_turn(
+        &self,
+        key: &LockKey,
+        options: &AcquireOptions,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Turn, LockError> {
+        let fail_fast = options.wait.is_zero();
+        let clock = self.clock.clone();
+        match self
+            .turns
+            .take(key, fail_fast, move || clock.sleep_until(deadline))
+            .await
+        {
+            Ok(turn) => Ok(turn),
+            Err(NoTurn::Busy) => Err(LockError::AlreadyHeld { key: key.clone() }),
+            Err(NoTurn::TimedOut(phase)) => Err(LockError::AcquireTimeout {
+                key: key.clone(),
+                // An acquire of this client ahead in the queue is itself waiting
+                // for someone: name that holder if it has been seen.
+                holder: match phase {
+                    Phase::Acquiring => self.sightings.holder(key),
+                    Phase::Holding | Phase::Releasing => None,
+                }
+                .or_else(|| Some(self.config.owner.clone())),
+                waited: self.clock.now().saturating_duration_since(started),
+            }),
+        }
+    }
+
     /// One acquire write with a fresh RVN, sent at `sent` (a clock reading just
     /// before; an early one is conservative, since the lease counts from it).
-    /// `previous` names the holder being taken over, for the log.
+    /// `previous` is the expired holder being taken over.
     async fn put_acquire(
         self: &Arc<Self>,
         key: &LockKey,
         expect: Expect,
         options: &AcquireOptions,
-        candidates: &mut Candidates,
+        attempt: &mut Attempt<'_>,
         sent: Instant,
-        previous: Option<&str>,
-    ) -> Attempt {
-        let takeover = matches!(expect, Expect::Version(_));
+        previous: Option<Takeover>,
+    ) -> Written {
         let rvn = Rvn::fresh();
         let new = NewRecord {
             owner: self.config.owner.clone(),
@@ -139,42 +209,48 @@ impl Inner {
         };
         // Unresolved while in flight: if this future is dropped during the call,
         // the write may still apply and must be cleaned up.
-        candidates.push((rvn, sent));
+        attempt.writes.push((rvn, sent));
         let result = self.store.put(key, expect, new).await;
-        let ours = |current: &LockRecord| {
-            candidates
+        let ours = |attempt: &Attempt<'_>, current: &LockRecord| {
+            attempt
+                .writes
                 .last()
                 .is_some_and(|(rvn, _)| *rvn == current.rvn)
         };
         match result {
             Ok(Outcome::Applied(record)) => {
                 debug_assert!(
-                    ours(&record),
+                    ours(attempt, &record),
                     "a store applied a write but returned another RVN"
                 );
-                if takeover {
-                    tracing::info!(fence = %record.fence, previous = previous.unwrap_or("-"), "took over expired lock");
+                if let Some(previous) = &previous {
+                    tracing::info!(fence = %record.fence, previous = %previous.owner, "took over expired lock");
                 }
                 // The record carries this write's RVN: no copy of our own is
                 // kept (each is an atomic reference count). The caller clears the
                 // candidates once the lock is held.
-                Attempt::Done(self.hold_unless_shut_down(record, sent, options))
+                attempt.handed = None;
+                let turn = attempt.turn.take();
+                Written::Done(self.hold_unless_shut_down(record, sent, options, turn, previous))
             }
             Ok(Outcome::Rejected { current }) => {
                 // A rejection that shows our own RVN (a store that retried
                 // internally) stays a candidate and is resolved by the caller; so
                 // does one without the current record, until the caller's read
                 // shows whether the write applied after all.
-                if current.as_ref().is_some_and(|current| !ours(current)) {
-                    candidates.pop();
+                if current
+                    .as_ref()
+                    .is_some_and(|current| !ours(attempt, current))
+                {
+                    attempt.writes.pop();
                 }
-                Attempt::Learned(Reply::Rejected(current))
+                Written::Learned(Reply::Rejected(current))
             }
             Err(error) => {
                 if !error.is_ambiguous() {
-                    candidates.pop();
+                    attempt.writes.pop();
                 }
-                Attempt::Learned(Reply::Failed(error))
+                Written::Learned(Reply::Failed(error))
             }
         }
     }
@@ -185,15 +261,19 @@ impl Inner {
     async fn acquire_loop(
         self: &Arc<Self>,
         key: &LockKey,
-        options: AcquireOptions,
-        candidates: &mut Candidates,
+        options: &AcquireOptions,
+        attempt: &mut Attempt<'_>,
         started: Instant,
+        deadline: Instant,
         mut first: Option<Reply>,
     ) -> Result<LockGuard, LockError> {
         let timing = self.config.timing;
-        let deadline = started + options.wait;
         let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
-        let mut observation: Option<Observation> = None;
+        // The held record last seen (its RVN) and who held it: what a takeover
+        // write on top of that RVN replaces.
+        let mut takeover: Option<(Rvn, Takeover)> = None;
+        // The holder wrote while this client watched (busy-unless-dead gives up).
+        let mut alive = false;
         let mut step = if options.only_if_exists {
             Step::Read
         } else {
@@ -207,12 +287,17 @@ impl Inner {
             let reply = match (first.take(), std::mem::replace(&mut step, Step::Read)) {
                 (Some(reply), _) => reply,
                 (None, Step::Put(expect)) => {
-                    let previous = observation.as_ref().map(|o| o.owner.as_str());
                     let sent = self.clock.now();
-                    let put = self.put_acquire(key, expect, &options, candidates, sent, previous);
+                    let previous = match (&expect, &takeover) {
+                        (Expect::Version(rvn), Some((seen, previous))) if seen == rvn => {
+                            Some(previous.clone())
+                        }
+                        _ => None,
+                    };
+                    let put = self.put_acquire(key, expect, options, attempt, sent, previous);
                     match put.await {
-                        Attempt::Done(result) => return result,
-                        Attempt::Learned(reply) => reply,
+                        Written::Done(result) => return result,
+                        Written::Learned(reply) => reply,
                     }
                 }
                 (None, Step::Read) => match self.store.get(key).await {
@@ -229,12 +314,13 @@ impl Inner {
                     // record read back shows its RVN.
                     if let Ok(current) = &seen
                         && !current.as_ref().is_some_and(|current| {
-                            candidates
+                            attempt
+                                .writes
                                 .last()
                                 .is_some_and(|(rvn, _)| *rvn == current.rvn)
                         })
                     {
-                        candidates.pop();
+                        attempt.writes.pop();
                     }
                     seen
                 }
@@ -252,9 +338,10 @@ impl Inner {
                     }
                     // Keep resolving an ambiguous write past the wait budget for as
                     // long as that write, if it applied, would still hold the lock.
-                    let resolve_until = candidates
+                    let resolve_until = attempt
+                        .writes
                         .iter()
-                        .map(|(_, sent)| *sent + timing.lease)
+                        .map(|(_, sent)| later(*sent, timing.lease))
                         .max()
                         .map_or(deadline, |until| until.max(deadline));
                     if now >= resolve_until {
@@ -264,18 +351,20 @@ impl Inner {
                     let pause = self.backoff(errors);
                     errors = errors.saturating_add(1);
                     self.clock
-                        .sleep_until((now + pause).min(resolve_until))
+                        .sleep_until(later(now, pause).min(resolve_until))
                         .await;
                     // After an ambiguous write, read to learn whether it applied;
                     // otherwise the write surely did not apply: repeat it.
-                    if !error.is_ambiguous() && candidates.is_empty() {
+                    if !error.is_ambiguous() && attempt.writes.is_empty() {
                         step = retry_step;
                     }
                     continue;
                 }
             };
             let Some(record) = current else {
-                if options.only_if_exists && candidates.is_empty() {
+                self.sightings.forget(key);
+                attempt.handed = None;
+                if options.only_if_exists && attempt.writes.is_empty() {
                     return Err(LockError::NotFound { key: key.clone() });
                 }
                 step = Step::Put(Expect::Vacant);
@@ -286,17 +375,31 @@ impl Inner {
                 }
                 continue;
             };
-            if let Some(&(_, sent)) = candidates.iter().find(|(rvn, _)| *rvn == record.rvn) {
+            if let Some(sent) = attempt.ours(&record) {
                 // One of our ambiguous writes applied.
                 if timing.lease_state(sent, record.lease, now).is_safe() {
                     tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
-                    return self.hold_unless_shut_down(record, sent, &options);
+                    attempt.handed = None;
+                    let turn = attempt.turn.take();
+                    return self.hold_unless_shut_down(record, sent, options, turn, None);
                 }
                 // Too old to trust: acquire it afresh (a new fence) on top of it.
                 step = Step::Put(Expect::Version(record.rvn));
                 continue;
             }
+            if attempt
+                .handed
+                .as_ref()
+                .is_some_and(|handed| handed.rvn == record.rvn)
+            {
+                // Still the lock the previous local holder handed over: take it.
+                step = Step::Put(Expect::Version(record.rvn));
+                continue;
+            }
+            // Someone else wrote on top of the handed lock: it is theirs now.
+            attempt.handed = None;
             if record.released {
+                self.sightings.forget(key);
                 step = if options.only_if_exists {
                     Step::Put(Expect::Version(record.rvn))
                 } else {
@@ -310,38 +413,45 @@ impl Inner {
                 continue;
             }
             quick = 0;
-            // Held by someone else: count from the first time we saw this RVN.
-            let watched = match observation.take() {
-                Some(seen) if seen.rvn == record.rvn => seen,
-                _ => Observation {
-                    rvn: record.rvn.clone(),
-                    lease: record.lease,
+            // Held by someone else: count from this client's first sighting of
+            // this RVN, in this acquire or an earlier one.
+            let sighting = self.sightings.saw(&record, now);
+            alive |= sighting.changed;
+            let takeover_at = timing.takeover_at(&sighting.observation);
+            takeover = Some((
+                record.rvn.clone(),
+                Takeover {
                     owner: record.owner.clone(),
-                    seen_at: now,
+                    fence: record.fence,
+                    data: record.data.clone(),
                 },
-            };
-            let takeover_at = timing.takeover_at(&watched);
+            ));
             if now >= takeover_at {
-                step = Step::Put(Expect::Version(watched.rvn.clone()));
-                observation = Some(watched);
+                step = Step::Put(Expect::Version(record.rvn));
                 continue;
             }
-            if now >= deadline {
+            // Busy-unless-dead: the budget only ends the wait once the holder has
+            // shown it is alive; a record that does not change is watched until
+            // it may be taken over.
+            let budget_applies = !options.busy_unless_dead || alive;
+            if budget_applies && now >= deadline {
                 return Err(LockError::AcquireTimeout {
                     key: key.clone(),
                     holder: Some(record.owner),
                     waited: now.saturating_duration_since(started),
                 });
             }
-            let wake = (now + self.jitter(refresh)).min(takeover_at).min(deadline);
+            let mut wake = later(now, self.jitter(refresh)).min(takeover_at);
+            if budget_applies {
+                wake = wake.min(deadline);
+            }
             tracing::trace!(holder = %record.owner, "lock held, waiting");
             self.clock.sleep_until(wake).await;
             step = if self.clock.now() >= takeover_at {
-                Step::Put(Expect::Version(watched.rvn.clone()))
+                Step::Put(Expect::Version(record.rvn))
             } else {
                 Step::Read
             };
-            observation = Some(watched);
         }
     }
 
@@ -362,7 +472,7 @@ impl Inner {
                 waited: now.saturating_duration_since(started),
             });
         }
-        let wake = (now + self.jitter(refresh)).min(deadline);
+        let wake = later(now, self.jitter(refresh)).min(deadline);
         self.clock.sleep_until(wake).await;
         Ok(())
     }
@@ -374,15 +484,18 @@ impl Inner {
         record: LockRecord,
         sent: Instant,
         options: &AcquireOptions,
+        turn: Option<Turn>,
+        took_over: Option<Takeover>,
     ) -> Result<LockGuard, LockError> {
         self.ensure_running()?;
-        let guard = self.hold(record, sent, options);
+        let guard = self.hold(record, sent, options, turn, took_over);
         if let Err(error) = self.ensure_running() {
             // Shutdown began while the lock was being recorded and may have
             // drained the held locks before it: undo, and let the clean-up release.
             let held = guard.disarm();
             held.update(|state| state.stopping = true);
             self.forget(&held);
+            held.end_turn(None);
             return Err(error);
         }
         Ok(guard)
@@ -395,8 +508,10 @@ impl Inner {
         record: LockRecord,
         sent: Instant,
         options: &AcquireOptions,
+        turn: Option<Turn>,
+        took_over: Option<Takeover>,
     ) -> LockGuard {
-        let held = Arc::new(Held::new(
+        let held = Held::new(
             record.key,
             record.fence,
             options.delete_on_release,
@@ -404,24 +519,18 @@ impl Inner {
             sent,
             self.config.timing.lease,
             record.data,
-        ));
+        )
+        .with_turn(turn, took_over);
+        let held = Arc::new(held);
         tracing::info!(key = %held.key, fence = %held.fence, owner = %self.config.owner, "acquired");
         self.register(&held, sent);
         LockGuard::new(self.clone(), held)
     }
 
-    /// A second guard for a lock this client already holds, or an error.
-    fn reacquire(
-        self: &Arc<Self>,
-        key: &LockKey,
-        reentrant: bool,
-    ) -> Result<Option<LockGuard>, LockError> {
-        let Some(held) = self.registry.get(key) else {
-            return Ok(None);
-        };
-        if !reentrant {
-            return Err(LockError::AlreadyHeld { key: key.clone() });
-        }
+    /// Another guard for the acquisition of `key` this client holds, if it holds
+    /// one that is neither lost nor being released (a reentrant acquire).
+    fn share(self: &Arc<Self>, key: &LockKey) -> Option<LockGuard> {
+        let held = self.registry.get(key)?;
         let shared = held.update(|state| {
             if state.lost.is_none() && !state.stopping {
                 state.guards += 1;
@@ -430,10 +539,6 @@ impl Inner {
                 false
             }
         });
-        if shared {
-            Ok(Some(LockGuard::new(self.clone(), held)))
-        } else {
-            Ok(None)
-        }
+        shared.then(|| LockGuard::new(self.clone(), held))
     }
 }

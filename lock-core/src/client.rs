@@ -1,24 +1,16 @@
-//! [`LockClient`]: the user-facing API, and the state it shares with its guards and
-//! its heartbeat task.
+//! [`LockClient`]: the user-facing API. Its state, shared with its guards and
+//! its heartbeat task, is `shared::Shared`.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinSet;
-use tracing::Instrument;
-
-use crate::clock::Instant;
-use crate::config::{ClientConfig, LockClientBuilder};
-use crate::heartbeat::Heartbeats;
-use crate::held::Held;
-use crate::registry::Registry;
-use crate::write::{HeldWrite, WriteEnd};
+use crate::config::LockClientBuilder;
+use crate::release::ShutdownReport;
+use crate::shared::Shared;
 use crate::{
-    AcquireOptions, Capabilities, Clock, ConditionalStore, Expect, FenceUpdate, ListOptions,
-    LockError, LockGuard, LockInfo, LockKey, LockPage, LockView, LostReason, NewRecord, Outcome,
-    Rvn,
+    AcquireOptions, ConditionalStore, ListOptions, LockError, LockGuard, LockInfo, LockKey,
+    LockPage, LockView, Rvn,
 };
 
 /// A client of one lock store: acquires locks, heartbeats them from one background
@@ -28,39 +20,7 @@ use crate::{
 /// one with [`LockClient::builder`].
 #[derive(Clone, Debug)]
 pub struct LockClient {
-    inner: Arc<Inner>,
-}
-
-/// What [`LockClient::shutdown`] did.
-#[derive(Debug, Default)]
-#[non_exhaustive]
-pub struct ShutdownReport {
-    /// Locks released (or already gone).
-    pub released: Vec<LockKey>,
-    /// Locks whose release failed, with the error.
-    pub failed: Vec<(LockKey, LockError)>,
-    /// Locks whose release did not finish within the shutdown timeout.
-    pub timed_out: Vec<LockKey>,
-}
-
-/// Attempts to release one abandoned acquisition before leaving it to expire.
-const ABANDONED_RELEASE_ATTEMPTS: u32 = 4;
-
-/// State shared by the client, its guards and its heartbeat task.
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub store: Arc<dyn ConditionalStore>,
-    pub clock: Arc<dyn Clock>,
-    pub config: ClientConfig,
-    pub caps: Capabilities,
-    /// The locks this client holds and when each heartbeats next.
-    pub registry: Arc<Registry>,
-    shut_down: AtomicBool,
-    /// The heartbeat task, started with the first lock (restarted if it ended).
-    heartbeats: Mutex<Option<Heartbeats>>,
-    /// Clean-up writes running in the background (releases of dropped guards and
-    /// of abandoned acquisitions); shutdown waits for them.
-    background: Mutex<JoinSet<()>>,
+    inner: Arc<Shared>,
 }
 
 impl LockClient {
@@ -73,27 +33,6 @@ impl LockClient {
     /// time as `Arc<dyn ConditionalStore>`).
     pub fn builder_shared(store: Arc<dyn ConditionalStore>) -> LockClientBuilder {
         LockClientBuilder::new(store)
-    }
-
-    pub(crate) fn from_parts(
-        store: Arc<dyn ConditionalStore>,
-        clock: Arc<dyn Clock>,
-        config: ClientConfig,
-    ) -> Self {
-        let caps = store.capabilities();
-        let registry = Arc::new(Registry::new(clock.now(), fastrand::Rng::new()));
-        Self {
-            inner: Arc::new(Inner {
-                store,
-                clock,
-                config,
-                caps,
-                registry,
-                shut_down: AtomicBool::new(false),
-                heartbeats: Mutex::new(None),
-                background: Mutex::new(JoinSet::new()),
-            }),
-        }
     }
 
     /// The owner name this client writes.
@@ -112,6 +51,11 @@ impl LockClient {
     /// polled every refresh period (jittered) and taken over once its record has kept
     /// the same version for the holder's lease × (1 + max drift). When the budget
     /// runs out, [`LockError::AcquireTimeout`] names the holder and the time waited.
+    ///
+    /// Acquires of one key on one client (any clone) queue inside the client,
+    /// first come first served: while another task holds the key, this one waits
+    /// without polling the store and is handed the lock, in one write with a
+    /// higher fence, when that task releases it.
     pub async fn acquire(
         &self,
         key: impl Into<LockKey>,
@@ -120,14 +64,21 @@ impl LockClient {
         self.inner.acquire(key.into(), options).await
     }
 
-    /// One attempt: `Ok(None)` when someone else holds the lock.
+    /// One attempt: `Ok(None)` when someone else holds the lock (another
+    /// client, or another task of this one).
+    ///
+    /// Attempts add up: the client remembers the holder's record version from one
+    /// attempt to the next, so a loop of `try_acquire` calls takes over a holder
+    /// that died once its record has kept one version for its lease × (1 + drift).
+    /// A release of this key still running on this client (a dropped guard) is
+    /// waited for, not reported as busy.
     pub async fn try_acquire(
         &self,
         key: impl Into<LockKey>,
     ) -> Result<Option<LockGuard>, LockError> {
         match self.inner.acquire(key.into(), AcquireOptions::new()).await {
             Ok(guard) => Ok(Some(guard)),
-            Err(LockError::AcquireTimeout { .. }) => Ok(None),
+            Err(LockError::AcquireTimeout { .. } | LockError::AlreadyHeld { .. }) => Ok(None),
             Err(error) => Err(error),
         }
     }
@@ -168,7 +119,8 @@ impl LockClient {
             Err(reason) => {
                 tracing::warn!(%key, %reason, "with_lock cancelled its work: lease no longer safe");
                 // The caller needs to know now, not after release has retried against
-                // a store that is probably failing: release in the background.
+                // a store that is probably failing: release in the background (an
+                // acquire of the key on this client waits for that release).
                 drop(guard);
                 Err(LockError::Lost { key, reason })
             }
@@ -270,422 +222,13 @@ impl LockClient {
     }
 }
 
-impl Inner {
-    pub(crate) fn ensure_running(&self) -> Result<(), LockError> {
-        if self.shut_down.load(Ordering::Acquire) {
-            Err(LockError::Shutdown)
-        } else {
-            Ok(())
-        }
-    }
-
-    fn holds_version(&self, key: &LockKey, rvn: &str) -> bool {
-        self.registry
-            .get(key)
-            .is_some_and(|held| held.state().rvn.as_str() == rvn)
-    }
-
-    /// Check a key and data against the store's limits before anything is written.
-    pub(crate) fn validate_input(
-        &self,
-        key: &LockKey,
-        data: Option<&[u8]>,
-    ) -> Result<(), LockError> {
-        let invalid = |reason: String| {
-            Err(LockError::InvalidInput {
-                reason,
-                source: None,
-            })
-        };
-        if key.partition().is_empty() {
-            return invalid("the partition key is empty".into());
-        }
-        if key.partition().len() > self.caps.max_partition_key_bytes {
-            return invalid(format!(
-                "the partition key is {} bytes; this store allows at most {}",
-                key.partition().len(),
-                self.caps.max_partition_key_bytes
-            ));
-        }
-        if let Some(sort) = key.sort() {
-            if !self.caps.sort_keys {
-                return invalid(format!("lock {key}: this store does not support sort keys"));
-            }
-            if sort.is_empty() {
-                return invalid(format!("lock {key}: the sort key is empty"));
-            }
-            if sort.len() > self.caps.max_sort_key_bytes {
-                return invalid(format!(
-                    "the sort key is {} bytes; this store allows at most {}",
-                    sort.len(),
-                    self.caps.max_sort_key_bytes
-                ));
-            }
-        }
-        let size = key.partition().len()
-            + key.sort().map_or(0, str::len)
-            + self.config.owner.len()
-            + data.map_or(0, <[u8]>::len);
-        if size > self.caps.max_record_bytes {
-            return invalid(format!(
-                "lock {key}: key, owner and data take {size} bytes; this store allows records of at most {} bytes",
-                self.caps.max_record_bytes
-            ));
-        }
-        Ok(())
-    }
-
-    /// A random fraction in `[0, 1)`.
-    pub(crate) fn random(&self) -> f64 {
-        self.registry.random()
-    }
-
-    /// Between half and all of `period`.
-    pub(crate) fn jitter(&self, period: Duration) -> Duration {
-        let half = period / 2;
-        half + half.mul_f64(self.random())
-    }
-
-    /// Record a fresh acquisition and queue its first heartbeat.
-    pub(crate) fn register(self: &Arc<Self>, held: &Arc<Held>, sent: Instant) {
-        if !self.registry.is_served() {
-            self.start_heartbeats();
-        }
-        self.registry.hold(held, sent, self.config.heartbeat_period);
-    }
-
-    /// Start the heartbeat task, or restart one that ended (its runtime went away,
-    /// or it panicked): the schedule stays, and the locks whose heartbeat was in
-    /// flight in the old task are added back.
-    fn start_heartbeats(self: &Arc<Self>) {
-        let mut heartbeats = self
-            .heartbeats
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Started or restarted meanwhile; or shutting down: an acquire racing
-        // shutdown is undone, and needs no task.
-        if self.registry.is_served() || self.ensure_running().is_err() {
-            return;
-        }
-        let restarted = heartbeats.take().is_some();
-        let beats = Heartbeats::start(
-            Arc::downgrade(self),
-            self.clock.clone(),
-            self.config.heartbeat_rate_limit,
-            self.registry.clone(),
-        );
-        if restarted {
-            let now = self.clock.now();
-            let mut wake = false;
-            {
-                let mut book = self.registry.lock();
-                let unscheduled: Vec<Arc<Held>> = book
-                    .held_locks()
-                    .filter(|held| !held.slot.is_scheduled() && held.wants_heartbeat())
-                    .cloned()
-                    .collect();
-                for held in &unscheduled {
-                    wake |= book.schedule(held, now);
-                }
-            }
-            // The new task may already have armed its timer (on another worker
-            // thread) before these went in.
-            if wake {
-                self.registry.wake.notify_one();
-            }
-        }
-        *heartbeats = Some(beats);
-    }
-
-    /// Mark `held` lost and forget it, so this client can acquire the key again.
-    pub(crate) fn lose(&self, held: &Arc<Held>, reason: LostReason) {
-        held.mark_lost(reason);
-        self.forget(held);
-    }
-
-    /// Forget `held`: no more heartbeats, and the key may be acquired again.
-    pub(crate) fn forget(&self, held: &Arc<Held>) {
-        self.registry.forget(held);
-    }
-
-    pub(crate) async fn set_data(
-        &self,
-        held: &Arc<Held>,
-        data: Option<Vec<u8>>,
-    ) -> Result<(), LockError> {
-        self.ensure_running()?;
-        self.validate_input(&held.key, data.as_deref())?;
-        let _writing = held.writing().await;
-        let snapshot = held.snapshot();
-        if let Some(reason) = snapshot.lost {
-            return Err(LockError::Lost {
-                key: held.key.clone(),
-                reason,
-            });
-        }
-        let now = self.clock.now();
-        let expires = snapshot.expires;
-        match self
-            .write_held(held, HeldWrite::SetData(data), expires, now, snapshot)
-            .await
-        {
-            WriteEnd::Confirmed => Ok(()),
-            WriteEnd::Stolen { owner } => {
-                let reason = LostReason::Stolen { owner };
-                self.lose(held, reason.clone());
-                Err(LockError::Lost {
-                    key: held.key.clone(),
-                    reason,
-                })
-            }
-            WriteEnd::GaveUp(_) | WriteEnd::Stopped => {
-                self.lose(held, LostReason::Expired);
-                Err(LockError::Lost {
-                    key: held.key.clone(),
-                    reason: LostReason::Expired,
-                })
-            }
-            WriteEnd::Failed(error) => Err(LockError::from_store(&held.key, error)),
-        }
-    }
-
-    /// Drop one guard of `held`; the last one releases the lock.
-    pub(crate) async fn release(&self, held: &Arc<Held>, delete: bool) -> Result<(), LockError> {
-        if !held.drop_guard() {
-            return Ok(());
-        }
-        self.forget(held);
-        let span = tracing::info_span!("release", key = %held.key, fence = %held.fence);
-        self.write_release(held, delete).instrument(span).await
-    }
-
-    async fn write_release(&self, held: &Arc<Held>, delete: bool) -> Result<(), LockError> {
-        let _writing = held.writing().await;
-        let snapshot = held.snapshot();
-        match &snapshot.lost {
-            Some(LostReason::Released) => return Ok(()),
-            Some(reason @ LostReason::Stolen { .. }) => {
-                return Err(LockError::Lost {
-                    key: held.key.clone(),
-                    reason: reason.clone(),
-                });
-            }
-            // Expired or in danger: the record may still be ours; try to vacate it.
-            _ => {}
-        }
-        let now = self.clock.now();
-        let give_up_at = snapshot.expires.max(now + self.config.retry_max * 4);
-        let write = if delete {
-            HeldWrite::Delete
-        } else {
-            HeldWrite::Release
-        };
-        match self
-            .write_held(held, write, give_up_at, now, snapshot)
-            .await
-        {
-            WriteEnd::Confirmed => {
-                tracing::info!("released");
-                Ok(())
-            }
-            WriteEnd::Stolen { owner } => {
-                let reason = LostReason::Stolen { owner };
-                held.mark_lost(reason.clone());
-                Err(LockError::Lost {
-                    key: held.key.clone(),
-                    reason,
-                })
-            }
-            WriteEnd::GaveUp(error) => Err(LockError::Store {
-                key: held.key.clone(),
-                source: error.unwrap_or_else(|| {
-                    crate::StoreError::unavailable("release did not complete before its deadline")
-                }),
-            }),
-            WriteEnd::Failed(error) => Err(LockError::from_store(&held.key, error)),
-            WriteEnd::Stopped => Ok(()),
-        }
-    }
-
-    /// A guard was dropped without release: release it in the background, best
-    /// effort. Without a runtime, heartbeats stop and the lease runs out.
-    pub(crate) fn release_in_background(self: &Arc<Self>, held: Arc<Held>) {
-        let inner = self.clone();
-        let release = {
-            let held = held.clone();
-            async move {
-                let key = held.key.clone();
-                if let Err(error) = inner.release(&held, false).await {
-                    tracing::debug!(%key, %error, "background release failed");
-                }
-            }
-        };
-        match self.in_background(release) {
-            Ok(()) => {}
-            Err(()) => {
-                if held.drop_guard() {
-                    self.forget(&held);
-                }
-            }
-        }
-    }
-
-    /// Run a clean-up write in the background, where shutdown will wait for it.
-    /// `Err` when there is no runtime to run it on.
-    pub(crate) fn in_background(
-        &self,
-        task: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<(), ()> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ())?;
-        let mut background = self
-            .background
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Reap finished tasks so a long-lived client does not collect them.
-        while background.try_join_next().is_some() {}
-        background.spawn_on(task, &runtime);
-        Ok(())
-    }
-
-    /// An acquire gave up (timed out, failed or was cancelled) after writes whose
-    /// outcome it never learned. Any of them may have applied and hold the lock
-    /// for a full lease with nobody heartbeating it: release each, conditional on
-    /// its RVN, so waiters need not wait the lease out. A write that did not apply
-    /// is rejected and nothing changes.
-    pub(crate) fn release_abandoned(self: &Arc<Self>, key: LockKey, rvns: Vec<Rvn>) {
-        let inner = self.clone();
-        let cleanup = async move {
-            // Past a lease the write, if it applied, has expired for every waiter
-            // anyway; a store that hangs must not keep this task (and the client) alive.
-            let give_up = inner.clock.now() + inner.config.timing.lease;
-            for rvn in rvns {
-                let new = NewRecord {
-                    owner: inner.config.owner.clone(),
-                    rvn: Rvn::fresh(),
-                    lease: inner.config.timing.lease,
-                    released: true,
-                    fence: FenceUpdate::Keep,
-                    data: None,
-                    expires_at: None,
-                };
-                for attempt in 0..ABANDONED_RELEASE_ATTEMPTS {
-                    let put = inner
-                        .store
-                        .put(&key, Expect::Version(rvn.clone()), new.clone());
-                    match inner.before(give_up, put).await {
-                        Ok(Outcome::Applied(_)) => {
-                            tracing::info!(%key, "released an acquisition whose reply was lost");
-                            break;
-                        }
-                        Ok(Outcome::Rejected { .. }) => break,
-                        Err(error) if error.is_retryable() && inner.clock.now() < give_up => {
-                            inner
-                                .clock
-                                .sleep_until(inner.clock.now() + inner.backoff(attempt))
-                                .await;
-                        }
-                        Err(error) => {
-                            tracing::debug!(%key, %error, "could not release an abandoned acquisition");
-                            break;
-                        }
-                    }
-                }
-            }
-        };
-        if self.in_background(cleanup).is_err() {
-            tracing::debug!(
-                "no runtime to release an abandoned acquisition on; it expires with its lease"
-            );
-        }
-    }
-
-    async fn shutdown(self: &Arc<Self>) -> Result<ShutdownReport, LockError> {
-        if self.shut_down.swap(true, Ordering::AcqRel) {
-            return Err(LockError::Shutdown);
-        }
-        let span = tracing::info_span!("shutdown", owner = %self.config.owner);
-        async {
-            if let Some(beats) = self
-                .heartbeats
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .take()
-            {
-                beats.task.abort();
-            }
-            let held = self.registry.lock().drain_held();
-            let mut pending: Vec<LockKey> = held.iter().map(|held| held.key.clone()).collect();
-            let mut releases = JoinSet::new();
-            for held in held {
-                held.update(|state| state.stopping = true);
-                let inner = self.clone();
-                releases.spawn(async move {
-                    let result = inner.write_release(&held, held.delete_on_release).await;
-                    (held.key.clone(), result)
-                });
-            }
-            let mut report = ShutdownReport::default();
-            let deadline = self
-                .clock
-                .sleep_until(self.clock.now() + self.config.shutdown_timeout);
-            tokio::pin!(deadline);
-            let mut expired = false;
-            loop {
-                tokio::select! {
-                    next = releases.join_next() => match next {
-                        Some(Ok((key, result))) => {
-                            pending.retain(|k| *k != key);
-                            match result {
-                                Ok(()) => report.released.push(key),
-                                Err(error) => report.failed.push((key, error)),
-                            }
-                        }
-                        Some(Err(_)) => {}
-                        None => break,
-                    },
-                    () = &mut deadline => {
-                        releases.abort_all();
-                        report.timed_out = pending;
-                        expired = true;
-                        break;
-                    }
-                }
-            }
-            // Background clean-ups share the deadline; ones started meanwhile (a
-            // guard dropped, an acquire ending) are waited for too.
-            loop {
-                let mut background = std::mem::take(
-                    &mut *self
-                        .background
-                        .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner()),
-                );
-                if background.is_empty() {
-                    break;
-                }
-                if expired {
-                    background.abort_all();
-                    break;
-                }
-                loop {
-                    tokio::select! {
-                        next = background.join_next() => if next.is_none() { break },
-                        () = &mut deadline => {
-                            background.abort_all();
-                            expired = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            tracing::info!(
-                released = report.released.len(),
-                failed = report.failed.len(),
-                "shut down"
-            );
-            Ok(report)
-        }
-        .instrument(span)
-        .await
+impl LockClientBuilder {
+    /// Validate the settings and build the client. Writes nothing.
+    pub fn build(self) -> Result<LockClient, LockError> {
+        let config = self.validate()?;
+        let (store, clock) = self.parts();
+        Ok(LockClient {
+            inner: Arc::new(Shared::new(store, clock, config)),
+        })
     }
 }

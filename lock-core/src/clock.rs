@@ -11,6 +11,18 @@ pub use tokio::time::Instant;
 /// A boxed future returned by [`Clock::sleep_until`].
 pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
+/// How far "never" is: a deadline that far out is never reached by a running
+/// process, and tokio's timers accept it.
+const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `at + by`, saturating: a duration too large for the clock (a wait of
+/// `Duration::MAX`, a lease someone wrote as years) means "never", not a panic.
+pub(crate) fn later(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by.min(NEVER))
+        .or_else(|| at.checked_add(Duration::from_secs(365 * 24 * 3600)))
+        .unwrap_or(at)
+}
+
 /// A monotonic clock.
 ///
 /// The client reads time only through this trait, so a simulation can give each
@@ -147,6 +159,17 @@ mod tests {
                 "rate {rate}: slept {slept}"
             );
         }
+    }
+
+    #[test]
+    fn later_saturates_instead_of_overflowing() {
+        let now = Instant::now();
+        assert_eq!(
+            later(now, Duration::from_secs(3)),
+            now + Duration::from_secs(3)
+        );
+        let never = later(now, Duration::MAX);
+        assert!(never >= now + Duration::from_secs(50 * 365 * 24 * 3600));
     }
 
     #[test]

@@ -3,9 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Clock, ConditionalStore, ConfigError, LockClient, LockError, Timing, TokioClock};
+use crate::{Clock, ConditionalStore, ConfigError, Timing, TokioClock};
 
-/// Validated settings of one [`LockClient`].
+/// The longest lease a client may write: a year. Longer leases are almost
+/// certainly a unit mistake, and stores keep leases in milliseconds.
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Validated settings of one [`LockClient`](crate::LockClient).
 #[derive(Clone, Debug)]
 pub(crate) struct ClientConfig {
     pub owner: String,
@@ -18,7 +22,8 @@ pub(crate) struct ClientConfig {
     pub shutdown_timeout: Duration,
 }
 
-/// Builds a [`LockClient`]; see [`LockClient::builder`].
+/// Builds a [`LockClient`](crate::LockClient); see
+/// [`LockClient::builder`](crate::LockClient::builder).
 ///
 /// Defaults: lease 20 s, heartbeat every lease / 4, refresh (poll) period 1 s (or
 /// lease / 4 if shorter), max clock drift 1 %, safety margin lease / 10 (at most
@@ -66,7 +71,8 @@ impl LockClientBuilder {
         self
     }
 
-    /// The lease duration `L`: how long a record stays trusted without a heartbeat.
+    /// The lease duration `L`: how long a record stays trusted without a heartbeat
+    /// (at most a year).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
@@ -116,7 +122,8 @@ impl LockClientBuilder {
         self
     }
 
-    /// How long [`LockClient::shutdown`] waits for its releases (default 5 s).
+    /// How long [`LockClient::shutdown`](crate::LockClient::shutdown) waits for
+    /// its releases (default 5 s; `Duration::MAX` waits for as long as they take).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
         self
@@ -128,16 +135,23 @@ impl LockClientBuilder {
         self
     }
 
-    /// Validate the settings and build the client. Writes nothing.
-    pub fn build(self) -> Result<LockClient, LockError> {
-        let config = self.validate()?;
-        Ok(LockClient::from_parts(self.store, self.clock, config))
+    /// The store and clock the client is built over (see `LockClient`'s
+    /// `build`, which lives with the client).
+    pub(crate) fn parts(&self) -> (Arc<dyn ConditionalStore>, Arc<dyn Clock>) {
+        (self.store.clone(), self.clock.clone())
     }
 
-    fn validate(&self) -> Result<ClientConfig, ConfigError> {
+    /// Check every setting; writes nothing.
+    pub(crate) fn validate(&self) -> Result<ClientConfig, ConfigError> {
         let lease = self.lease;
         if lease.is_zero() {
             return Err(ConfigError::ZeroLease);
+        }
+        if lease > MAX_LEASE {
+            return Err(ConfigError::LeaseTooLong {
+                lease,
+                max: MAX_LEASE,
+            });
         }
         if !(0.0..0.5).contains(&self.max_drift) || !self.max_drift.is_finite() {
             return Err(ConfigError::BadDrift {

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Inner;
 use crate::held::Held;
+use crate::shared::Shared;
 use crate::{
     Expect, Fence, FenceUpdate, LeaseState, LockError, LockInfo, LockKey, LockRecord, LostReason,
     NewRecord, Outcome, Rvn, StoreError,
@@ -79,7 +79,7 @@ enum Step {
     Read,
 }
 
-impl Inner {
+impl Shared {
     /// Stop heartbeating `held` and forget it, without releasing it.
     pub(crate) async fn detach(&self, held: Arc<Held>) -> Result<DetachedLock, LockError> {
         // Wait for a heartbeat in flight: the version handed out must be the one
@@ -90,6 +90,7 @@ impl Inner {
             state.stopping = true;
         });
         self.forget(&held);
+        held.end_turn(None);
         let now = self.clock.now();
         let lease_state = held.lease_state(&self.config.timing, now);
         let state = held.state();
@@ -150,7 +151,7 @@ impl Inner {
 
     /// A consistent read, retrying throttled and unavailable stores for a while.
     async fn read_for_release(&self, key: &LockKey) -> Result<Option<LockRecord>, LockError> {
-        let give_up_at = self.clock.now() + self.config.retry_max * 4;
+        let give_up_at = self.after(self.retry_window());
         let mut attempt = 0;
         loop {
             match self.store.get(key).await {
@@ -176,7 +177,7 @@ impl Inner {
             return Err(LockError::from_store(key, error));
         }
         tracing::debug!(%key, attempt, %error, "store error on release by version, retrying");
-        let wake = (now + self.backoff(attempt)).min(give_up_at);
+        let wake = crate::clock::later(now, self.backoff(attempt)).min(give_up_at);
         self.clock.sleep_until(wake).await;
         Ok(attempt.saturating_add(1))
     }
@@ -185,7 +186,7 @@ impl Inner {
     /// holder's own release would keep (fence, lease, data). Ambiguous
     /// writes are resolved by RVN, as for a guard's release.
     async fn write_release_of(&self, key: &LockKey, record: LockRecord) -> Result<(), LockError> {
-        let give_up_at = self.clock.now() + self.config.retry_max * 4;
+        let give_up_at = self.after(self.retry_window());
         // Releases of ours whose outcome is unknown.
         let mut candidates: Vec<Rvn> = Vec::new();
         let mut attempt = 0;

@@ -117,6 +117,14 @@ pub enum ConfigError {
     /// The lease duration is zero.
     #[error("lease duration must be greater than zero")]
     ZeroLease,
+    /// The lease is longer than a client may write.
+    #[error("lease of {lease:?} is longer than the longest allowed, {max:?}")]
+    LeaseTooLong {
+        /// The lease asked for.
+        lease: Duration,
+        /// The longest allowed.
+        max: Duration,
+    },
     /// The heartbeat period is zero.
     #[error("heartbeat period must be greater than zero")]
     ZeroHeartbeat,
@@ -194,8 +202,11 @@ pub enum LockError {
         /// Why.
         reason: LostReason,
     },
-    /// This client already holds the lock and the acquire was not reentrant.
-    #[error("lock {key} is already held by this client (ask for a reentrant acquire to share it)")]
+    /// A one-attempt acquire found the lock held, or being acquired, by another
+    /// task of this same client. Acquires with a wait budget queue for it instead.
+    #[error(
+        "lock {key} is held or being acquired by another task of this client; give the acquire a wait budget to queue for it"
+    )]
     AlreadyHeld {
         /// The lock.
         key: LockKey,

@@ -6,16 +6,16 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Inner;
 use crate::held::Held;
-use crate::{DetachedLock, Fence, LeaseState, LockError, LockKey, LostReason};
+use crate::shared::Shared;
+use crate::{DetachedLock, Fence, LeaseState, LockError, LockKey, LostReason, Takeover};
 
 /// A cheap, clonable, read-only handle to a held lock: what
 /// [`with_lock`](crate::LockClient::with_lock) hands its closure, and what a
 /// [`LockGuard`] derefs to.
 #[derive(Clone, Debug)]
 pub struct LockView {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<Shared>,
     pub(crate) held: Arc<Held>,
 }
 
@@ -38,6 +38,15 @@ impl LockView {
     /// The data stored with the lock, as last written by this client.
     pub fn data(&self) -> Option<Vec<u8>> {
         self.held.state().data.clone()
+    }
+
+    /// The expired lock this acquisition took over (its owner, fence and data),
+    /// or `None` when the lock was vacant, released or handed over by another
+    /// task of this client. A takeover means the previous holder stopped
+    /// heartbeating without releasing (crashed, hung, partitioned): its work may
+    /// be half done, so this is where crash recovery starts.
+    pub fn took_over(&self) -> Option<&Takeover> {
+        self.held.took_over.as_ref()
     }
 
     /// How far the lease can be trusted now.
@@ -86,12 +95,16 @@ impl LockView {
 /// Proof that this client holds a lock.
 ///
 /// Heartbeats keep it while it lives. Release it with [`release`](Self::release) to
-/// learn whether the release was written; dropping it releases in the background,
-/// best effort (the record otherwise expires after its lease).
+/// learn whether the release was written. Dropping it (or dropping a `release`
+/// future before it finishes) releases in the background, honouring
+/// delete-on-release; [`LockClient::shutdown`](crate::LockClient::shutdown)
+/// waits for those releases. An acquire of the same key on this client waits for
+/// such a release, then makes its attempt. If the background release cannot
+/// reach the store, the record expires after its lease.
 ///
 /// Derefs to [`LockView`] for [`fence`](LockView::fence), [`state`](LockView::state),
 /// [`lost`](LockView::lost) and the rest.
-#[must_use = "dropping the guard releases the lock at once"]
+#[must_use = "dropping the guard releases the lock (in the background)"]
 #[derive(Debug)]
 pub struct LockGuard {
     view: LockView,
@@ -99,7 +112,7 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(inner: Arc<Inner>, held: Arc<Held>) -> Self {
+    pub(crate) fn new(inner: Arc<Shared>, held: Arc<Held>) -> Self {
         Self {
             view: LockView { inner, held },
             active: true,
@@ -120,6 +133,11 @@ impl LockGuard {
     /// Release the lock, keeping the record (marked released, fence kept) so the
     /// key's fences keep increasing; or delete it if the acquire asked for
     /// delete-on-release. With reentrant guards, only the last one writes.
+    ///
+    /// When another task of this client is waiting for the key, the lock is
+    /// handed to it instead: it takes the lock over in one write (a higher
+    /// fence), and this release writes nothing. If this future is dropped before
+    /// it finishes, the release goes on in the background.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.active = false;
         let delete = self.view.held.delete_on_release;
@@ -148,7 +166,8 @@ impl LockGuard {
     }
 
     /// Release the lock by deleting its record. This resets the key's fence
-    /// history: the next acquisition gets fence 1.
+    /// history: the next acquisition gets fence 1. A task of this client waiting
+    /// for the key is handed the lock instead (see [`release`](Self::release)).
     pub async fn release_and_delete(mut self) -> Result<(), LockError> {
         self.active = false;
         self.view.inner.release(&self.view.held, true).await

@@ -11,24 +11,11 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::LostReason;
-use crate::client::Inner;
 use crate::clock::Instant;
 use crate::held::Held;
 use crate::registry::Registry;
+use crate::shared::{AbortOnDrop, Shared};
 use crate::write::{HeldWrite, WriteEnd};
-
-/// The running task. Dropping it (with the client) stops the task.
-#[derive(Debug)]
-pub(crate) struct Heartbeats {
-    /// The task, aborted when this is dropped.
-    pub task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Heartbeats {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 /// Clears `Registry::served` when the task's future is dropped, whether it ran
 /// or not.
@@ -40,31 +27,81 @@ impl Drop for Serving {
     }
 }
 
-impl Heartbeats {
-    /// Start the task serving `registry`'s schedule for the client `inner`.
-    pub(crate) fn start(
-        inner: Weak<Inner>,
-        clock: Arc<dyn crate::Clock>,
-        rate: Option<u32>,
-        registry: Arc<Registry>,
-    ) -> Self {
-        registry.served.store(true, Ordering::Release);
-        let serving = Serving(registry);
-        let task = tokio::spawn(
-            async move {
-                let serving = serving;
-                run(inner, serving.0.clone(), clock, rate).await;
-            }
-            .instrument(tracing::debug_span!("heartbeats")),
-        );
-        Self { task }
+impl Shared {
+    /// Record a fresh acquisition and queue its first heartbeat.
+    pub(crate) fn register(self: &Arc<Self>, held: &Arc<Held>, sent: Instant) {
+        if !self.registry.is_served() {
+            self.start_heartbeats();
+        }
+        self.registry.hold(held, sent, self.config.heartbeat_period);
     }
+
+    /// Start the heartbeat task, or restart one that ended (its runtime went away,
+    /// or it panicked): the schedule stays, and the locks whose heartbeat was in
+    /// flight in the old task are added back.
+    fn start_heartbeats(self: &Arc<Self>) {
+        let mut heartbeats = self
+            .heartbeats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Started or restarted meanwhile; or shutting down: an acquire racing
+        // shutdown is undone, and needs no task.
+        if self.registry.is_served() || self.ensure_running().is_err() {
+            return;
+        }
+        let restarted = heartbeats.take().is_some();
+        let task = spawn(
+            Arc::downgrade(self),
+            self.clock.clone(),
+            self.config.heartbeat_rate_limit,
+            self.registry.clone(),
+        );
+        if restarted {
+            let now = self.clock.now();
+            let mut wake = false;
+            {
+                let mut book = self.registry.lock();
+                let unscheduled: Vec<Arc<Held>> = book
+                    .held_locks()
+                    .filter(|held| !held.slot.is_scheduled() && held.wants_heartbeat())
+                    .cloned()
+                    .collect();
+                for held in &unscheduled {
+                    wake |= book.schedule(held, now);
+                }
+            }
+            // The new task may already have armed its timer (on another worker
+            // thread) before these went in.
+            if wake {
+                self.registry.wake.notify_one();
+            }
+        }
+        *heartbeats = Some(task);
+    }
+}
+
+/// Start the task serving `registry`'s schedule for the client `shared`.
+fn spawn(
+    shared: Weak<Shared>,
+    clock: Arc<dyn crate::Clock>,
+    rate: Option<u32>,
+    registry: Arc<Registry>,
+) -> AbortOnDrop {
+    registry.served.store(true, Ordering::Release);
+    let serving = Serving(registry);
+    AbortOnDrop(tokio::spawn(
+        async move {
+            let serving = serving;
+            run(shared, serving.0.clone(), clock, rate).await;
+        }
+        .instrument(tracing::debug_span!("heartbeats")),
+    ))
 }
 
 /// The task: take the due locks, start each one's heartbeat (rate limited),
 /// schedule the next one as each ends, sleep until the earliest is due.
 async fn run(
-    inner: Weak<Inner>,
+    inner: Weak<Shared>,
     schedule: Arc<Registry>,
     clock: Arc<dyn crate::Clock>,
     rate: Option<u32>,
@@ -125,7 +162,7 @@ async fn sleep_until_due(clock: &dyn crate::Clock, due: Option<Instant>) {
 
 /// One heartbeat of one lock, with retries until the lease runs out. Returns when
 /// to heartbeat next, or `None` when the lock is no longer heartbeaten.
-async fn heartbeat(inner: Arc<Inner>, held: Arc<Held>) -> Option<(Arc<Held>, Instant)> {
+async fn heartbeat(inner: Arc<Shared>, held: Arc<Held>) -> Option<(Arc<Held>, Instant)> {
     let span = tracing::debug_span!("heartbeat", key = %held.key, fence = %held.fence);
     let next = async {
         let _writing = held.writing().await;

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::clock::{Clock, Instant};
-use crate::{Fence, LeaseState, LockKey, LostReason, Rvn, Timing};
+use crate::clock::{Clock, Instant, later};
+use crate::slot::SlotCell;
+use crate::turns::{Handoff, Phase, Turn};
+use crate::{Fence, LeaseState, LockKey, LostReason, Rvn, Takeover, Timing};
 
 /// One acquisition held by this client.
 #[derive(Debug)]
@@ -15,6 +17,12 @@ pub(crate) struct Held {
     pub key: LockKey,
     pub fence: Fence,
     pub delete_on_release: bool,
+    /// The expired lock this acquisition took over, if it did.
+    pub took_over: Option<Takeover>,
+    /// The key's turn among this client's acquires, held until the lock's
+    /// release has finished (or the lock is lost or detached); `None` for a
+    /// lock made without one (tests).
+    turn: Mutex<Option<Turn>>,
     /// Serializes writes to this record (heartbeat, data update, release), so each
     /// write expects the RVN the previous one confirmed.
     pub write: tokio::sync::Mutex<()>,
@@ -24,7 +32,7 @@ pub(crate) struct Held {
     /// channel costs a wake-up even when it is dropped.
     changed: OnceLock<watch::Sender<u64>>,
     /// This lock's entry in the heartbeat schedule (see `registry::Registry`).
-    pub slot: crate::registry::SlotCell,
+    pub slot: SlotCell,
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +89,8 @@ impl Held {
             key,
             fence,
             delete_on_release,
+            took_over: None,
+            turn: Mutex::new(None),
             write: tokio::sync::Mutex::new(()),
             state: Mutex::new(HeldState {
                 rvn,
@@ -94,8 +104,46 @@ impl Held {
                 ambiguous_delete: false,
             }),
             changed: OnceLock::new(),
-            slot: crate::registry::SlotCell::default(),
+            slot: SlotCell::default(),
         }
+    }
+
+    /// This acquisition holds `turn` (until [`end_turn`](Self::end_turn)) and
+    /// took over `took_over`.
+    pub fn with_turn(mut self, turn: Option<Turn>, took_over: Option<Takeover>) -> Self {
+        if let Some(turn) = &turn {
+            turn.set_phase(Phase::Holding);
+        }
+        self.turn = Mutex::new(turn);
+        self.took_over = took_over;
+        self
+    }
+
+    /// The key's turn: another acquire of this client waits for it.
+    pub fn has_local_waiters(&self) -> bool {
+        self.turn_slot().as_ref().is_some_and(Turn::has_waiters)
+    }
+
+    /// The release has begun: a fail-fast acquire may wait for it.
+    pub fn releasing(&self) {
+        if let Some(turn) = self.turn_slot().as_ref() {
+            turn.set_phase(Phase::Releasing);
+        }
+    }
+
+    /// Let the next acquire of this key on this client go, leaving it `handoff`
+    /// (the lock, to take over in one write) if given. Idempotent.
+    pub fn end_turn(&self, handoff: Option<Handoff>) {
+        let turn = self.turn_slot().take();
+        if let (Some(mut turn), Some(handoff)) = (turn, handoff) {
+            turn.hand_off(handoff);
+        }
+    }
+
+    fn turn_slot(&self) -> MutexGuard<'_, Option<Turn>> {
+        self.turn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Take the write lock (see `write`), without building a waiting future
@@ -135,7 +183,7 @@ impl Held {
         Snapshot {
             rvn: state.rvn.clone(),
             data: state.data.clone(),
-            expires: state.confirmed_send + state.lease,
+            expires: later(state.confirmed_send, state.lease),
             lost: state.lost.clone(),
             stopping: state.stopping,
         }
@@ -220,8 +268,8 @@ impl Held {
                 if let Some(reason) = &state.lost {
                     return reason.clone();
                 }
-                let safe_until = state.confirmed_send + timing.safe_time_for(state.lease);
-                let expires = state.confirmed_send + state.lease;
+                let safe_until = later(state.confirmed_send, timing.safe_time_for(state.lease));
+                let expires = later(state.confirmed_send, state.lease);
                 if now >= expires {
                     return LostReason::Expired;
                 }

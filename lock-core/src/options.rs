@@ -17,6 +17,7 @@ pub struct AcquireOptions {
     pub(crate) only_if_exists: bool,
     pub(crate) reentrant: bool,
     pub(crate) delete_on_release: bool,
+    pub(crate) busy_unless_dead: bool,
 }
 
 impl AcquireOptions {
@@ -25,9 +26,18 @@ impl AcquireOptions {
         Self::default()
     }
 
-    /// Wait up to `budget` for the lock (zero = one attempt). A lock that is held and
-    /// not released can only be taken over after the holder's lease × (1 + drift)
-    /// without a heartbeat, so a budget shorter than that only wins released locks.
+    /// Wait up to `budget` for the lock (zero = one attempt; `Duration::MAX` =
+    /// forever). A lock that is held and not released can only be taken over once
+    /// its record has kept one version for the holder's lease × (1 + drift). The
+    /// client remembers what it has seen of each key across acquires (the last
+    /// 10,000 keys), so repeated short attempts add up: a loop of one-attempt
+    /// acquires takes over a dead holder as one long wait would.
+    ///
+    /// While another task of this client holds or is acquiring the key, the
+    /// acquire waits its turn inside the client (first come, first served) and
+    /// is handed the lock when that task releases it; with a zero budget it
+    /// fails at once with [`LockError::AlreadyHeld`](crate::LockError::AlreadyHeld),
+    /// unless the key is only being released (then it waits for that).
     pub fn wait(mut self, budget: Duration) -> Self {
         self.wait = budget;
         self
@@ -54,11 +64,23 @@ impl AcquireOptions {
     }
 
     /// If this client already holds the lock, return another guard for the same
-    /// acquisition (same fence) instead of
-    /// [`LockError::AlreadyHeld`](crate::LockError::AlreadyHeld). The lock is
-    /// released when the last guard is.
+    /// acquisition (same fence) instead of waiting for it. For nested use by one
+    /// logical owner only (a function that takes the lock, called by one that
+    /// already holds it): tasks that must exclude each other must not use it.
+    /// The lock is released when the last guard is.
     pub fn reentrant(mut self, yes: bool) -> Self {
         self.reentrant = yes;
+        self
+    }
+
+    /// Busy unless dead: give up as soon as the holder is seen alive (its record
+    /// changed while this client watched), but keep watching a record that does
+    /// not change until it may be taken over (`lease × (1 + drift)` after it was
+    /// first seen), whatever the wait budget. With a zero budget this is what a
+    /// cron job wants: skip a live holder within about one of its heartbeat
+    /// periods, take over a crashed one's lock instead of skipping forever.
+    pub fn busy_unless_dead(mut self, yes: bool) -> Self {
+        self.busy_unless_dead = yes;
         self
     }
 

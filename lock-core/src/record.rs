@@ -134,3 +134,18 @@ pub struct NewRecord {
     /// Optional garbage-collection time (wall-clock epoch seconds).
     pub expires_at: Option<u64>,
 }
+
+/// The lock an acquisition took over: a holder that stopped heartbeating (it
+/// crashed, hung, was partitioned or detached its lock) and whose record kept one
+/// version for its lease × (1 + drift). Its work may be half done: this is the
+/// cue for crash recovery (see [`LockView::took_over`](crate::LockView::took_over)).
+#[derive(Clone, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct Takeover {
+    /// The owner name in the record that was taken over.
+    pub owner: String,
+    /// The fence of that holder's acquisition (this one's is higher).
+    pub fence: Fence,
+    /// The data that holder left with the lock (a checkpoint, for example).
+    pub data: Option<Vec<u8>>,
+}

@@ -5,7 +5,7 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use crate::LockKey;
 use crate::clock::Instant;
 use crate::held::Held;
+use crate::slot::Slot;
 
 /// Held locks and their heartbeat schedule, shared by the client (which adds and
 /// removes locks as they are acquired and released) and the heartbeat task
@@ -78,43 +79,6 @@ impl Hash for ByKey {
 impl Borrow<LockKey> for ByKey {
     fn borrow(&self) -> &LockKey {
         &self.0.key
-    }
-}
-
-/// A position in the schedule: due time (nanoseconds after the base), then
-/// insertion order (from 1).
-type Slot = (u64, u64);
-
-/// A lock's position in the schedule, kept with the lock. Changed only under the
-/// registry's lock, which orders the accesses: relaxed atomics suffice.
-#[derive(Debug, Default)]
-pub(crate) struct SlotCell {
-    at: AtomicU64,
-    /// 0: not in the schedule.
-    seq: AtomicU64,
-}
-
-impl SlotCell {
-    /// The lock's schedule entry, if it has one.
-    fn get(&self) -> Option<Slot> {
-        match self.seq.load(Ordering::Relaxed) {
-            0 => None,
-            seq => Some((self.at.load(Ordering::Relaxed), seq)),
-        }
-    }
-
-    /// Set the lock's entry (or none), returning the previous one.
-    fn replace(&self, slot: Option<Slot>) -> Option<Slot> {
-        let old = self.get();
-        let (at, seq) = slot.unwrap_or((0, 0));
-        self.at.store(at, Ordering::Relaxed);
-        self.seq.store(seq, Ordering::Relaxed);
-        old
-    }
-
-    /// The lock has a schedule entry (exact under the registry's lock).
-    pub(crate) fn is_scheduled(&self) -> bool {
-        self.seq.load(Ordering::Relaxed) != 0
     }
 }
 

@@ -36,8 +36,12 @@ impl Timing {
 
     /// How long a waiter must see the same RVN before it may take over:
     /// `lease × (1 + drift)`, using the lease the holder wrote.
+    /// Saturates at `Duration::MAX` for a lease too long to scale (a record
+    /// another library wrote with an absurd lease is waited out "forever", not a
+    /// panic).
     pub fn takeover_after(&self, observed_lease: Duration) -> Duration {
-        observed_lease.mul_f64(1.0 + self.max_drift)
+        Duration::try_from_secs_f64(observed_lease.as_secs_f64() * (1.0 + self.max_drift))
+            .unwrap_or(Duration::MAX)
     }
 
     /// The holder's view of its lease at `now`, given the send time of its latest
@@ -48,8 +52,8 @@ impl Timing {
         lease: Duration,
         now: Instant,
     ) -> LeaseState {
-        let safe_until = confirmed_send + self.safe_time_for(lease);
-        let expires = confirmed_send + lease;
+        let safe_until = crate::clock::later(confirmed_send, self.safe_time_for(lease));
+        let expires = crate::clock::later(confirmed_send, lease);
         if now < safe_until {
             LeaseState::Safe {
                 remaining: safe_until - now,
@@ -73,7 +77,7 @@ impl Timing {
 
     /// The instant at which a waiter may take over the observed record.
     pub fn takeover_at(&self, observation: &Observation) -> Instant {
-        observation.seen_at + self.takeover_after(observation.lease)
+        crate::clock::later(observation.seen_at, self.takeover_after(observation.lease))
     }
 }
 
@@ -221,27 +225,46 @@ mod tests {
 
     /// With every clock's rate within `1 ± max_drift` of true time (holder slow, so
     /// its lease looks longer; waiter fast, so it counts down sooner), the holder
-    /// stops trusting its lease before the waiter may take over, in true time.
+    /// stops trusting its lease before the waiter may take over, in true time. The
+    /// durations come from the functions the client uses, so a change to either
+    /// rule is checked here.
     #[test]
     fn drifted_holder_stops_before_drifted_waiter_takes_over() {
-        for drift in [0.0, 0.01, 0.05, 0.1, 0.2, 0.4] {
-            let t = timing(drift);
-            let lease = t.lease.as_secs_f64();
-            let holder_rate = 1.0 - drift;
-            let waiter_rate = 1.0 + drift;
-            // Holder sends at true 0; the write applies, and the waiter's response
-            // arrives, at true 0 at the earliest.
-            let holder_safe_true =
-                (lease * (1.0 - drift) - t.safety_margin.as_secs_f64()) / holder_rate;
-            let waiter_takeover_true = lease * (1.0 + drift) / waiter_rate;
-            assert!(
-                holder_safe_true < waiter_takeover_true,
-                "drift {drift}: safe until {holder_safe_true}, takeover at {waiter_takeover_true}"
-            );
+        for drift in [0.0, 0.01, 0.05, 0.1, 0.2, 0.4, 0.49] {
+            for margin in [Duration::ZERO, Duration::from_millis(500)] {
+                let t = Timing {
+                    safety_margin: margin,
+                    ..timing(drift)
+                };
+                // The holder sends at true 0, on a clock running slow; the write
+                // applies, and the waiter's response arrives, at true 0 at the
+                // earliest, on a clock running fast.
+                let holder_rate = 1.0 - drift;
+                let waiter_rate = 1.0 + drift;
+                let holder_safe_true = t.safe_time().as_secs_f64() / holder_rate;
+                let waiter_takeover_true = t.takeover_after(t.lease).as_secs_f64() / waiter_rate;
+                assert!(
+                    holder_safe_true <= waiter_takeover_true,
+                    "drift {drift}, margin {margin:?}: safe until {holder_safe_true}, takeover at {waiter_takeover_true}"
+                );
+                // The holder's own clock says its lease ends no later than a
+                // waiter's says it may take over.
+                assert!(t.lease <= t.takeover_after(t.lease));
+            }
         }
-        // Without drift the holder also sees its lease expire before any takeover.
-        let t = timing(0.0);
-        assert!(t.lease <= t.takeover_after(t.lease));
+    }
+
+    #[test]
+    fn an_enormous_observed_lease_saturates() {
+        let t = timing(0.01);
+        assert_eq!(t.takeover_after(Duration::MAX), Duration::MAX);
+        let obs = Observation {
+            rvn: Rvn::fresh(),
+            lease: Duration::MAX,
+            owner: "a".into(),
+            seen_at: Instant::now(),
+        };
+        assert!(!t.may_take_over(&obs, Instant::now() + Duration::from_secs(1_000_000)));
     }
 
     #[test]

@@ -1,18 +1,23 @@
 //! Writes to a record this client holds (heartbeat, data update, release), with
 //! retries and ambiguous-write resolution by RVN.
 //!
-//! Every write carries a fresh RVN. A write that fails ambiguously is remembered
-//! as a *candidate* with its send time; when a later reply shows the store holding a
-//! candidate's RVN, that write applied and the lease runs from its send time. The
-//! deadline only ever moves on a confirmed write.
+//! Every write carries a fresh RVN and is a *candidate* from the moment it is
+//! sent, with its send time: if the caller stops waiting for it (a timeout, a
+//! `select!`) or the store's answer is lost, the write may still apply, and when
+//! a later reply shows the store holding a candidate's RVN, that write applied
+//! and the lease runs from its send time. A write the store definitely refused
+//! stops being a candidate. The deadline only ever moves on a confirmed write.
 
 use std::future::Future;
-use std::time::Duration;
 
-use crate::client::Inner;
 use crate::clock::Instant;
+use crate::shared::Shared;
+use std::sync::Arc;
+
 use crate::held::{Held, Snapshot};
-use crate::{Expect, FenceUpdate, LockRecord, LostReason, NewRecord, Outcome, Rvn, StoreError};
+use crate::{
+    Expect, FenceUpdate, LockError, LockRecord, LostReason, NewRecord, Outcome, Rvn, StoreError,
+};
 
 /// What a held write is for.
 #[derive(Clone, Debug)]
@@ -50,7 +55,7 @@ pub(crate) enum WriteEnd {
     Stopped,
 }
 
-impl Inner {
+impl Shared {
     /// Run a store write, abandoning it at `deadline`: a store that hangs must not
     /// hold a heartbeat or a release past the point where its answer could
     /// matter. An abandoned write may still apply, so it counts as ambiguous.
@@ -112,6 +117,25 @@ impl Inner {
                 return WriteEnd::GaveUp(last_error);
             }
             let rvn = Rvn::fresh();
+            // A candidate before it is sent: should this future be dropped while
+            // the write is on the wire, the next write recognises it as ours.
+            // Not a change watchers need to hear of: no notification.
+            let earlier_delete = {
+                let mut state = held.state();
+                let earlier = state.ambiguous_delete;
+                if matches!(write, HeldWrite::Delete) {
+                    state.ambiguous_delete = true;
+                } else {
+                    state.pending.push((rvn.clone(), sent));
+                }
+                earlier
+            };
+            // This write surely did not apply: it stops being a candidate.
+            let not_applied = || {
+                let mut state = held.state();
+                state.pending.retain(|(pending, _)| *pending != rvn);
+                state.ambiguous_delete = earlier_delete;
+            };
             let result = match &write {
                 HeldWrite::Delete => {
                     self.before(
@@ -147,6 +171,14 @@ impl Inner {
                     return WriteEnd::Confirmed;
                 }
                 Ok(Outcome::Rejected { current }) => {
+                    // Refused, and the record shows another version: this write
+                    // did not apply. (A bare rejection keeps it a candidate until
+                    // the record is read.)
+                    if matches!(write, HeldWrite::Delete)
+                        || current.as_ref().is_some_and(|record| record.rvn != rvn)
+                    {
+                        not_applied();
+                    }
                     match self.current_after_rejection(&held.key, current).await {
                         Ok(current) => match self.resolve_rejection(held, &write, current, &data) {
                             Some(end) => return end,
@@ -157,15 +189,9 @@ impl Inner {
                     }
                 }
                 Err(error) => {
-                    if error.is_ambiguous() {
-                        let delete = matches!(write, HeldWrite::Delete);
-                        held.update(|state| {
-                            if delete {
-                                state.ambiguous_delete = true;
-                            } else {
-                                state.pending.push((rvn, sent));
-                            }
-                        });
+                    // Failed before it reached the store: not a candidate.
+                    if !error.is_ambiguous() {
+                        not_applied();
                     }
                     error
                 }
@@ -177,7 +203,7 @@ impl Inner {
             let pause = self.backoff(attempt);
             attempt = attempt.saturating_add(1);
             last_error = Some(error);
-            let wake = (self.clock.now() + pause).min(give_up_at);
+            let wake = self.after(pause).min(give_up_at);
             // A heartbeat stops retrying as soon as release begins.
             if is_heartbeat {
                 let changes = changes.get_or_insert_with(|| held.subscribe());
@@ -199,6 +225,47 @@ impl Inner {
             } else {
                 self.clock.sleep_until(wake).await;
             }
+        }
+    }
+
+    pub(crate) async fn set_data(
+        &self,
+        held: &Arc<Held>,
+        data: Option<Vec<u8>>,
+    ) -> Result<(), LockError> {
+        self.ensure_running()?;
+        self.validate_input(&held.key, data.as_deref())?;
+        let _writing = held.writing().await;
+        let snapshot = held.snapshot();
+        if let Some(reason) = snapshot.lost {
+            return Err(LockError::Lost {
+                key: held.key.clone(),
+                reason,
+            });
+        }
+        let now = self.clock.now();
+        let expires = snapshot.expires;
+        match self
+            .write_held(held, HeldWrite::SetData(data), expires, now, snapshot)
+            .await
+        {
+            WriteEnd::Confirmed => Ok(()),
+            WriteEnd::Stolen { owner } => {
+                let reason = LostReason::Stolen { owner };
+                self.lose(held, reason.clone());
+                Err(LockError::Lost {
+                    key: held.key.clone(),
+                    reason,
+                })
+            }
+            WriteEnd::GaveUp(_) | WriteEnd::Stopped => {
+                self.lose(held, LostReason::Expired);
+                Err(LockError::Lost {
+                    key: held.key.clone(),
+                    reason: LostReason::Expired,
+                })
+            }
+            WriteEnd::Failed(error) => Err(LockError::from_store(&held.key, error)),
         }
     }
 
@@ -259,16 +326,5 @@ impl Inner {
         Some(WriteEnd::Stolen {
             owner: Some(record.owner),
         })
-    }
-
-    /// Exponential backoff with equal jitter: between half and all of
-    /// `base × 2^attempt`, capped at the configured maximum.
-    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
-        let base = self.config.retry_base;
-        let capped = base
-            .saturating_mul(1u32 << attempt.min(16))
-            .min(self.config.retry_max);
-        let half = capped / 2;
-        half + half.mul_f64(self.random())
     }
 }

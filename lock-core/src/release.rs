@@ -1,0 +1,349 @@
+//! Every way out of a lock: `release()` and `release_and_delete()` (finished in
+//! the background if their caller stops waiting), a dropped guard (released in
+//! the background, honouring delete-on-release), a hand-off to the next task of
+//! this client waiting for the key (one write, made by that task), the clean-up
+//! of an acquire that gave up with writes in flight, and `shutdown()`.
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use crate::held::Held;
+use crate::shared::{Background, Shared};
+use crate::turns::Handoff;
+use crate::write::{HeldWrite, WriteEnd};
+use crate::{
+    Expect, FenceUpdate, LockError, LockKey, LostReason, NewRecord, Outcome, Rvn, StoreError,
+};
+
+/// Attempts to release one abandoned acquisition before leaving it to expire.
+const ABANDONED_RELEASE_ATTEMPTS: u32 = 4;
+
+/// What [`LockClient::shutdown`](crate::LockClient::shutdown) did.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Locks released (or already gone), including those whose release was
+    /// running in the background (a dropped guard, a release whose caller
+    /// stopped waiting).
+    pub released: Vec<LockKey>,
+    /// Locks whose release failed, with the error.
+    pub failed: Vec<(LockKey, LockError)>,
+    /// Locks whose release did not finish within the shutdown timeout.
+    pub timed_out: Vec<LockKey>,
+}
+
+/// A release whose caller may stop waiting: if its future is dropped before the
+/// release has finished, the release goes on in the background.
+struct FinishInBackground<'a> {
+    shared: &'a Arc<Shared>,
+    held: &'a Arc<Held>,
+    delete: bool,
+    done: bool,
+}
+
+impl Drop for FinishInBackground<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared
+                .finish_release_in_background(self.held.clone(), self.delete);
+        }
+    }
+}
+
+impl Shared {
+    /// Drop one guard of `held`; the last one releases the lock (or hands it to
+    /// the next task of this client waiting for the key).
+    pub(crate) async fn release(
+        self: &Arc<Self>,
+        held: &Arc<Held>,
+        delete: bool,
+    ) -> Result<(), LockError> {
+        if !held.drop_guard() {
+            return Ok(());
+        }
+        self.forget(held);
+        held.releasing();
+        let mut finish = FinishInBackground {
+            shared: self,
+            held,
+            delete,
+            done: false,
+        };
+        let span = tracing::info_span!("release", key = %held.key, fence = %held.fence);
+        let result = self.write_release(held, delete).instrument(span).await;
+        finish.done = true;
+        result
+    }
+
+    /// Write the release of `held` (its guards are gone and it is forgotten),
+    /// then end its turn: with a hand-off when another task of this client waits
+    /// for the key and the lock is still safely ours.
+    pub(crate) async fn write_release(
+        &self,
+        held: &Arc<Held>,
+        delete: bool,
+    ) -> Result<(), LockError> {
+        let _writing = held.writing().await;
+        let snapshot = held.snapshot();
+        if let Some(handoff) = self.handoff(held, &snapshot) {
+            held.mark_lost(LostReason::Released);
+            tracing::info!("handed to the next task of this client");
+            held.end_turn(Some(handoff));
+            return Ok(());
+        }
+        let result = self.write_release_locked(held, delete, snapshot).await;
+        held.end_turn(None);
+        result
+    }
+
+    /// The lock as a hand-off, if the next acquire can take it over in one
+    /// write: a task waits, the lease is not lost or past its end, no write of
+    /// ours is unresolved (the next acquire expects exactly this version), and
+    /// the client is not shutting down (then everything is released).
+    fn handoff(&self, held: &Held, snapshot: &crate::held::Snapshot) -> Option<Handoff> {
+        if snapshot.lost.is_some()
+            || self.clock.now() >= snapshot.expires
+            || self.ensure_running().is_err()
+            || !held.has_local_waiters()
+        {
+            return None;
+        }
+        let state = held.state();
+        if !state.pending.is_empty() || state.ambiguous_delete {
+            return None;
+        }
+        Some(Handoff {
+            rvn: state.rvn.clone(),
+        })
+    }
+
+    async fn write_release_locked(
+        &self,
+        held: &Arc<Held>,
+        delete: bool,
+        snapshot: crate::held::Snapshot,
+    ) -> Result<(), LockError> {
+        match &snapshot.lost {
+            Some(LostReason::Released) => return Ok(()),
+            Some(reason @ LostReason::Stolen { .. }) => {
+                return Err(LockError::Lost {
+                    key: held.key.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            // Expired or in danger: the record may still be ours; try to vacate it.
+            _ => {}
+        }
+        let now = self.clock.now();
+        let give_up_at = snapshot
+            .expires
+            .max(crate::clock::later(now, self.retry_window()));
+        let write = if delete {
+            HeldWrite::Delete
+        } else {
+            HeldWrite::Release
+        };
+        match self
+            .write_held(held, write, give_up_at, now, snapshot)
+            .await
+        {
+            WriteEnd::Confirmed => {
+                tracing::info!("released");
+                Ok(())
+            }
+            WriteEnd::Stolen { owner } => {
+                let reason = LostReason::Stolen { owner };
+                held.mark_lost(reason.clone());
+                Err(LockError::Lost {
+                    key: held.key.clone(),
+                    reason,
+                })
+            }
+            WriteEnd::GaveUp(error) => Err(LockError::Store {
+                key: held.key.clone(),
+                source: error.unwrap_or_else(|| {
+                    StoreError::unavailable("release did not complete before its deadline")
+                }),
+            }),
+            WriteEnd::Failed(error) => Err(LockError::from_store(&held.key, error)),
+            WriteEnd::Stopped => Ok(()),
+        }
+    }
+
+    /// A guard was dropped without release: release it in the background,
+    /// honouring delete-on-release. Without a runtime, heartbeats stop and the
+    /// lease runs out.
+    pub(crate) fn release_in_background(self: &Arc<Self>, held: Arc<Held>) {
+        if !held.drop_guard() {
+            return;
+        }
+        self.forget(&held);
+        held.releasing();
+        let delete = held.delete_on_release;
+        self.finish_release_in_background(held, delete);
+    }
+
+    /// Write the release of `held` (already forgotten, its guards gone) in the
+    /// background, where shutdown waits for it and counts it.
+    fn finish_release_in_background(self: &Arc<Self>, held: Arc<Held>, delete: bool) {
+        let shared = self.clone();
+        let release = {
+            let held = held.clone();
+            async move {
+                let key = held.key.clone();
+                let span = tracing::info_span!("release", key = %key, fence = %held.fence);
+                let result = shared.write_release(&held, delete).instrument(span).await;
+                if let Err(error) = &result {
+                    tracing::debug!(%key, %error, "background release failed");
+                }
+                Some((key, result))
+            }
+        };
+        if self.in_background(Some(held.key.clone()), release).is_err() {
+            tracing::debug!(key = %held.key, "no runtime to release on; the lease runs out");
+            held.end_turn(None);
+        }
+    }
+
+    /// An acquire gave up (timed out, failed or was cancelled) after writes whose
+    /// outcome it never learned, or with a lock handed to it that it never took:
+    /// each may hold the lock for a full lease with nobody heartbeating it.
+    /// Release each, conditional on its RVN, so waiters need not wait the lease
+    /// out. A write that did not apply is rejected and nothing changes.
+    pub(crate) fn release_abandoned(self: &Arc<Self>, key: LockKey, rvns: Vec<Rvn>) {
+        let shared = self.clone();
+        let cleanup = async move {
+            // Past a lease the write, if it applied, has expired for every waiter
+            // anyway; a store that hangs must not keep this task (and the client) alive.
+            let give_up = shared.after(shared.config.timing.lease);
+            for rvn in rvns {
+                let new = NewRecord {
+                    owner: shared.config.owner.clone(),
+                    rvn: Rvn::fresh(),
+                    lease: shared.config.timing.lease,
+                    released: true,
+                    fence: FenceUpdate::Keep,
+                    data: None,
+                    expires_at: None,
+                };
+                for attempt in 0..ABANDONED_RELEASE_ATTEMPTS {
+                    let put = shared
+                        .store
+                        .put(&key, Expect::Version(rvn.clone()), new.clone());
+                    match shared.before(give_up, put).await {
+                        Ok(Outcome::Applied(_)) => {
+                            tracing::info!(%key, "released an acquisition nobody holds");
+                            break;
+                        }
+                        Ok(Outcome::Rejected { .. }) => break,
+                        Err(error) if error.is_retryable() && shared.clock.now() < give_up => {
+                            let wake = shared.after(shared.backoff(attempt));
+                            shared.clock.sleep_until(wake).await;
+                        }
+                        Err(error) => {
+                            tracing::debug!(%key, %error, "could not release an abandoned acquisition");
+                            break;
+                        }
+                    }
+                }
+            }
+            None
+        };
+        if self.in_background(None, cleanup).is_err() {
+            tracing::debug!(
+                "no runtime to release an abandoned acquisition on; it expires with its lease"
+            );
+        }
+    }
+
+    /// Stop heartbeats and release every held lock, and wait for the releases
+    /// running in the background, within the shutdown timeout.
+    pub(crate) async fn shutdown(self: &Arc<Self>) -> Result<ShutdownReport, LockError> {
+        if !self.begin_shutdown() {
+            return Err(LockError::Shutdown);
+        }
+        let span = tracing::info_span!("shutdown", owner = %self.config.owner);
+        async {
+            drop(
+                self.heartbeats
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .take(),
+            );
+            let held = self.registry.lock().drain_held();
+            let mut report = ShutdownReport::default();
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                // Not on a tokio runtime: release one after the other.
+                for held in held {
+                    held.update(|state| state.stopping = true);
+                    match self.write_release(&held, held.delete_on_release).await {
+                        Ok(()) => report.released.push(held.key.clone()),
+                        Err(error) => report.failed.push((held.key.clone(), error)),
+                    }
+                }
+                return Ok(report);
+            };
+            let mut running = Background::default();
+            for held in held {
+                held.update(|state| state.stopping = true);
+                held.releasing();
+                let shared = self.clone();
+                let key = held.key.clone();
+                let release = async move {
+                    let result = shared.write_release(&held, held.delete_on_release).await;
+                    Some((held.key.clone(), result))
+                };
+                running.spawn(Some(key), release, &runtime);
+            }
+            let deadline = self
+                .clock
+                .sleep_until(self.after(self.config.shutdown_timeout));
+            tokio::pin!(deadline);
+            // The locks held, then the background clean-ups (and any started
+            // meanwhile: a guard dropped, an acquire ending), under one deadline.
+            loop {
+                if running.tasks.is_empty() {
+                    running = self.take_background();
+                    if running.tasks.is_empty() {
+                        break;
+                    }
+                }
+                tokio::select! {
+                    next = running.tasks.join_next_with_id() => {
+                        let id = match next {
+                            Some(Ok((id, done))) => {
+                                if let Some((key, result)) = done {
+                                    match result {
+                                        Ok(()) => report.released.push(key),
+                                        Err(error) => report.failed.push((key, error)),
+                                    }
+                                }
+                                id
+                            }
+                            Some(Err(failed)) => failed.id(),
+                            None => continue,
+                        };
+                        running.keys.remove(&id);
+                    }
+                    () = &mut deadline => {
+                        let late = self.take_background();
+                        for mut tasks in [running, late] {
+                            tasks.tasks.abort_all();
+                            report.timed_out.extend(tasks.keys.into_values());
+                        }
+                        break;
+                    }
+                }
+            }
+            tracing::info!(
+                released = report.released.len(),
+                failed = report.failed.len(),
+                "shut down"
+            );
+            Ok(report)
+        }
+        .instrument(span)
+        .await
+    }
+}

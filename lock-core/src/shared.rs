@@ -1,0 +1,257 @@
+//! The state a client's API, its acquires, its writes and its heartbeat task
+//! share: one [`Shared`] per client, behind every clone of the `LockClient`,
+//! every guard and the heartbeat task.
+//!
+//! This module holds the state and the small helpers every part uses; each part
+//! adds its own methods in its own module (`acquire`, `write`, `release`,
+//! `heartbeat`, `detached`), and none of them imports another's.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::clock::{Instant, later};
+use crate::config::ClientConfig;
+use crate::held::Held;
+use crate::registry::Registry;
+use crate::sightings::Sightings;
+use crate::turns::Turns;
+use crate::{Capabilities, Clock, ConditionalStore, LockError, LockKey, LostReason};
+
+/// What one background clean-up did: a release (of a dropped guard or of a
+/// release whose caller stopped waiting) reports its lock and result, so
+/// shutdown can count it; other clean-ups report nothing.
+pub(crate) type Cleanup = Option<(LockKey, Result<(), LockError>)>;
+
+/// Clean-ups running in the background, and the lock each release is for (so a
+/// shutdown that runs out of time can name the ones it gave up on).
+#[derive(Debug, Default)]
+pub(crate) struct Background {
+    pub tasks: JoinSet<Cleanup>,
+    pub keys: HashMap<tokio::task::Id, LockKey>,
+}
+
+impl Background {
+    /// Start `task` (a release of `key`, or another clean-up) on `runtime`.
+    pub(crate) fn spawn(
+        &mut self,
+        key: Option<LockKey>,
+        task: impl Future<Output = Cleanup> + Send + 'static,
+        runtime: &tokio::runtime::Handle,
+    ) {
+        let id = self.tasks.spawn_on(task, runtime).id();
+        if let Some(key) = key {
+            self.keys.insert(id, key);
+        }
+    }
+
+    /// Forget the finished tasks.
+    fn reap(&mut self) {
+        while let Some(done) = self.tasks.try_join_next_with_id() {
+            let id = match done {
+                Ok((id, _)) => id,
+                Err(error) => error.id(),
+            };
+            self.keys.remove(&id);
+        }
+    }
+}
+
+/// State shared by the client, its guards and its heartbeat task.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub store: Arc<dyn ConditionalStore>,
+    pub clock: Arc<dyn Clock>,
+    pub config: ClientConfig,
+    pub caps: Capabilities,
+    /// The locks this client holds and when each heartbeats next.
+    pub registry: Arc<Registry>,
+    /// Each key's turn among this client's acquires (local queueing).
+    pub turns: Turns,
+    /// Other holders' records this client has seen, across acquires.
+    pub sightings: Sightings,
+    shut_down: AtomicBool,
+    /// The heartbeat task, started with the first lock (restarted if it ended).
+    pub heartbeats: Mutex<Option<AbortOnDrop>>,
+    /// Clean-up writes running in the background (releases of dropped guards and
+    /// of abandoned acquisitions); shutdown waits for them.
+    background: Mutex<Background>,
+}
+
+/// A task that stops when this handle is dropped (with the client).
+#[derive(Debug)]
+pub(crate) struct AbortOnDrop(pub JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(
+        store: Arc<dyn ConditionalStore>,
+        clock: Arc<dyn Clock>,
+        config: ClientConfig,
+    ) -> Self {
+        let caps = store.capabilities();
+        let registry = Arc::new(Registry::new(clock.now(), fastrand::Rng::new()));
+        Self {
+            store,
+            clock,
+            config,
+            caps,
+            registry,
+            turns: Turns::default(),
+            sightings: Sightings::default(),
+            shut_down: AtomicBool::new(false),
+            heartbeats: Mutex::new(None),
+            background: Mutex::new(Background::default()),
+        }
+    }
+
+    pub(crate) fn ensure_running(&self) -> Result<(), LockError> {
+        if self.shut_down.load(Ordering::Acquire) {
+            Err(LockError::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Mark the client shut down; false when it already was.
+    pub(crate) fn begin_shutdown(&self) -> bool {
+        !self.shut_down.swap(true, Ordering::AcqRel)
+    }
+
+    /// This client holds `key` under exactly this record version.
+    pub(crate) fn holds_version(&self, key: &LockKey, rvn: &str) -> bool {
+        self.registry
+            .get(key)
+            .is_some_and(|held| held.state().rvn.as_str() == rvn)
+    }
+
+    /// Check a key and data against the store's limits before anything is written.
+    pub(crate) fn validate_input(
+        &self,
+        key: &LockKey,
+        data: Option<&[u8]>,
+    ) -> Result<(), LockError> {
+        let invalid = |reason: String| {
+            Err(LockError::InvalidInput {
+                reason,
+                source: None,
+            })
+        };
+        if key.partition().is_empty() {
+            return invalid("the partition key is empty".into());
+        }
+        if key.partition().len() > self.caps.max_partition_key_bytes {
+            return invalid(format!(
+                "the partition key is {} bytes; this store allows at most {}",
+                key.partition().len(),
+                self.caps.max_partition_key_bytes
+            ));
+        }
+        if let Some(sort) = key.sort() {
+            if !self.caps.sort_keys {
+                return invalid(format!("lock {key}: this store does not support sort keys"));
+            }
+            if sort.is_empty() {
+                return invalid(format!("lock {key}: the sort key is empty"));
+            }
+            if sort.len() > self.caps.max_sort_key_bytes {
+                return invalid(format!(
+                    "the sort key is {} bytes; this store allows at most {}",
+                    sort.len(),
+                    self.caps.max_sort_key_bytes
+                ));
+            }
+        }
+        let size = key.partition().len()
+            + key.sort().map_or(0, str::len)
+            + self.config.owner.len()
+            + data.map_or(0, <[u8]>::len);
+        if size > self.caps.max_record_bytes {
+            return invalid(format!(
+                "lock {key}: key, owner and data take {size} bytes; this store allows records of at most {} bytes",
+                self.caps.max_record_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// A random fraction in `[0, 1)`.
+    pub(crate) fn random(&self) -> f64 {
+        self.registry.random()
+    }
+
+    /// Between half and all of `period`.
+    pub(crate) fn jitter(&self, period: Duration) -> Duration {
+        let half = period / 2;
+        half + half.mul_f64(self.random())
+    }
+
+    /// Exponential backoff with equal jitter: between half and all of
+    /// `base × 2^attempt`, capped at the configured maximum.
+    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
+        let base = self.config.retry_base;
+        let capped = base
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.config.retry_max);
+        self.jitter(capped)
+    }
+
+    /// `by` after now on this client's clock (saturating: a huge duration means
+    /// "never").
+    pub(crate) fn after(&self, by: Duration) -> Instant {
+        later(self.clock.now(), by)
+    }
+
+    /// How long a release or a read for one may keep retrying.
+    pub(crate) fn retry_window(&self) -> Duration {
+        self.config.retry_max.saturating_mul(4)
+    }
+
+    /// Mark `held` lost and forget it, so this client can acquire the key again.
+    pub(crate) fn lose(&self, held: &Arc<Held>, reason: LostReason) {
+        held.mark_lost(reason);
+        self.forget(held);
+        held.end_turn(None);
+    }
+
+    /// Forget `held`: no more heartbeats, and the key is no longer listed as held.
+    pub(crate) fn forget(&self, held: &Arc<Held>) {
+        self.registry.forget(held);
+    }
+
+    /// Run a clean-up write (the release of `key`, or another) in the
+    /// background, where shutdown will wait for it. `Err` when there is no
+    /// runtime to run it on.
+    pub(crate) fn in_background(
+        &self,
+        key: Option<LockKey>,
+        task: impl Future<Output = Cleanup> + Send + 'static,
+    ) -> Result<(), ()> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ())?;
+        let mut background = self.background();
+        // Reap finished tasks so a long-lived client does not collect them.
+        background.reap();
+        background.spawn(key, task, &runtime);
+        Ok(())
+    }
+
+    /// The background clean-ups started so far, taken out for shutdown to wait on.
+    pub(crate) fn take_background(&self) -> Background {
+        std::mem::take(&mut *self.background())
+    }
+
+    fn background(&self) -> std::sync::MutexGuard<'_, Background> {
+        self.background
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
