@@ -115,6 +115,8 @@ impl Shared {
             let started = self.clock.now();
             let deadline = later(started, options.wait);
             let mut turn = self.take_turn(&key, &options, started, deadline).await?;
+            // The turn may have come from a shutdown releasing the task ahead.
+            self.ensure_running()?;
             // After a wait in the queue, the first write is sent now, not at the start.
             let sent = if turn.waited {
                 self.clock.now()

@@ -525,3 +525,111 @@ async fn a_live_holder_is_not_taken_over_by_short_attempts() {
     held.release().await.unwrap();
     assert!(a.try_acquire("job").await.unwrap().is_some());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_takeover_says_whom_it_took_over_and_a_vacant_acquire_does_not() {
+    let store = MemoryStore::new();
+    let dead = client(store.clone(), "dead");
+    dead.acquire("job", AcquireOptions::new().data(b"step 3".to_vec()))
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", wait(LEASE * 2)).await.unwrap();
+    let previous = guard.took_over().expect("a takeover");
+    assert_eq!(previous.owner, "dead");
+    assert_eq!(previous.fence, Fence(1));
+    assert_eq!(previous.data.as_deref(), Some(&b"step 3"[..]));
+    assert_eq!(guard.fence(), Fence(2));
+    guard.release().await.unwrap();
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert!(
+        guard.took_over().is_none(),
+        "a released lock is not a takeover"
+    );
+    let next = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("job", wait(Duration::from_secs(60))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    guard.release().await.unwrap();
+    let handed = timeout(PATIENCE, next).await.unwrap().unwrap().unwrap();
+    assert!(handed.took_over().is_none(), "a hand-off is not a takeover");
+}
+
+#[tokio::test(start_paused = true)]
+async fn busy_unless_dead_gives_up_on_a_live_holder_within_a_heartbeat_period() {
+    let store = MemoryStore::new();
+    let b = client(store.clone(), "b");
+    let held = b.acquire("job", AcquireOptions::new()).await.unwrap();
+    let a = client(store.clone(), "a");
+    let started = Instant::now();
+    let error = timeout(
+        PATIENCE,
+        a.acquire("job", AcquireOptions::new().busy_unless_dead(true)),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    let waited = Instant::now() - started;
+    match error {
+        LockError::AcquireTimeout { holder, .. } => assert_eq!(holder.as_deref(), Some("b")),
+        other => panic!("{other:?}"),
+    }
+    // b heartbeats every 2 s; a polls every 0.25–0.5 s.
+    assert!(waited <= Duration::from_millis(2500), "{waited:?}");
+    assert!(held.is_safe());
+    // A later attempt remembers b's record: b is still writing, so it is busy
+    // as soon as b's record has changed again.
+    held.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn busy_unless_dead_takes_over_a_dead_holder_in_one_attempt() {
+    let store = MemoryStore::new();
+    dead_holder(&store).await;
+    let a = client(store.clone(), "a");
+    let started = Instant::now();
+    let guard = timeout(
+        PATIENCE,
+        a.acquire("job", AcquireOptions::new().busy_unless_dead(true)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let waited = Instant::now() - started;
+    // lease × (1 + drift) from the first sighting, woken at that instant.
+    assert_eq!(waited, Duration::from_millis(10_100));
+    assert_eq!(guard.took_over().map(|t| t.owner.as_str()), Some("dead"));
+    assert_eq!(guard.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn busy_unless_dead_with_a_budget_waits_past_it_only_while_the_holder_looks_dead() {
+    let store = MemoryStore::new();
+    let b = client(store.clone(), "b");
+    let held = b.acquire("job", AcquireOptions::new()).await.unwrap();
+    let a = client(store.clone(), "a");
+    // A live holder: the budget applies as usual.
+    let started = Instant::now();
+    let error = a
+        .acquire("job", wait(Duration::from_secs(5)).busy_unless_dead(true))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, LockError::AcquireTimeout { .. }),
+        "{error:?}"
+    );
+    assert_eq!(Instant::now() - started, Duration::from_secs(5));
+    held.detach().await.unwrap();
+    // Now dead: watched past the 5 s budget until it may be taken over.
+    let started = Instant::now();
+    let guard = a
+        .acquire("job", wait(Duration::from_secs(5)).busy_unless_dead(true))
+        .await
+        .unwrap();
+    assert!(Instant::now() - started > Duration::from_secs(5));
+    assert_eq!(guard.fence(), Fence(2));
+}
