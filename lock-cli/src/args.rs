@@ -153,9 +153,11 @@ impl KeyArgs {
 /// How a lock is taken (run and acquire).
 #[derive(Debug, Args)]
 pub struct TakeArgs {
-    /// How long to wait for the lock when someone else holds it (0: one
-    /// attempt). A holder that stopped heartbeating is taken over after its
-    /// lease, so a wait shorter than that only wins released locks.
+    /// How long to wait for the lock when someone else holds it. A holder that
+    /// stopped heartbeating is taken over once its record has not changed for
+    /// its lease × 1.01. For `run`, 0 means: exit 3 as soon as the holder is
+    /// seen alive (about one of its heartbeat periods), take over a holder that
+    /// is dead; for `acquire`, 0 makes one attempt.
     #[arg(long, value_parser = parse_duration, default_value = "0s", value_name = "DURATION")]
     pub wait: Duration,
 

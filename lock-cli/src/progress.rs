@@ -27,20 +27,19 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Start reporting on `key`, unless the acquire makes one attempt only.
-    pub fn start(client: &LockClient, key: &LockKey, wait: Duration) -> Self {
+    /// Start reporting on `key` (even for one attempt: finding out whether a
+    /// holder is alive can take up to one of its leases).
+    pub fn start(client: &LockClient, key: &LockKey) -> Self {
         let terminal = std::io::stderr().is_terminal();
         let started = Instant::now();
         let printed = Arc::new(AtomicBool::new(false));
-        let task = (!wait.is_zero()).then(|| {
-            tokio::spawn(report(
-                client.clone(),
-                key.clone(),
-                terminal,
-                started,
-                printed.clone(),
-            ))
-        });
+        let task = Some(tokio::spawn(report(
+            client.clone(),
+            key.clone(),
+            terminal,
+            started,
+            printed.clone(),
+        )));
         Self {
             task,
             printed,

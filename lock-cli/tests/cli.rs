@@ -110,6 +110,58 @@ fn a_holder_killed_with_sigkill_is_taken_over_after_its_lease() {
 }
 
 #[test]
+fn a_cron_run_with_no_wait_takes_over_a_crashed_holder_and_skips_a_live_one() {
+    let Some(env) = Env::with_table("cron") else {
+        return;
+    };
+    // A crashed holder: lockctl killed with SIGKILL, its record left held.
+    let pidfile = env.path("pid");
+    let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+    let mut args = vec!["run", "job", "--lease", "2s", "--"];
+    args.extend(sh(&script));
+    let holder = env.spawn("crashed", &args);
+    let orphan: i32 = wait_for_file(&pidfile, LIMIT).trim().parse().unwrap();
+    kill(holder.pid(), Signal::SIGKILL).unwrap();
+    holder.finish(LIMIT);
+    let _ = killpg(Pid::from_raw(orphan), Signal::SIGKILL);
+
+    // The next cron run (`--wait 0s`, the default) watches the record; it does
+    // not change, so the run takes the lock over instead of skipping it forever.
+    let started = Instant::now();
+    let out = env.run(&[
+        "run",
+        "job",
+        "--lease",
+        "2s",
+        "--",
+        "sh",
+        "-c",
+        "echo $LOCK_FENCE",
+    ]);
+    let waited = started.elapsed();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "2", "a takeover is a new fence: {out:?}");
+    assert!(waited < Duration::from_secs(8), "took {waited:?}");
+
+    // A live holder (heartbeating every 0.5 s): the cron run skips it as soon
+    // as it has seen the record change, with exit 3.
+    let live = env.spawn(
+        "live",
+        &["run", "job", "--lease", "2s", "--", "sleep", "20"],
+    );
+    wait_until("the live holder holds the lock", LIMIT, || {
+        env.run(&["show", "job", "-o", "json"]).json()["held"] == true
+    });
+    let started = Instant::now();
+    let out = env.run(&["run", "job", "--", "true"]);
+    let waited = started.elapsed();
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(waited < Duration::from_secs(4), "skipped after {waited:?}");
+    kill(live.pid(), Signal::SIGTERM).unwrap();
+    live.finish(LIMIT);
+}
+
+#[test]
 fn sigterm_and_sigint_are_forwarded_and_the_exit_code_passed_through() {
     let Some(env) = Env::with_table("signals") else {
         return;

@@ -10,7 +10,7 @@ pub async fn acquire(global: &Global, args: &AcquireArgs) -> Result<u8, CliError
     let mut signals = Signals::install()?;
     let client = global.client(Some(args.lease)).await?;
     let key = args.key.lock_key();
-    let guard = super::take(&client, &key, &args.take, &mut signals).await?;
+    let guard = super::take(&client, &key, &args.take, false, &mut signals).await?;
     let lock = guard.detach().await?;
     match global.output {
         OutputFormat::Json => output::json(&AcquiredJson::from(&lock))?,

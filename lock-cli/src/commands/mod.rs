@@ -53,20 +53,29 @@ pub fn create_table_hint(global: &Global) -> String {
     )
 }
 
-/// Acquire `key` with the whole wait budget in one call (so a takeover count is
-/// never restarted), reporting progress on stderr meanwhile. A caught signal
-/// gives up the wait.
+/// Acquire `key` with the whole wait budget in one call, reporting progress on
+/// stderr meanwhile. A caught signal gives up the wait.
+///
+/// With `unless_dead`, one attempt (`--wait 0s`, what cron jobs use) is "busy
+/// unless dead": it skips a holder seen alive (its record changed), but watches a
+/// record that does not change until it may be taken over, so a crashed holder's
+/// lock is freed instead of every later run skipping it. (`acquire` does not ask
+/// for it: the locks it takes are held without heartbeats, so to it every
+/// holder would look dead.)
 pub async fn take(
     client: &LockClient,
     key: &LockKey,
     take: &TakeArgs,
+    unless_dead: bool,
     signals: &mut Signals,
 ) -> Result<LockGuard, CliError> {
-    let mut options = AcquireOptions::new().wait(take.wait);
+    let mut options = AcquireOptions::new()
+        .wait(take.wait)
+        .busy_unless_dead(unless_dead && take.wait.is_zero());
     if let Some(data) = &take.data {
         options = options.data(data.as_bytes().to_vec());
     }
-    let progress = Progress::start(client, key, take.wait);
+    let progress = Progress::start(client, key);
     let result = tokio::select! {
         result = client.acquire(key.clone(), options) => result,
         signal = signals.next() => {

@@ -13,7 +13,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, CliError> {
     let mut signals = Signals::install()?;
     let client = global.client(Some(args.lease)).await?;
     let key = args.key.lock_key();
-    let guard = super::take(&client, &key, &args.take, &mut signals).await?;
+    let guard = super::take(&client, &key, &args.take, true, &mut signals).await?;
 
     let env = [
         ("LOCK_KEY", key.to_string()),
