@@ -72,10 +72,10 @@ fn start(node: &str, table: &str, endpoint: &str, events: mpsc::Sender<Event>) -
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if let Some(event) = parse(&line) {
-                if events.send(event).is_err() {
-                    break;
-                }
+            if let Some(event) = parse(&line)
+                && events.send(event).is_err()
+            {
+                break;
             }
         }
     });
