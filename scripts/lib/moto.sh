@@ -1,13 +1,15 @@
 # Sourced by scripts that need the DynamoDB emulator: a Python virtual
-# environment under .venv (reused when present) with moto[server], and a
-# moto_server on a free loopback port.
+# environment under .venv (reused when present) with moto[server], and moto's
+# application served on a free loopback port by scripts/lib/moto_serialised.py,
+# one request at a time (moto_server's threads race; docs/testing.md).
 #
 # moto_install            create/refresh the venv (idempotent)
 # moto_start [keep-alive] start the server, wait until it answers; sets
-#                         MOTO_ENDPOINT and dummy AWS credentials. With
-#                         keep-alive, moto's application is served by waitress
-#                         (HTTP/1.1 connections kept open; moto_server's werkzeug
-#                         closes every one), which moto_install_keep_alive adds
+#                         MOTO_ENDPOINT and dummy AWS credentials. By default
+#                         werkzeug's threaded server, as moto_server uses; with
+#                         keep-alive, waitress (HTTP/1.1 connections kept open;
+#                         werkzeug closes every one), which moto_install_keep_alive
+#                         adds
 # moto_stop               stop it (safe to call twice)
 
 : "${root:?set root to the repository root before sourcing moto.sh}"
@@ -32,7 +34,7 @@ moto_install() {
     export LOCK_PYTHON="$MOTO_VENV/bin/python"
 }
 
-# For `moto_start keep-alive` (benchmarks only; the tests use moto_server).
+# For `moto_start keep-alive` (benchmarks only; the tests use werkzeug).
 moto_install_keep_alive() {
     moto_install
     if ! "$MOTO_VENV/bin/python" -c 'import waitress' 2>/dev/null; then
@@ -57,12 +59,8 @@ moto_start() {
     local attempt port
     for attempt in 1 2 3; do
         port="$(moto_free_port)"
-        if [ "$mode" = keep-alive ]; then
-            "$MOTO_VENV/bin/python" "$root/lock-bench/python/moto_keep_alive.py" "$port" \
-                >"$MOTO_LOG_DIR/server.log" 2>&1 &
-        else
-            "$MOTO_VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$MOTO_LOG_DIR/server.log" 2>&1 &
-        fi
+        "$MOTO_VENV/bin/python" "$root/scripts/lib/moto_serialised.py" "$port" "${mode:-threaded}" \
+            >"$MOTO_LOG_DIR/server.log" 2>&1 &
         MOTO_PID=$!
         MOTO_ENDPOINT="http://127.0.0.1:$port"
         # Wait until it answers (at most ~30 s), or until it dies (port taken).
@@ -72,7 +70,7 @@ moto_start() {
                 break
             fi
             if "$MOTO_VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=1)" "$MOTO_ENDPOINT" 2>/dev/null; then
-                echo "==> moto_server${mode:+ ($mode, waitress)} answering at $MOTO_ENDPOINT (pid $MOTO_PID, log ${MOTO_LOG_DIR#"$root/"}/server.log)"
+                echo "==> moto (one request at a time${mode:+, $mode, waitress}) answering at $MOTO_ENDPOINT (pid $MOTO_PID, log ${MOTO_LOG_DIR#"$root/"}/server.log)"
                 export MOTO_ENDPOINT
                 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
                 export AWS_EC2_METADATA_DISABLED=true
@@ -82,10 +80,10 @@ moto_start() {
             sleep 0.1
         done
         moto_stop
-        echo "moto_server did not answer on port $port (attempt $attempt); log:" >&2
+        echo "moto did not answer on port $port (attempt $attempt); log:" >&2
         tail -n 20 "$MOTO_LOG_DIR/server.log" >&2 || true
     done
-    echo "could not start moto_server" >&2
+    echo "could not start moto" >&2
     return 1
 }
 
