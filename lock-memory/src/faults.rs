@@ -178,7 +178,13 @@ pub struct FaultEvent {
 impl FaultEvent {
     /// True when the call was disturbed: anything but a clean, undelayed pass.
     pub fn is_fault(&self) -> bool {
-        self.fault != Fault::Pass || self.delay.is_some()
+        Self::disturbs(&self.fault, self.delay)
+    }
+
+    /// [`is_fault`](Self::is_fault) of an event with this fault and delay, for the
+    /// counter of disturbed calls, which counts whether or not events are kept.
+    pub(crate) fn disturbs(fault: &Fault, delay: Option<Duration>) -> bool {
+        *fault != Fault::Pass || delay.is_some()
     }
 }
 
