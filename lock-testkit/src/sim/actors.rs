@@ -159,7 +159,10 @@ async fn work(
 
 pub(crate) async fn simulate(schedule: Schedule) -> Result<SimReport, Violation> {
     let world = Arc::new(World::new(schedule.clone()));
-    let memory = MemoryStore::new();
+    // The run learns the store's truth from its own recording layer at the instant
+    // each write applies, and reads the records at the end: the store's history
+    // of every call would only cost time and memory.
+    let memory = MemoryStore::builder().history_capacity(0).build();
     let shared: Arc<dyn ConditionalStore> = match schedule.breakage {
         Some(Breakage::ReusedFence) => Arc::new(Recorder {
             inner: ReusesFences(memory.clone()),
