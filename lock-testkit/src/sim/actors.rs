@@ -57,12 +57,14 @@ impl Run {
             .owner(owner)
             .lease(schedule.lease)
             .max_clock_drift(schedule.max_drift)
+            .safety_margin(schedule.safety_margins[client])
             // The liveness bounds are computed from this period: set it, rather
             // than rely on the client's default matching `Schedule::refresh`.
             .refresh_period(schedule.refresh())
             .clock(Arc::new(DriftingClock::new(schedule.rates[client])));
         match schedule.breakage {
-            Some(Breakage::IgnoresDrift) => builder = builder.safety_margin(Duration::ZERO),
+            // `Schedule::from_seed` gives every client a zero margin for this.
+            Some(Breakage::IgnoresDrift) => {}
             Some(Breakage::SlowPolling) => builder = builder.refresh_period(schedule.lease * 2),
             _ => {}
         }

@@ -41,6 +41,12 @@ pub struct Schedule {
     pub run_for: Duration,
     /// The deliberate bug, if any.
     pub breakage: Option<Breakage>,
+    /// Each client's safety margin ([`LockClientBuilder::safety_margin`]): zero for
+    /// about a quarter of the clients, the protocol must be safe without one;
+    /// otherwise up to a fifth of the lease.
+    ///
+    /// [`LockClientBuilder::safety_margin`]: lock_core::LockClientBuilder::safety_margin
+    pub safety_margins: Vec<Duration>,
 }
 
 /// A disturbance of one client process.
@@ -125,6 +131,21 @@ impl Schedule {
         } else {
             [0.0, 0.02, 0.1][rng.usize(..3)]
         };
+        // Drawn after everything above, so that every field drawn before these
+        // existed is still the same for a given seed (a seed reported before keeps
+        // its clients, keys, faults and events).
+        let mut safety_margins: Vec<Duration> = (0..clients)
+            .map(|_| {
+                if rng.u8(..4) == 0 {
+                    Duration::ZERO
+                } else {
+                    (lease / 5).mul_f64(rng.f64())
+                }
+            })
+            .collect();
+        if breakage == Some(Breakage::IgnoresDrift) {
+            safety_margins = vec![Duration::ZERO; clients];
+        }
         Self {
             seed,
             clients,
@@ -140,7 +161,18 @@ impl Schedule {
             events,
             run_for,
             breakage,
+            safety_margins,
         }
+    }
+
+    /// The schedule as the simulation ran it before the fields drawn last were
+    /// added: every client with the client's default safety margin (a tenth of
+    /// the lease, at most 1 s). A seed that found a bug before then replays the
+    /// very run it found it in.
+    pub fn without_later_draws(mut self) -> Self {
+        let default_margin = (self.lease / 10).min(Duration::from_secs(1));
+        self.safety_margins = vec![default_margin; self.clients];
+        self
     }
 
     /// Refresh period of the clients (as the client default: a quarter lease, at
