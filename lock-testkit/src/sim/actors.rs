@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::schedule::Event;
+use super::schedule::{Event, Release};
 use super::store::{ClientLink, Recorder, ReusesFences};
 use super::world::{World, key_name};
 use super::{Breakage, Schedule, SimReport, Violation};
@@ -106,19 +106,21 @@ async fn work(
 ) {
     let schedule = world.schedule.clone();
     let lease = schedule.lease;
+    let release = schedule.releases[client];
     while !*stop.borrow() && !world.violated() {
         let key = key_name(rng.usize(..schedule.keys));
         let wait = lease.mul_f64(3.0 * rng.f64());
         let started = Instant::now();
         let awake = world.awake_epoch(client);
         world.start_waiting(client, &key);
-        let acquired = locks
-            .acquire(key.clone(), AcquireOptions::new().wait(wait))
-            .await;
+        let options = AcquireOptions::new()
+            .wait(wait)
+            .delete_on_release(release == Release::DeleteOnRelease);
+        let acquired = locks.acquire(key.clone(), options).await;
         world.stop_waiting(client);
         match acquired {
             Ok(guard) => {
-                world.add_guard(client, guard.view());
+                let epoch = world.add_guard(client, guard.view());
                 for _ in 0..rng.usize(1..=8) {
                     tokio::time::sleep(between(&mut rng, Duration::from_millis(20), lease / 2))
                         .await;
@@ -132,20 +134,23 @@ async fn work(
                         tokio::time::sleep(length).await;
                         world.set_paused(client, false);
                         if rng.f64() < schedule.careless {
-                            world.resource_write(&guard, false);
+                            world.resource_write(&guard, epoch, false);
                         } else if guard.is_safe() {
-                            world.resource_write(&guard, true);
+                            world.resource_write(&guard, epoch, true);
                         } else {
                             break;
                         }
                     } else {
-                        world.resource_write(&guard, true);
+                        world.resource_write(&guard, epoch, true);
                     }
                 }
                 world.remove_guard(client, &key);
                 // Lost or not, the guard is done; a failed release is the lease's
                 // business (it expires).
-                let _ = guard.release().await;
+                let _ = match release {
+                    Release::ReleaseAndDelete => guard.release_and_delete().await,
+                    Release::Keep | Release::DeleteOnRelease => guard.release().await,
+                };
             }
             Err(LockError::AcquireTimeout { .. }) => {
                 world.count_timeout();

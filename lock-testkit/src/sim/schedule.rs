@@ -47,6 +47,33 @@ pub struct Schedule {
     ///
     /// [`LockClientBuilder::safety_margin`]: lock_core::LockClientBuilder::safety_margin
     pub safety_margins: Vec<Duration>,
+    /// How each client's worker releases: in half of the schedules every worker
+    /// keeps the record, in the other half each worker draws one of the three ways.
+    pub releases: Vec<Release>,
+}
+
+/// How a worker releases its locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// [`LockGuard::release`](lock_core::LockGuard::release): the record stays,
+    /// marked released, and the key's fences keep increasing.
+    Keep,
+    /// Acquired with
+    /// [`AcquireOptions::delete_on_release`](lock_core::AcquireOptions::delete_on_release),
+    /// released with `release`: the record is deleted (so is it when `shutdown`
+    /// releases the lock), and the key's next fence is 1.
+    DeleteOnRelease,
+    /// Released with
+    /// [`LockGuard::release_and_delete`](lock_core::LockGuard::release_and_delete):
+    /// the record is deleted, and the key's next fence is 1.
+    ReleaseAndDelete,
+}
+
+impl Release {
+    /// Whether this worker's releases delete the record.
+    pub fn deletes(self) -> bool {
+        self != Release::Keep
+    }
 }
 
 /// A disturbance of one client process.
@@ -146,6 +173,19 @@ impl Schedule {
         if breakage == Some(Breakage::IgnoresDrift) {
             safety_margins = vec![Duration::ZERO; clients];
         }
+        let releases = if rng.bool() {
+            vec![Release::Keep; clients]
+        } else {
+            (0..clients)
+                .map(|_| {
+                    [
+                        Release::Keep,
+                        Release::DeleteOnRelease,
+                        Release::ReleaseAndDelete,
+                    ][rng.usize(..3)]
+                })
+                .collect()
+        };
         Self {
             seed,
             clients,
@@ -162,16 +202,18 @@ impl Schedule {
             run_for,
             breakage,
             safety_margins,
+            releases,
         }
     }
 
     /// The schedule as the simulation ran it before the fields drawn last were
     /// added: every client with the client's default safety margin (a tenth of
-    /// the lease, at most 1 s). A seed that found a bug before then replays the
-    /// very run it found it in.
+    /// the lease, at most 1 s) and keeping its records. A seed that found a bug
+    /// before then replays the very run it found it in.
     pub fn without_later_draws(mut self) -> Self {
         let default_margin = (self.lease / 10).min(Duration::from_secs(1));
         self.safety_margins = vec![default_margin; self.clients];
+        self.releases = vec![Release::Keep; self.clients];
         self
     }
 

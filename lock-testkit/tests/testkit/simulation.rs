@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_testkit::sim::{self, Breakage, Schedule};
+use lock_testkit::sim::{self, Breakage, Release, Schedule};
 
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
@@ -42,15 +42,18 @@ fn simulation() {
     }
     println!(
         "simulated {} schedules (seeds {first}..{}): {} acquisitions, {} fenced writes, \
-         {} stale writes rejected, {} crashes, {} pauses, {} acquire timeouts",
+         {} stale writes rejected ({} only for a delete), {} crashes, {} pauses, \
+         {} acquire timeouts, {} deletes",
         summary.schedules,
         first + count,
         summary.acquisitions,
         summary.resource_writes,
         summary.stale_rejected,
+        summary.stale_after_delete,
         summary.crashes,
         summary.pauses,
-        summary.acquire_timeouts
+        summary.acquire_timeouts,
+        summary.deletes
     );
     assert_eq!(summary.schedules, count);
     assert!(
@@ -58,6 +61,8 @@ fn simulation() {
         "clients barely acquired anything"
     );
     assert!(summary.crashes > 0 && summary.pauses > 0 && summary.stale_rejected > 0);
+    // The fence checks across deletes ran at all.
+    assert!(summary.deletes > 0, "{summary:?}");
 }
 
 #[test]
@@ -84,9 +89,25 @@ fn schedules_cover_the_ranges() {
     assert!(margins().any(Duration::is_zero));
     assert!(margins().any(|m| !m.is_zero()));
     for s in &schedules {
-        assert_eq!(s.safety_margins.len(), s.clients);
+        assert_eq!(
+            (s.safety_margins.len(), s.releases.len()),
+            (s.clients, s.clients)
+        );
         assert!(s.safety_margins.iter().all(|m| *m <= s.lease / 5), "{s:?}");
     }
+    // Every way of releasing comes up, and schedules where nobody deletes.
+    for release in [
+        Release::Keep,
+        Release::DeleteOnRelease,
+        Release::ReleaseAndDelete,
+    ] {
+        assert!(schedules.iter().any(|s| s.releases.contains(&release)));
+    }
+    assert!(
+        schedules
+            .iter()
+            .any(|s| s.releases.iter().all(|r| !r.deletes()))
+    );
     // Drawn after everything else: the fields a seed had before stay as they were.
     assert_eq!(
         Schedule::from_seed(5_049_015_912_164_900_695, None).clients,
