@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ConditionalStore, DriftingClock, LockClient, LockError};
+use lock_core::{AcquireOptions, ConditionalStore, DriftingClock, LockClient, LockError, Timing};
 use lock_memory::MemoryStore;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -53,11 +53,12 @@ impl Run {
             gate: world.gate(client),
             calls: Mutex::new(HashMap::new()),
         };
+        let margin = schedule.safety_margins[client];
         let mut builder = LockClient::builder(link)
             .owner(owner)
             .lease(schedule.lease)
             .max_clock_drift(schedule.max_drift)
-            .safety_margin(schedule.safety_margins[client])
+            .safety_margin(margin)
             // The liveness bounds are computed from this period: set it, rather
             // than rely on the client's default matching `Schedule::refresh`.
             .refresh_period(schedule.refresh())
@@ -66,6 +67,15 @@ impl Run {
             // `Schedule::from_seed` gives every client a zero margin for this.
             Some(Breakage::IgnoresDrift) => {}
             Some(Breakage::SlowPolling) => builder = builder.refresh_period(schedule.lease * 2),
+            Some(Breakage::LateHeartbeats) => {
+                let safe = Timing {
+                    lease: schedule.lease,
+                    max_drift: schedule.max_drift,
+                    safety_margin: margin,
+                }
+                .safe_time();
+                builder = builder.heartbeat_period(safe.saturating_sub(Duration::from_micros(1)));
+            }
             _ => {}
         }
         let lock_client = builder.build()?;

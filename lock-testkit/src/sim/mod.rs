@@ -38,6 +38,11 @@ pub enum Breakage {
     /// Waiters poll every two leases instead of every refresh period: released
     /// and orphaned locks sit free for longer than the liveness bounds.
     SlowPolling,
+    /// Clients heartbeat just before their safe time runs out (the period is the
+    /// safe time less a microsecond, which the client builder accepts), so each
+    /// heartbeat's round trip leaves the guard in danger until its reply arrives,
+    /// even in a run without faults or pauses.
+    LateHeartbeats,
 }
 
 /// What one run did.
@@ -71,6 +76,9 @@ pub struct SimReport {
     /// as high as any the resource had accepted, so a resource comparing bare
     /// fences would have taken it.
     pub stale_after_delete: u64,
+    /// Whether the run was calm (no faults, pauses or crashes), so that every
+    /// guard was also checked to stay safe while its worker held it.
+    pub calm: bool,
 }
 
 /// An invariant that did not hold, with the seed that replays it.
@@ -155,6 +163,8 @@ pub struct SimSummary {
     pub deletes: u64,
     /// Sum of [`SimReport::stale_after_delete`].
     pub stale_after_delete: u64,
+    /// Runs that were [calm](SimReport::calm).
+    pub calm: u64,
     /// The violation of the lowest failing seed, if any.
     pub violation: Option<Violation>,
 }
@@ -170,6 +180,7 @@ impl SimSummary {
         self.acquire_timeouts += report.acquire_timeouts;
         self.deletes += report.deletes;
         self.stale_after_delete += report.stale_after_delete;
+        self.calm += u64::from(report.calm);
     }
 
     /// Add another summary's totals; keep the violation of the lower seed.
@@ -183,6 +194,7 @@ impl SimSummary {
         self.acquire_timeouts += part.acquire_timeouts;
         self.deletes += part.deletes;
         self.stale_after_delete += part.stale_after_delete;
+        self.calm += part.calm;
         if let Some(v) = part.violation
             && self.violation.as_ref().is_none_or(|t| v.seed < t.seed)
         {

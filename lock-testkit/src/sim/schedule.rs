@@ -217,6 +217,20 @@ impl Schedule {
         self
     }
 
+    /// A run without disturbances: no store faults, no process pauses (scheduled
+    /// or between a lease check and a write), no crashes. In such a run no guard
+    /// may go in danger or be lost while its worker holds it.
+    pub fn is_calm(&self) -> bool {
+        self.faults == FaultConfig::NONE && self.events.is_empty() && self.pause_before_write == 0.0
+    }
+
+    /// Longest a worker holds a guard when nothing pauses it: up to 8 writes, each
+    /// after at most half a lease (and tokio's timers round each sleep up to the
+    /// next millisecond).
+    pub fn longest_hold(&self) -> Duration {
+        self.lease * 4 + Duration::from_millis(100)
+    }
+
     /// Refresh period of the clients (as the client default: a quarter lease, at
     /// most 1 s).
     pub fn refresh(&self) -> Duration {

@@ -3,11 +3,12 @@
 //! the protocol's invariants against it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lock_core::{Fence, FenceUpdate, LockKey, LockRecord, LockView, NewRecord};
 use tokio::sync::watch;
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::{Schedule, SimReport, Violation};
@@ -60,6 +61,16 @@ struct KeyState {
     resource: Option<(Epoched, String)>,
 }
 
+/// A guard a worker holds, as the checks see it.
+#[derive(Debug)]
+struct HeldGuard {
+    client: usize,
+    view: LockView,
+    /// Watches the guard in a calm run (see [`World::watch_calm_guard`]); stopped
+    /// when the worker lets go.
+    watcher: Option<AbortHandle>,
+}
+
 #[derive(Debug)]
 pub(crate) struct ClientSlot {
     pub(crate) owner: String,
@@ -83,7 +94,7 @@ struct State {
     keys: Vec<KeyState>,
     clients: Vec<ClientSlot>,
     dead_owners: HashSet<String>,
-    guards: Vec<(usize, LockView)>,
+    guards: Vec<HeldGuard>,
     waiters: Vec<Waiter>,
     violation: Option<Violation>,
     trace: VecDeque<(Instant, String)>,
@@ -131,6 +142,7 @@ impl World {
             seed: schedule.seed,
             clients: schedule.clients,
             keys: schedule.keys,
+            calm: schedule.is_calm(),
             ..SimReport::default()
         };
         Self {
@@ -251,7 +263,13 @@ impl World {
         let owner = slot.owner.clone();
         slot.gate.send_replace(false);
         state.dead_owners.insert(owner.clone());
-        state.guards.retain(|(c, _)| *c != client);
+        state.guards.retain(|guard| {
+            let mine = guard.client == client;
+            if mine && let Some(watcher) = &guard.watcher {
+                watcher.abort();
+            }
+            !mine
+        });
         state.waiters.retain(|w| w.client != client);
         for key in &mut state.keys {
             if key.holder.as_deref() == Some(owner.as_str()) {
@@ -361,14 +379,24 @@ impl World {
 
     /// A worker got `view` from `acquire`. Returns the delete epoch of its fence,
     /// which the worker hands to the resource with every write.
-    pub(crate) fn add_guard(&self, client: usize, view: LockView) -> u64 {
+    pub(crate) fn add_guard(self: &Arc<Self>, client: usize, view: LockView) -> u64 {
         let mut state = self.lock();
         let (owner, key, fence) = (view.owner().to_owned(), view.key().clone(), view.fence());
         let (epoch, problem) = match Self::grant_epoch(&state, &key, &owner, fence) {
             Ok(epoch) => (epoch, None),
             Err((epoch, problem)) => (epoch, Some(problem)),
         };
-        state.guards.push((client, view));
+        // Spawned before the guard is listed, so the watcher is in place before
+        // anything can remove the guard (nothing runs in between: one thread).
+        let watcher = self.schedule.is_calm().then(|| {
+            let world = self.clone();
+            tokio::spawn(world.watch_calm_guard(view.clone())).abort_handle()
+        });
+        state.guards.push(HeldGuard {
+            client,
+            view,
+            watcher,
+        });
         self.note(&mut state, || {
             format!("{owner} holds {key} with fence {fence} (epoch {epoch})")
         });
@@ -408,9 +436,44 @@ impl World {
 
     /// The worker lets go of its guard on `key` (before releasing it).
     pub(crate) fn remove_guard(&self, client: usize, key: &LockKey) {
-        self.lock()
-            .guards
-            .retain(|(c, view)| !(*c == client && view.key() == key));
+        self.lock().guards.retain(|guard| {
+            let mine = guard.client == client && guard.view.key() == key;
+            if mine && let Some(watcher) = &guard.watcher {
+                // Aborted before its next poll: a watcher never reports a guard
+                // after its worker let go.
+                watcher.abort();
+            }
+            !mine
+        });
+    }
+
+    /// In a calm run (no store faults, no pauses, no crashes: see
+    /// [`Schedule::is_calm`]) a guard must stay safe for as long as its worker
+    /// holds it: heartbeats answer within one round trip, so nothing may put the
+    /// lease in danger, let it expire or take it. This watches for the first
+    /// instant the guard is not safe, exactly (`until_unsafe`), rather than
+    /// sampling it; [`remove_guard`](Self::remove_guard) stops the watch.
+    async fn watch_calm_guard(self: Arc<Self>, view: LockView) {
+        let since = Instant::now();
+        let bound = self.schedule.longest_hold();
+        // Bounded like every wait on a guard, so a worker that never lets go
+        // fails the run instead of leaving the watch pending.
+        let outcome = tokio::time::timeout(bound, view.until_unsafe()).await;
+        let held_for = since.elapsed();
+        let (owner, key, fence) = (view.owner(), view.key(), view.fence());
+        let problem = match outcome {
+            Ok(reason) => format!(
+                "in a calm run (no faults, pauses or crashes) {owner}'s guard on {key} with \
+                 fence {fence} stopped being safe while its worker held it, {held_for:?} after \
+                 the acquire returned: {reason}"
+            ),
+            Err(_) => format!(
+                "{owner} still held its guard on {key} {held_for:?} after the acquire \
+                 returned; an undisturbed worker lets go within {bound:?}"
+            ),
+        };
+        let mut state = self.lock();
+        self.violate(&mut state, problem);
     }
 
     /// A write to the fenced resource with a fence of delete epoch `epoch` (from
@@ -495,7 +558,7 @@ impl World {
             let safe: Vec<&LockView> = state
                 .guards
                 .iter()
-                .map(|(_, view)| view)
+                .map(|guard| &guard.view)
                 .filter(|view| view.key() == key && view.is_safe())
                 .collect();
             if safe.len() > 1 {

@@ -43,7 +43,7 @@ fn simulation() {
     println!(
         "simulated {} schedules (seeds {first}..{}): {} acquisitions, {} fenced writes, \
          {} stale writes rejected ({} only for a delete), {} crashes, {} pauses, \
-         {} acquire timeouts, {} deletes",
+         {} acquire timeouts, {} deletes, {} calm runs",
         summary.schedules,
         first + count,
         summary.acquisitions,
@@ -53,7 +53,8 @@ fn simulation() {
         summary.crashes,
         summary.pauses,
         summary.acquire_timeouts,
-        summary.deletes
+        summary.deletes,
+        summary.calm
     );
     assert_eq!(summary.schedules, count);
     assert!(
@@ -61,8 +62,8 @@ fn simulation() {
         "clients barely acquired anything"
     );
     assert!(summary.crashes > 0 && summary.pauses > 0 && summary.stale_rejected > 0);
-    // The fence checks across deletes ran at all.
-    assert!(summary.deletes > 0, "{summary:?}");
+    // The checks that depend on these ran at all.
+    assert!(summary.deletes > 0 && summary.calm > 0, "{summary:?}");
 }
 
 #[test]
@@ -108,6 +109,13 @@ fn schedules_cover_the_ranges() {
             .iter()
             .any(|s| s.releases.iter().all(|r| !r.deletes()))
     );
+    // Calm schedules come up, and a fault, an event or a pause makes any other.
+    assert!(schedules.iter().filter(|s| s.is_calm()).count() > 50);
+    for s in &schedules {
+        let disturbed =
+            s.faults.throttle > 0.0 || !s.events.is_empty() || s.pause_before_write > 0.0;
+        assert_eq!(s.is_calm(), !disturbed, "{s:?}");
+    }
     // Drawn after everything else: the fields a seed had before stay as they were.
     assert_eq!(
         Schedule::from_seed(5_049_015_912_164_900_695, None).clients,
@@ -167,6 +175,23 @@ fn seeds_that_found_bugs_hold() {
             }
         }
     }
+}
+
+#[test]
+fn heartbeats_that_leave_the_guard_in_danger_are_caught_in_calm_runs() {
+    let summary = sim::run_seeds(0, 400, threads(), Some(Breakage::LateHeartbeats));
+    let violation = summary
+        .violation
+        .expect("a heartbeat due at the end of the safe time must leave guards in danger");
+    println!("{violation}");
+    assert!(
+        violation.what.contains("calm run") && violation.what.contains("in danger"),
+        "{violation}"
+    );
+    assert!(
+        Schedule::from_seed(violation.seed, Some(Breakage::LateHeartbeats)).is_calm(),
+        "{violation}"
+    );
 }
 
 #[test]
