@@ -156,8 +156,10 @@ pub enum FaultSource {
 /// What the injector did to one call.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct FaultEvent {
-    /// Position among the calls this injector saw, from 0 (keeps counting across
-    /// [`clear_faults`](crate::FaultyStore::clear_faults)).
+    /// Position among the calls this injector saw, from 0. It keeps counting
+    /// across [`clear_faults`](crate::FaultyStore::clear_faults), across events
+    /// dropped because the record is full, and while it keeps none (see
+    /// [`with_history_capacity`](crate::FaultyStore::with_history_capacity)).
     pub seq: u64,
     /// Tokio time when the call was made.
     pub at: Instant,
