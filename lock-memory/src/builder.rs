@@ -2,17 +2,20 @@
 
 use lock_core::Capabilities;
 
-use crate::MemoryStore;
+use crate::{DEFAULT_HISTORY_CAPACITY, MemoryStore};
 
 /// Configures a [`MemoryStore`]; start from [`MemoryStore::builder`].
 ///
 /// The defaults are DynamoDB's: partition keys up to 2048 bytes, sort keys up to
 /// 1024 bytes, records up to 400 KiB (measured by [`record_size`](crate::record_size)),
 /// and a rejected write returns the current record. Whatever is configured here is
-/// what [`capabilities`](lock_core::ConditionalStore::capabilities) reports.
+/// what [`capabilities`](lock_core::ConditionalStore::capabilities) reports. The
+/// history keeps the last [`DEFAULT_HISTORY_CAPACITY`] calls (10,000); see
+/// [`history_capacity`](Self::history_capacity).
 #[derive(Clone, Debug)]
 pub struct MemoryStoreBuilder {
     caps: Capabilities,
+    history_capacity: usize,
 }
 
 impl Default for MemoryStoreBuilder {
@@ -20,11 +23,28 @@ impl Default for MemoryStoreBuilder {
         Self {
             // The store always keeps released records, whatever the defaults say.
             caps: Capabilities::default().with_keeps_released_records(true),
+            history_capacity: DEFAULT_HISTORY_CAPACITY,
         }
     }
 }
 
 impl MemoryStoreBuilder {
+    /// Keep the last `calls` calls in the [`history`](MemoryStore::history)
+    /// (default [`DEFAULT_HISTORY_CAPACITY`], 10,000); when it is full, the oldest
+    /// entry is dropped for each new one.
+    ///
+    /// `0` turns the history off: no call is recorded, and its arguments are not
+    /// even copied, which is what a benchmark or a long simulation wants.
+    /// `usize::MAX` keeps every call. Whatever the capacity, the counters
+    /// ([`calls`](MemoryStore::calls), [`writes`](MemoryStore::writes),
+    /// [`reads`](MemoryStore::reads), [`applied_writes`](MemoryStore::applied_writes))
+    /// count every call, and each entry's [`seq`](crate::HistoryEntry::seq)
+    /// numbers it among all the calls served, dropped ones included.
+    pub fn history_capacity(mut self, calls: usize) -> Self {
+        self.history_capacity = calls;
+        self
+    }
+
     /// The largest record, in bytes as [`record_size`](crate::record_size)
     /// measures it (default 400 KiB).
     pub fn max_record_bytes(mut self, bytes: usize) -> Self {
@@ -61,6 +81,6 @@ impl MemoryStoreBuilder {
 
     /// An empty store with this configuration.
     pub fn build(self) -> MemoryStore {
-        MemoryStore::from_capabilities(self.caps)
+        MemoryStore::from_parts(self.caps, self.history_capacity)
     }
 }

@@ -156,8 +156,10 @@ pub enum FaultSource {
 /// What the injector did to one call.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct FaultEvent {
-    /// Position among the calls this injector saw, from 0 (keeps counting across
-    /// [`clear_faults`](crate::FaultyStore::clear_faults)).
+    /// Position among the calls this injector saw, from 0. It keeps counting
+    /// across [`clear_faults`](crate::FaultyStore::clear_faults), across events
+    /// dropped because the record is full, and while it keeps none (see
+    /// [`with_history_capacity`](crate::FaultyStore::with_history_capacity)).
     pub seq: u64,
     /// Tokio time when the call was made.
     pub at: Instant,
@@ -178,7 +180,13 @@ pub struct FaultEvent {
 impl FaultEvent {
     /// True when the call was disturbed: anything but a clean, undelayed pass.
     pub fn is_fault(&self) -> bool {
-        self.fault != Fault::Pass || self.delay.is_some()
+        Self::disturbs(&self.fault, self.delay)
+    }
+
+    /// [`is_fault`](Self::is_fault) of an event with this fault and delay, for the
+    /// counter of disturbed calls, which counts whether or not events are kept.
+    pub(crate) fn disturbs(fault: &Fault, delay: Option<Duration>) -> bool {
+        *fault != Fault::Pass || delay.is_some()
     }
 }
 

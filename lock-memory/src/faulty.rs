@@ -14,8 +14,9 @@ use lock_core::{
 };
 use tokio::time::Instant;
 
-use crate::Op;
 use crate::faults::{Fault, FaultConfig, FaultEvent, FaultSource};
+use crate::history::Bounded;
+use crate::{DEFAULT_HISTORY_CAPACITY, Op};
 
 /// Wraps any [`ConditionalStore`] and disturbs its calls: delays, throttling,
 /// failures before the call is applied, and ambiguous failures after it was
@@ -34,7 +35,9 @@ use crate::faults::{Fault, FaultConfig, FaultEvent, FaultSource};
 /// same: replay a failing run by reusing its [`seed`](Self::seed) (also shown by
 /// `Debug`). Clones share the generator, the script, the switch and the record of
 /// injected faults, so a test can keep a handle on a store it handed to a client.
-/// Every call is recorded as a [`FaultEvent`] in [`faults`](Self::faults).
+/// Every call is recorded as a [`FaultEvent`] in [`faults`](Self::faults), which
+/// keeps the last [`DEFAULT_HISTORY_CAPACITY`] (10,000) events unless
+/// [`with_history_capacity`](Self::with_history_capacity) says otherwise.
 pub struct FaultyStore<S> {
     inner: Arc<S>,
     seed: u64,
@@ -47,7 +50,11 @@ struct State {
     writes: FaultConfig,
     script: VecDeque<(Op, Fault)>,
     unavailable: bool,
-    events: Vec<FaultEvent>,
+    events: Bounded<FaultEvent>,
+    /// Calls and disturbed calls since the last `clear_faults`, counted apart from
+    /// `events` so they stay exact when it drops events or keeps none.
+    calls: usize,
+    injected: usize,
     next_seq: u64,
 }
 
@@ -70,7 +77,7 @@ impl<S: fmt::Debug> fmt::Debug for FaultyStore<S> {
             .field("reads", &state.reads)
             .field("writes", &state.writes)
             .field("scripted", &state.script.len())
-            .field("calls", &state.events.len())
+            .field("calls", &state.calls)
             .field("inner", &self.inner)
             .finish()
     }
@@ -96,7 +103,9 @@ impl<S> FaultyStore<S> {
                 writes: FaultConfig::NONE,
                 script: VecDeque::new(),
                 unavailable: false,
-                events: Vec::new(),
+                events: Bounded::new(DEFAULT_HISTORY_CAPACITY),
+                calls: 0,
+                injected: 0,
                 next_seq: 0,
             })),
         }
@@ -117,6 +126,16 @@ impl<S> FaultyStore<S> {
     /// The wrapped store.
     pub fn inner(&self) -> &S {
         &self.inner
+    }
+
+    /// Keep the last `events` calls in [`faults`](Self::faults) (default
+    /// [`DEFAULT_HISTORY_CAPACITY`], 10,000), dropping the oldest first; `0`
+    /// records none. [`calls`](Self::calls) and [`injected`](Self::injected) count
+    /// every call whatever is kept, and [`FaultEvent::seq`] numbers each call among
+    /// all of them. Shared by clones, like everything else.
+    pub fn with_history_capacity(self, events: usize) -> Self {
+        self.state().events.set_capacity(events);
+        self
     }
 
     /// The same random faults for reads and writes.
@@ -178,29 +197,33 @@ impl<S> FaultyStore<S> {
     }
 
     /// What was done to every call since the last
-    /// [`clear_faults`](Self::clear_faults), in call order.
+    /// [`clear_faults`](Self::clear_faults), in call order: to the most recent
+    /// ones only when there were more than the
+    /// [capacity](Self::with_history_capacity), and to none when it is 0. Identify
+    /// an event by its [`seq`](FaultEvent::seq), not its position here.
     pub fn faults(&self) -> Vec<FaultEvent> {
-        self.state().events.clone()
+        self.state().events.to_vec()
     }
 
-    /// Calls seen since the last [`clear_faults`](Self::clear_faults).
+    /// Calls seen since the last [`clear_faults`](Self::clear_faults), whether or
+    /// not [`faults`](Self::faults) still holds them.
     pub fn calls(&self) -> usize {
-        self.state().events.len()
+        self.state().calls
     }
 
     /// Calls disturbed (any fault or delay) since the last
     /// [`clear_faults`](Self::clear_faults).
     pub fn injected(&self) -> usize {
-        self.state()
-            .events
-            .iter()
-            .filter(|event| event.is_fault())
-            .count()
+        self.state().injected
     }
 
-    /// Forget the recorded events (sequence numbers keep counting).
+    /// Forget the recorded events and reset the counters (sequence numbers keep
+    /// counting).
     pub fn clear_faults(&self) {
-        self.state().events.clear();
+        let mut state = self.state();
+        state.events.clear();
+        state.calls = 0;
+        state.injected = 0;
     }
 
     /// Decide what happens to this call and record it. The lock is released before
@@ -226,15 +249,21 @@ impl<S> FaultyStore<S> {
         };
         let seq = state.next_seq;
         state.next_seq += 1;
-        state.events.push(FaultEvent {
-            seq,
-            at: Instant::now(),
-            op,
-            key: key.cloned(),
-            fault: fault.clone(),
-            source,
-            delay,
-        });
+        state.calls += 1;
+        if FaultEvent::disturbs(&fault, delay) {
+            state.injected += 1;
+        }
+        if state.events.keeps() {
+            state.events.push(FaultEvent {
+                seq,
+                at: Instant::now(),
+                op,
+                key: key.cloned(),
+                fault: fault.clone(),
+                source,
+                delay,
+            });
+        }
         (fault, delay)
     }
 

@@ -1,10 +1,83 @@
-//! The operation history: every call a [`MemoryStore`](crate::MemoryStore) served,
-//! in the order it took effect, with its arguments, times and result.
+//! The operation history: the calls a [`MemoryStore`](crate::MemoryStore) served,
+//! in the order they took effect, with their arguments, times and results; the
+//! last [`DEFAULT_HISTORY_CAPACITY`] of them unless configured otherwise.
+
+use std::collections::VecDeque;
 
 use lock_core::{
     Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page, StoreError, StoreErrorKind,
 };
 use tokio::time::Instant;
+
+/// How many calls a [`MemoryStore`](crate::MemoryStore)'s history, and how many
+/// events a [`FaultyStore`](crate::FaultyStore)'s record of faults, keep unless
+/// configured otherwise: the last 10,000, the oldest dropped first.
+///
+/// That is far more than any single test makes, and bounds the memory of a
+/// long-running store (a benchmark, a soak, a demo left running) to a few MiB for
+/// records without data. Change it with
+/// [`MemoryStoreBuilder::history_capacity`](crate::MemoryStoreBuilder::history_capacity)
+/// or [`FaultyStore::with_history_capacity`](crate::FaultyStore::with_history_capacity);
+/// `0` turns the history off.
+pub const DEFAULT_HISTORY_CAPACITY: usize = 10_000;
+
+/// The last `capacity` items pushed, oldest dropped first; nothing at all with
+/// capacity 0.
+#[derive(Debug)]
+pub(crate) struct Bounded<T> {
+    items: VecDeque<T>,
+    capacity: usize,
+}
+
+impl<T: Clone> Bounded<T> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        // No allocation up front: the capacity may be `usize::MAX` ("keep
+        // everything"), and most stores see far fewer calls than the default.
+        Self {
+            items: VecDeque::new(),
+            capacity,
+        }
+    }
+
+    /// Whether anything is kept: callers skip building entries when not.
+    pub(crate) fn keeps(&self) -> bool {
+        self.capacity > 0
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Keep at most `capacity` items from now on, dropping the oldest if there
+    /// are more already.
+    pub(crate) fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity;
+        let excess = self.items.len().saturating_sub(capacity);
+        self.items.drain(..excess);
+    }
+
+    pub(crate) fn push(&mut self, item: T) {
+        if self.capacity == 0 {
+            return;
+        }
+        if self.items.len() >= self.capacity {
+            self.items.pop_front();
+        }
+        self.items.push_back(item);
+    }
+
+    pub(crate) fn to_vec(&self) -> Vec<T> {
+        self.items.iter().cloned().collect()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.items.clear();
+    }
+}
 
 /// Which store method was called.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
@@ -179,9 +252,13 @@ impl CallResult {
 /// One entry of the history.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct HistoryEntry {
-    /// Position in the store's history, from 0; it keeps counting across
-    /// [`clear_history`](crate::MemoryStore::clear_history). Entries are in the
-    /// order the calls took effect (their linearization order).
+    /// Position among every call the store served, from 0. It keeps counting
+    /// across [`clear_history`](crate::MemoryStore::clear_history), across entries
+    /// dropped because the history is full, and while the history is off, so it
+    /// identifies a call for good: compare `seq`s, not positions in
+    /// [`history`](crate::MemoryStore::history), which shift as old entries are
+    /// dropped. Entries are in the order the calls took effect (their
+    /// linearization order).
     pub seq: u64,
     /// Tokio time when the call was made.
     pub started: Instant,

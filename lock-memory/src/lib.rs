@@ -7,7 +7,7 @@
 //!   ordered map, the same conditional-write semantics as the DynamoDB store
 //!   (vacant-or-version conditions, store-computed fences, the current record on
 //!   conflict), the same limits by default, and a [`history`](MemoryStore::history)
-//!   of every call so a test can assert what the client did ("an uncontended
+//!   of its calls so a test can assert what the client did ("an uncontended
 //!   acquire is exactly one write").
 //! * [`FaultyStore`] wraps **any** store and, from a seed, throttles, fails,
 //!   delays, or applies a write and loses the response; faults can also be
@@ -54,6 +54,41 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # The history is bounded
+//!
+//! The history keeps the last [`DEFAULT_HISTORY_CAPACITY`] (10,000) calls, the
+//! oldest dropped first, so a store that serves millions of calls (a benchmark, a
+//! soak, a long simulation) does not grow without end; the fault injector's
+//! record of [`faults`](FaultyStore::faults) likewise. Set another capacity with
+//! [`MemoryStoreBuilder::history_capacity`] or
+//! [`FaultyStore::with_history_capacity`]; `0` turns recording off entirely (no
+//! copies of the arguments are made), which is what benchmarks want. The
+//! counters ([`calls`](MemoryStore::calls), [`writes`](MemoryStore::writes), ...)
+//! count every call whatever the history keeps, and every entry's
+//! [`seq`](HistoryEntry::seq) numbers it among all calls, so code that
+//! identifies entries by `seq` is not confused by the ones dropped.
+//!
+//! ```
+//! use lock_core::{ConditionalStore, LockKey};
+//! use lock_memory::MemoryStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_core::StoreError> {
+//! let store = MemoryStore::builder().history_capacity(2).build();
+//! for _ in 0..3 {
+//!     store.get(&LockKey::new("leader")).await?;
+//! }
+//! let kept: Vec<u64> = store.history().iter().map(|entry| entry.seq).collect();
+//! assert_eq!((kept, store.calls()), (vec![1, 2], 3));
+//!
+//! let silent = MemoryStore::builder().history_capacity(0).build();
+//! silent.get(&LockKey::new("leader")).await?;
+//! assert!(silent.history().is_empty());
+//! assert_eq!(silent.reads(), 1);
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
 
 mod builder;
@@ -67,6 +102,6 @@ mod store;
 pub use builder::MemoryStoreBuilder;
 pub use faults::{Fault, FaultConfig, FaultEvent, FaultSource};
 pub use faulty::FaultyStore;
-pub use history::{Call, CallResult, HistoryEntry, Op};
+pub use history::{Call, CallResult, DEFAULT_HISTORY_CAPACITY, HistoryEntry, Op};
 pub use limits::{RECORD_OVERHEAD_BYTES, record_size};
 pub use store::MemoryStore;

@@ -12,8 +12,8 @@ use lock_core::{
 };
 use tokio::time::Instant;
 
-use crate::history::{Call, CallResult, HistoryEntry};
-use crate::{MemoryStoreBuilder, cursor, limits};
+use crate::history::{Bounded, Call, CallResult, HistoryEntry};
+use crate::{MemoryStoreBuilder, Op, cursor, limits};
 
 /// A linearizable, strongly consistent in-process lock store.
 ///
@@ -26,23 +26,41 @@ use crate::{MemoryStoreBuilder, cursor, limits};
 /// * Released records are kept, so fences keep increasing across release;
 ///   `delete` forgets a key's fence history.
 /// * Every call, including refused ones, is recorded in the
-///   [`history`](Self::history), in the order the calls took effect.
+///   [`history`](Self::history), in the order the calls took effect; the history
+///   keeps the last [`DEFAULT_HISTORY_CAPACITY`](crate::DEFAULT_HISTORY_CAPACITY)
+///   (10,000) calls, or as many as
+///   [`history_capacity`](MemoryStoreBuilder::history_capacity) says (0: none).
+///   The counters ([`calls`](Self::calls), [`writes`](Self::writes), ...) count
+///   every call whatever the history keeps.
 /// * Clones share the same records and history, so a test can keep a handle while
 ///   clients use another.
 ///
-/// Limits (item size, key lengths) and whether a rejection carries the current
-/// record are set with [`MemoryStore::builder`].
+/// Limits (item size, key lengths), whether a rejection carries the current
+/// record and the history's capacity are set with [`MemoryStore::builder`].
 #[derive(Clone)]
 pub struct MemoryStore {
     shared: Arc<Mutex<State>>,
     caps: Capabilities,
+    /// Whether the history keeps anything; known without the lock, so a store
+    /// without history reads no clock and copies no arguments.
+    keeps_history: bool,
 }
 
-#[derive(Default)]
 struct State {
     records: BTreeMap<LockKey, LockRecord>,
-    history: Vec<HistoryEntry>,
+    history: Bounded<HistoryEntry>,
+    /// Every call since the last `clear_history`, kept apart from the history so
+    /// they stay exact when it drops entries or is off.
+    counts: Counts,
     next_seq: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    calls: usize,
+    writes: usize,
+    reads: usize,
+    applied_writes: usize,
 }
 
 impl Default for MemoryStore {
@@ -56,7 +74,8 @@ impl fmt::Debug for MemoryStore {
         let state = self.state();
         f.debug_struct("MemoryStore")
             .field("records", &state.records.len())
-            .field("calls", &state.history.len())
+            .field("calls", &state.counts.calls)
+            .field("history", &state.history.len())
             .field("capabilities", &self.caps)
             .finish()
     }
@@ -74,9 +93,16 @@ impl MemoryStore {
         MemoryStoreBuilder::default()
     }
 
-    pub(crate) fn from_capabilities(caps: Capabilities) -> Self {
+    pub(crate) fn from_parts(caps: Capabilities, history_capacity: usize) -> Self {
+        let history = Bounded::new(history_capacity);
         Self {
-            shared: Arc::new(Mutex::new(State::default())),
+            keeps_history: history.keeps(),
+            shared: Arc::new(Mutex::new(State {
+                records: BTreeMap::new(),
+                history,
+                counts: Counts::default(),
+                next_seq: 0,
+            })),
             caps,
         }
     }
@@ -105,59 +131,89 @@ impl MemoryStore {
         self.state().records.get(key).cloned()
     }
 
-    /// Every call served since the last [`clear_history`](Self::clear_history),
-    /// in the order the calls took effect.
+    /// The calls served since the last [`clear_history`](Self::clear_history), in
+    /// the order they took effect: all of them, or the most recent
+    /// [`history_capacity`](Self::history_capacity) when there were more (empty
+    /// when the history is off). Identify an entry by its
+    /// [`seq`](HistoryEntry::seq), not by its position here.
     pub fn history(&self) -> Vec<HistoryEntry> {
-        self.state().history.clone()
+        self.state().history.to_vec()
     }
 
-    /// Forget the history and so reset the counters (the records stay; sequence
+    /// How many calls the history keeps (see
+    /// [`MemoryStoreBuilder::history_capacity`]); 0 when it is off.
+    pub fn history_capacity(&self) -> usize {
+        self.state().history.capacity()
+    }
+
+    /// Forget the history and reset the counters (the records stay; sequence
     /// numbers keep counting).
     pub fn clear_history(&self) {
-        self.state().history.clear();
+        let mut state = self.state();
+        state.history.clear();
+        state.counts = Counts::default();
     }
 
     /// Calls served since the last [`clear_history`](Self::clear_history),
-    /// including refused and rejected ones.
+    /// including refused and rejected ones, whether or not the history still
+    /// holds them.
     pub fn calls(&self) -> usize {
-        self.state().history.len()
+        self.state().counts.calls
     }
 
     /// `put` and `delete` calls served (applied, rejected or refused) since the
     /// last [`clear_history`](Self::clear_history).
     pub fn writes(&self) -> usize {
-        self.count(HistoryEntry::is_write)
+        self.state().counts.writes
     }
 
     /// `get` and `list` calls served since the last
     /// [`clear_history`](Self::clear_history).
     pub fn reads(&self) -> usize {
-        self.count(HistoryEntry::is_read)
+        self.state().counts.reads
     }
 
     /// Writes that applied since the last [`clear_history`](Self::clear_history).
     pub fn applied_writes(&self) -> usize {
-        self.count(HistoryEntry::applied)
+        self.state().counts.applied_writes
     }
 
-    fn count(&self, pred: impl Fn(&HistoryEntry) -> bool) -> usize {
-        self.state()
-            .history
-            .iter()
-            .filter(|entry| pred(entry))
-            .count()
+    /// When the call started, if the history keeps calls (a store without
+    /// history reads no clock).
+    fn started(&self) -> Option<Instant> {
+        self.keeps_history.then(Instant::now)
     }
 
-    fn record_call(state: &mut State, started: Instant, call: Call, result: CallResult) {
+    /// Count one call and, when the history keeps calls (`call` is set: its start
+    /// and arguments), record it; `result` is summarised only then.
+    fn record_call(
+        state: &mut State,
+        op: Op,
+        applied: bool,
+        call: Option<(Instant, Call)>,
+        result: impl FnOnce() -> CallResult,
+    ) {
         let seq = state.next_seq;
         state.next_seq += 1;
-        state.history.push(HistoryEntry {
-            seq,
-            started,
-            finished: Instant::now(),
-            call,
-            result,
-        });
+        let counts = &mut state.counts;
+        counts.calls += 1;
+        if op.is_write() {
+            counts.writes += 1;
+        } else {
+            counts.reads += 1;
+        }
+        if applied {
+            counts.applied_writes += 1;
+        }
+        if let Some((started, call)) = call {
+            state.history.push(HistoryEntry {
+                seq,
+                started,
+                finished: Instant::now(),
+                call,
+                result: result(),
+            });
+        }
     }
 
     fn rejected(&self, current: Option<&LockRecord>) -> Outcome {
@@ -270,11 +326,13 @@ fn holds(expect: &Expect, current: Option<&LockRecord>) -> bool {
 #[async_trait]
 impl ConditionalStore for MemoryStore {
     async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        let started = Instant::now();
+        let started = self.started();
         let mut state = self.state();
         let result = limits::check_key(&self.caps, key).map(|()| state.records.get(key).cloned());
-        let summary = CallResult::of_get(&result);
-        Self::record_call(&mut state, started, Call::Get { key: key.clone() }, summary);
+        let call = started.map(|at| (at, Call::Get { key: key.clone() }));
+        Self::record_call(&mut state, Op::Get, false, call, || {
+            CallResult::of_get(&result)
+        });
         result
     }
 
@@ -284,27 +342,40 @@ impl ConditionalStore for MemoryStore {
         expect: Expect,
         new: NewRecord,
     ) -> Result<Outcome, StoreError> {
-        let started = Instant::now();
-        let call = Call::Put {
-            key: key.clone(),
-            expect: expect.clone(),
-            new: new.clone(),
-        };
+        // The record is moved into the store: copy the arguments first, if the
+        // history keeps them.
+        let call = self.started().map(|at| {
+            let call = Call::Put {
+                key: key.clone(),
+                expect: expect.clone(),
+                new: new.clone(),
+            };
+            (at, call)
+        });
         let mut state = self.state();
         let result = self.apply_put(&mut state.records, key, &expect, new);
-        Self::record_call(&mut state, started, call, CallResult::of_write(&result));
+        let applied = matches!(result, Ok(Outcome::Applied(_)));
+        Self::record_call(&mut state, Op::Put, applied, call, || {
+            CallResult::of_write(&result)
+        });
         result
     }
 
     async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        let started = Instant::now();
+        let started = self.started();
         let mut state = self.state();
         let result = self.apply_delete(&mut state.records, key, &expect);
-        let call = Call::Delete {
-            key: key.clone(),
-            expect,
-        };
-        Self::record_call(&mut state, started, call, CallResult::of_write(&result));
+        let applied = matches!(result, Ok(Outcome::Applied(_)));
+        let call = started.map(|at| {
+            let call = Call::Delete {
+                key: key.clone(),
+                expect,
+            };
+            (at, call)
+        });
+        Self::record_call(&mut state, Op::Delete, applied, call, || {
+            CallResult::of_write(&result)
+        });
         result
     }
 
@@ -314,15 +385,20 @@ impl ConditionalStore for MemoryStore {
         cursor: Option<Cursor>,
         limit: usize,
     ) -> Result<Page, StoreError> {
-        let started = Instant::now();
+        let started = self.started();
         let mut state = self.state();
         let result = self.page(&state.records, partition, cursor.as_ref(), limit);
-        let call = Call::List {
-            partition: partition.map(str::to_owned),
-            cursor,
-            limit,
-        };
-        Self::record_call(&mut state, started, call, CallResult::of_list(&result));
+        let call = started.map(|at| {
+            let call = Call::List {
+                partition: partition.map(str::to_owned),
+                cursor,
+                limit,
+            };
+            (at, call)
+        });
+        Self::record_call(&mut state, Op::List, false, call, || {
+            CallResult::of_list(&result)
+        });
         result
     }
 

@@ -892,6 +892,142 @@ async fn clones_share_records_and_history() {
     );
 }
 
+/// `n` calls on a fresh key: a vacant put, then alternately a get and a
+/// heartbeat (applied) on it.
+async fn make_calls(store: &MemoryStore, key: &str, n: usize) {
+    let key = LockKey::new(key);
+    for i in 0..n {
+        match i {
+            0 => {
+                applied(
+                    store
+                        .put(&key, Expect::Vacant, acquire("a", "r0"))
+                        .await
+                        .unwrap(),
+                );
+            }
+            i if i % 2 == 1 => {
+                store.get(&key).await.unwrap();
+            }
+            i => {
+                let previous = format!("r{}", i - 2);
+                let next = format!("r{i}");
+                applied(
+                    store
+                        .put(&key, version(&previous), heartbeat("a", &next))
+                        .await
+                        .unwrap(),
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_full_history_keeps_exactly_the_last_n_calls_and_the_counters_count_all() {
+    let store = MemoryStore::builder().history_capacity(5).build();
+    assert_eq!(store.history_capacity(), 5);
+    make_calls(&store, "a", 4).await;
+    assert_eq!(store.history().len(), 4, "not full yet: nothing dropped");
+    make_calls(&store, "b", 9).await;
+    let history = store.history();
+    let seqs: Vec<u64> = history.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![8, 9, 10, 11, 12], "the last five, oldest first");
+    let ops: Vec<Op> = history.iter().map(|e| e.op()).collect();
+    assert_eq!(ops, vec![Op::Put, Op::Get, Op::Put, Op::Get, Op::Put]);
+    assert_eq!(history[4].writer(), Some("a"));
+    assert_eq!(history[4].expect(), Some(&version("r6")));
+    // The counters are not bounded by the history.
+    assert_eq!((store.calls(), store.writes(), store.reads()), (13, 7, 6));
+    assert_eq!(store.applied_writes(), 7);
+    store.clear_history();
+    assert_eq!((store.calls(), store.history().len()), (0, 0));
+    make_calls(&store, "c", 1).await;
+    assert_eq!(
+        store.history().iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![13]
+    );
+}
+
+#[tokio::test]
+async fn a_history_of_capacity_zero_records_nothing_but_counts_everything() {
+    let store = MemoryStore::builder().history_capacity(0).build();
+    assert_eq!(store.history_capacity(), 0);
+    make_calls(&store, "busy", 7).await;
+    assert!(store.history().is_empty());
+    assert_eq!((store.calls(), store.writes(), store.reads()), (7, 4, 3));
+    assert_eq!(store.applied_writes(), 4);
+    let debug = format!("{store:?}");
+    assert!(
+        debug.contains("calls: 7") && debug.contains("history: 0"),
+        "{debug}"
+    );
+    // The store itself works as ever.
+    assert_eq!(
+        store
+            .record(&LockKey::new("busy"))
+            .map(|r| r.rvn.as_str().to_owned()),
+        Some("r6".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn the_default_history_keeps_the_last_ten_thousand_calls() {
+    assert_eq!(lock_memory::DEFAULT_HISTORY_CAPACITY, 10_000);
+    let store = MemoryStore::new();
+    assert_eq!(store.history_capacity(), 10_000);
+    assert_eq!(
+        MemoryStore::builder().build().history_capacity(),
+        10_000,
+        "the builder's default is the same"
+    );
+    make_calls(&store, "a", 10_000).await;
+    let history = store.history();
+    assert_eq!(history.len(), 10_000);
+    assert_eq!(history[0].seq, 0, "full, nothing dropped yet");
+    make_calls(&store, "b", 3).await;
+    let history = store.history();
+    assert_eq!(history.len(), 10_000);
+    assert_eq!(history.first().map(|e| e.seq), Some(3));
+    assert_eq!(history.last().map(|e| e.seq), Some(10_002));
+    assert_eq!(store.calls(), 10_003);
+}
+
+#[tokio::test]
+async fn the_fault_record_keeps_the_last_n_events_or_none_and_counts_every_call() {
+    let key = LockKey::new("job");
+    let faulty = FaultyStore::new(MemoryStore::new(), 3).with_history_capacity(2);
+    let off = FaultyStore::new(MemoryStore::new(), 3).with_history_capacity(0);
+    for store in [&faulty, &off] {
+        store.script(Op::Get, Fault::Throttled);
+        for _ in 0..4 {
+            let _ = store.get(&key).await;
+        }
+        assert_eq!((store.calls(), store.injected()), (4, 1));
+    }
+    let kept: Vec<(u64, Fault)> = faulty
+        .faults()
+        .into_iter()
+        .map(|e| (e.seq, e.fault))
+        .collect();
+    assert_eq!(kept, vec![(2, Fault::Pass), (3, Fault::Pass)]);
+    assert!(off.faults().is_empty());
+    assert!(format!("{off:?}").contains("calls: 4"));
+    // Shrinking keeps the most recent; the default is the store's.
+    let faulty = faulty.with_history_capacity(1);
+    assert_eq!(
+        faulty.faults().iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![3]
+    );
+    let fresh = FaultyStore::new(MemoryStore::new(), 3);
+    for _ in 0..10_001 {
+        let _ = fresh.get(&key).await;
+    }
+    assert_eq!(fresh.faults().len(), lock_memory::DEFAULT_HISTORY_CAPACITY);
+    assert_eq!(fresh.faults().first().map(|e| e.seq), Some(1));
+    assert_eq!(fresh.calls(), 10_001);
+}
+
 // ---------------------------------------------------------------------------
 // Fault injection: scripted faults and outages
 // ---------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 //! lock-testkit's own tests: the conformance suite on the memory store (plain and
-//! behind faults with retries), the suite's teeth, the seeded simulation, and the
-//! model-based test.
+//! behind faults with retries), the suite's teeth, the seeded simulation, the
+//! model-based test, and ignored tests of known lock-core bugs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod testkit {
     mod conformance;
+    mod known_bugs;
     mod model;
     mod simulation;
 }

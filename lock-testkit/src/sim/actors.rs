@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ConditionalStore, DriftingClock, LockClient, LockError};
+use lock_core::{AcquireOptions, ConditionalStore, DriftingClock, LockClient, LockError, Timing};
 use lock_memory::MemoryStore;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::schedule::Event;
+use super::schedule::{Event, Release};
 use super::store::{ClientLink, Recorder, ReusesFences};
 use super::world::{World, key_name};
 use super::{Breakage, Schedule, SimReport, Violation};
@@ -53,17 +53,29 @@ impl Run {
             gate: world.gate(client),
             calls: Mutex::new(HashMap::new()),
         };
+        let margin = schedule.safety_margins[client];
         let mut builder = LockClient::builder(link)
             .owner(owner)
             .lease(schedule.lease)
             .max_clock_drift(schedule.max_drift)
+            .safety_margin(margin)
             // The liveness bounds are computed from this period: set it, rather
             // than rely on the client's default matching `Schedule::refresh`.
             .refresh_period(schedule.refresh())
             .clock(Arc::new(DriftingClock::new(schedule.rates[client])));
         match schedule.breakage {
-            Some(Breakage::IgnoresDrift) => builder = builder.safety_margin(Duration::ZERO),
+            // `Schedule::from_seed` gives every client a zero margin for this.
+            Some(Breakage::IgnoresDrift) => {}
             Some(Breakage::SlowPolling) => builder = builder.refresh_period(schedule.lease * 2),
+            Some(Breakage::LateHeartbeats) => {
+                let safe = Timing {
+                    lease: schedule.lease,
+                    max_drift: schedule.max_drift,
+                    safety_margin: margin,
+                }
+                .safe_time();
+                builder = builder.heartbeat_period(safe.saturating_sub(Duration::from_micros(1)));
+            }
             _ => {}
         }
         let lock_client = builder.build()?;
@@ -104,19 +116,21 @@ async fn work(
 ) {
     let schedule = world.schedule.clone();
     let lease = schedule.lease;
+    let release = schedule.releases[client];
     while !*stop.borrow() && !world.violated() {
         let key = key_name(rng.usize(..schedule.keys));
         let wait = lease.mul_f64(3.0 * rng.f64());
         let started = Instant::now();
         let awake = world.awake_epoch(client);
         world.start_waiting(client, &key);
-        let acquired = locks
-            .acquire(key.clone(), AcquireOptions::new().wait(wait))
-            .await;
+        let options = AcquireOptions::new()
+            .wait(wait)
+            .delete_on_release(release == Release::DeleteOnRelease);
+        let acquired = locks.acquire(key.clone(), options).await;
         world.stop_waiting(client);
         match acquired {
             Ok(guard) => {
-                world.add_guard(client, guard.view());
+                let epoch = world.add_guard(client, guard.view());
                 for _ in 0..rng.usize(1..=8) {
                     tokio::time::sleep(between(&mut rng, Duration::from_millis(20), lease / 2))
                         .await;
@@ -130,20 +144,23 @@ async fn work(
                         tokio::time::sleep(length).await;
                         world.set_paused(client, false);
                         if rng.f64() < schedule.careless {
-                            world.resource_write(&guard, false);
+                            world.resource_write(&guard, epoch, false);
                         } else if guard.is_safe() {
-                            world.resource_write(&guard, true);
+                            world.resource_write(&guard, epoch, true);
                         } else {
                             break;
                         }
                     } else {
-                        world.resource_write(&guard, true);
+                        world.resource_write(&guard, epoch, true);
                     }
                 }
                 world.remove_guard(client, &key);
                 // Lost or not, the guard is done; a failed release is the lease's
                 // business (it expires).
-                let _ = guard.release().await;
+                let _ = match release {
+                    Release::ReleaseAndDelete => guard.release_and_delete().await,
+                    Release::Keep | Release::DeleteOnRelease => guard.release().await,
+                };
             }
             Err(LockError::AcquireTimeout { .. }) => {
                 world.count_timeout();
@@ -159,7 +176,10 @@ async fn work(
 
 pub(crate) async fn simulate(schedule: Schedule) -> Result<SimReport, Violation> {
     let world = Arc::new(World::new(schedule.clone()));
-    let memory = MemoryStore::new();
+    // The run learns the store's truth from its own recording layer at the instant
+    // each write applies, and reads the records at the end: the store's history
+    // of every call would only cost time and memory.
+    let memory = MemoryStore::builder().history_capacity(0).build();
     let shared: Arc<dyn ConditionalStore> = match schedule.breakage {
         Some(Breakage::ReusedFence) => Arc::new(Recorder {
             inner: ReusesFences(memory.clone()),

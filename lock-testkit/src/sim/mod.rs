@@ -22,7 +22,7 @@ mod schedule;
 mod store;
 mod world;
 
-pub use schedule::{Event, Schedule};
+pub use schedule::{Event, Release, Schedule};
 
 /// A deliberate bug, to show that the checks catch one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +38,11 @@ pub enum Breakage {
     /// Waiters poll every two leases instead of every refresh period: released
     /// and orphaned locks sit free for longer than the liveness bounds.
     SlowPolling,
+    /// Clients heartbeat just before their safe time runs out (the period is the
+    /// safe time less a microsecond, which the client builder accepts), so each
+    /// heartbeat's round trip leaves the guard in danger until its reply arrives,
+    /// even in a run without faults or pauses.
+    LateHeartbeats,
 }
 
 /// What one run did.
@@ -64,6 +69,16 @@ pub struct SimReport {
     pub crashes: u64,
     /// Process pauses.
     pub pauses: u64,
+    /// Records the store deleted (workers that release with delete-on-release).
+    pub deletes: u64,
+    /// Stale writes the resource rejected only because it knew of a delete: each
+    /// came from a holder whose record was deleted since, with a fence at least
+    /// as high as any the resource had accepted, so a resource comparing bare
+    /// fences would have taken it.
+    pub stale_after_delete: u64,
+    /// Whether the run was calm (no faults, pauses or crashes), so that every
+    /// guard was also checked to stay safe while its worker held it.
+    pub calm: bool,
 }
 
 /// An invariant that did not hold, with the seed that replays it.
@@ -144,6 +159,12 @@ pub struct SimSummary {
     pub pauses: u64,
     /// Sum of [`SimReport::acquire_timeouts`].
     pub acquire_timeouts: u64,
+    /// Sum of [`SimReport::deletes`].
+    pub deletes: u64,
+    /// Sum of [`SimReport::stale_after_delete`].
+    pub stale_after_delete: u64,
+    /// Runs that were [calm](SimReport::calm).
+    pub calm: u64,
     /// The violation of the lowest failing seed, if any.
     pub violation: Option<Violation>,
 }
@@ -157,6 +178,28 @@ impl SimSummary {
         self.crashes += report.crashes;
         self.pauses += report.pauses;
         self.acquire_timeouts += report.acquire_timeouts;
+        self.deletes += report.deletes;
+        self.stale_after_delete += report.stale_after_delete;
+        self.calm += u64::from(report.calm);
+    }
+
+    /// Add another summary's totals; keep the violation of the lower seed.
+    fn merge(&mut self, part: SimSummary) {
+        self.schedules += part.schedules;
+        self.acquisitions += part.acquisitions;
+        self.resource_writes += part.resource_writes;
+        self.stale_rejected += part.stale_rejected;
+        self.crashes += part.crashes;
+        self.pauses += part.pauses;
+        self.acquire_timeouts += part.acquire_timeouts;
+        self.deletes += part.deletes;
+        self.stale_after_delete += part.stale_after_delete;
+        self.calm += part.calm;
+        if let Some(v) = part.violation
+            && self.violation.as_ref().is_none_or(|t| v.seed < t.seed)
+        {
+            self.violation = Some(v);
+        }
     }
 }
 
@@ -202,18 +245,7 @@ pub fn run_seeds(first: u64, count: u64, threads: usize, breakage: Option<Breaka
     });
     let mut total = SimSummary::default();
     for part in parts {
-        total.schedules += part.schedules;
-        total.acquisitions += part.acquisitions;
-        total.resource_writes += part.resource_writes;
-        total.stale_rejected += part.stale_rejected;
-        total.crashes += part.crashes;
-        total.pauses += part.pauses;
-        total.acquire_timeouts += part.acquire_timeouts;
-        if let Some(v) = part.violation
-            && total.violation.as_ref().is_none_or(|t| v.seed < t.seed)
-        {
-            total.violation = Some(v);
-        }
+        total.merge(part);
     }
     total
 }

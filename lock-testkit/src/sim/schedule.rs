@@ -41,6 +41,39 @@ pub struct Schedule {
     pub run_for: Duration,
     /// The deliberate bug, if any.
     pub breakage: Option<Breakage>,
+    /// Each client's safety margin ([`LockClientBuilder::safety_margin`]): zero for
+    /// about a quarter of the clients, the protocol must be safe without one;
+    /// otherwise up to a fifth of the lease.
+    ///
+    /// [`LockClientBuilder::safety_margin`]: lock_core::LockClientBuilder::safety_margin
+    pub safety_margins: Vec<Duration>,
+    /// How each client's worker releases: in half of the schedules every worker
+    /// keeps the record, in the other half each worker draws one of the three ways.
+    pub releases: Vec<Release>,
+}
+
+/// How a worker releases its locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// [`LockGuard::release`](lock_core::LockGuard::release): the record stays,
+    /// marked released, and the key's fences keep increasing.
+    Keep,
+    /// Acquired with
+    /// [`AcquireOptions::delete_on_release`](lock_core::AcquireOptions::delete_on_release),
+    /// released with `release`: the record is deleted (so is it when `shutdown`
+    /// releases the lock), and the key's next fence is 1.
+    DeleteOnRelease,
+    /// Released with
+    /// [`LockGuard::release_and_delete`](lock_core::LockGuard::release_and_delete):
+    /// the record is deleted, and the key's next fence is 1.
+    ReleaseAndDelete,
+}
+
+impl Release {
+    /// Whether this worker's releases delete the record.
+    pub fn deletes(self) -> bool {
+        self != Release::Keep
+    }
 }
 
 /// A disturbance of one client process.
@@ -125,6 +158,34 @@ impl Schedule {
         } else {
             [0.0, 0.02, 0.1][rng.usize(..3)]
         };
+        // Drawn after everything above, so that every field drawn before these
+        // existed is still the same for a given seed (a seed reported before keeps
+        // its clients, keys, faults and events).
+        let mut safety_margins: Vec<Duration> = (0..clients)
+            .map(|_| {
+                if rng.u8(..4) == 0 {
+                    Duration::ZERO
+                } else {
+                    (lease / 5).mul_f64(rng.f64())
+                }
+            })
+            .collect();
+        if breakage == Some(Breakage::IgnoresDrift) {
+            safety_margins = vec![Duration::ZERO; clients];
+        }
+        let releases = if rng.bool() {
+            vec![Release::Keep; clients]
+        } else {
+            (0..clients)
+                .map(|_| {
+                    [
+                        Release::Keep,
+                        Release::DeleteOnRelease,
+                        Release::ReleaseAndDelete,
+                    ][rng.usize(..3)]
+                })
+                .collect()
+        };
         Self {
             seed,
             clients,
@@ -140,7 +201,34 @@ impl Schedule {
             events,
             run_for,
             breakage,
+            safety_margins,
+            releases,
         }
+    }
+
+    /// The schedule as the simulation ran it before the fields drawn last were
+    /// added: every client with the client's default safety margin (a tenth of
+    /// the lease, at most 1 s) and keeping its records. A seed that found a bug
+    /// before then replays the very run it found it in.
+    pub fn without_later_draws(mut self) -> Self {
+        let default_margin = (self.lease / 10).min(Duration::from_secs(1));
+        self.safety_margins = vec![default_margin; self.clients];
+        self.releases = vec![Release::Keep; self.clients];
+        self
+    }
+
+    /// A run without disturbances: no store faults, no process pauses (scheduled
+    /// or between a lease check and a write), no crashes. In such a run no guard
+    /// may go in danger or be lost while its worker holds it.
+    pub fn is_calm(&self) -> bool {
+        self.faults == FaultConfig::NONE && self.events.is_empty() && self.pause_before_write == 0.0
+    }
+
+    /// Longest a worker holds a guard when nothing pauses it: up to 8 writes, each
+    /// after at most half a lease (and tokio's timers round each sleep up to the
+    /// next millisecond).
+    pub fn longest_hold(&self) -> Duration {
+        self.lease * 4 + Duration::from_millis(100)
     }
 
     /// Refresh period of the clients (as the client default: a quarter lease, at

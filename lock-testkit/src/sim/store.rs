@@ -44,8 +44,8 @@ impl<S: ConditionalStore> ConditionalStore for Recorder<S> {
 
     async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
         let outcome = self.inner.delete(key, expect).await?;
-        if let Outcome::Applied(_) = &outcome {
-            self.world.applied_delete(key);
+        if let Outcome::Applied(record) = &outcome {
+            self.world.applied_delete(key, record);
         }
         Ok(outcome)
     }

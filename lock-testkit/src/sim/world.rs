@@ -2,12 +2,13 @@
 //! resource accepted, which guards exist, in true (tokio) time, and the checks of
 //! the protocol's invariants against it.
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lock_core::{Fence, FenceUpdate, LockKey, LockRecord, LockView, NewRecord};
 use tokio::sync::watch;
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::{Schedule, SimReport, Violation};
@@ -24,17 +25,50 @@ enum Free {
     Orphaned(Instant, Duration),
 }
 
+/// A fence as the fenced resource orders it: the number of deletes of the key's
+/// record before the store granted it, then the fence itself.
+///
+/// Fences only increase while a key's record is kept: deleting it (a worker that
+/// releases with delete-on-release) makes the store hand out fence 1 again. A
+/// resource that compared bare fences would then turn away every new holder
+/// (fence 1 is below what it has seen) and take stale writes from before the
+/// delete whose fence is high enough; a real user of delete-on-release who relies
+/// on fences has to pair them with something that survives the delete. The
+/// simulation's resource is told the delete epoch (the world sees every delete
+/// apply), so every fence check keeps its meaning within an epoch and across
+/// epochs, and the run counts the stale writes that bare fences would have let
+/// through ([`SimReport::stale_after_delete`]).
+///
+/// [`SimReport::stale_after_delete`]: super::SimReport::stale_after_delete
+type Epoched = (u64, Fence);
+
 #[derive(Debug)]
 struct KeyState {
     key: LockKey,
-    /// Highest fence the store has granted.
+    /// Applied deletes of the record so far: the current delete epoch.
+    epoch: u64,
+    /// Highest fence the store has granted in this epoch.
     granted: Fence,
+    /// The latest acquisition the store applied for each owner: its fence and
+    /// epoch. A guard's epoch is looked up here: its fence alone may recur after
+    /// a delete.
+    grants: HashMap<String, Epoched>,
     /// Owner of the current acquisition (None once released).
     holder: Option<String>,
     last_write: Instant,
     free: Option<Free>,
     /// Highest fence the resource accepted, and whose write it was.
-    resource: Option<(Fence, String)>,
+    resource: Option<(Epoched, String)>,
+}
+
+/// A guard a worker holds, as the checks see it.
+#[derive(Debug)]
+struct HeldGuard {
+    client: usize,
+    view: LockView,
+    /// Watches the guard in a calm run (see [`World::watch_calm_guard`]); stopped
+    /// when the worker lets go.
+    watcher: Option<AbortHandle>,
 }
 
 #[derive(Debug)]
@@ -60,7 +94,7 @@ struct State {
     keys: Vec<KeyState>,
     clients: Vec<ClientSlot>,
     dead_owners: HashSet<String>,
-    guards: Vec<(usize, LockView)>,
+    guards: Vec<HeldGuard>,
     waiters: Vec<Waiter>,
     violation: Option<Violation>,
     trace: VecDeque<(Instant, String)>,
@@ -86,7 +120,9 @@ impl World {
         let keys = (0..schedule.keys)
             .map(|i| KeyState {
                 key: key_name(i),
+                epoch: 0,
                 granted: Fence(0),
+                grants: HashMap::new(),
                 holder: None,
                 last_write: start,
                 free: None,
@@ -106,6 +142,7 @@ impl World {
             seed: schedule.seed,
             clients: schedule.clients,
             keys: schedule.keys,
+            calm: schedule.is_calm(),
             ..SimReport::default()
         };
         Self {
@@ -226,7 +263,13 @@ impl World {
         let owner = slot.owner.clone();
         slot.gate.send_replace(false);
         state.dead_owners.insert(owner.clone());
-        state.guards.retain(|(c, _)| *c != client);
+        state.guards.retain(|guard| {
+            let mine = guard.client == client;
+            if mine && let Some(watcher) = &guard.watcher {
+                watcher.abort();
+            }
+            !mine
+        });
         state.waiters.retain(|w| w.client != client);
         for key in &mut state.keys {
             if key.holder.as_deref() == Some(owner.as_str()) {
@@ -285,6 +328,8 @@ impl World {
             }
             let ks = &mut state.keys[index];
             ks.granted = ks.granted.max(record.fence);
+            ks.grants
+                .insert(record.owner.clone(), (ks.epoch, record.fence));
             ks.holder = Some(record.owner.clone());
             // An acquisition sent before its writer crashed is an orphan at once.
             ks.free = dead.then_some(Free::Orphaned(now, record.lease));
@@ -308,65 +353,175 @@ impl World {
         }
     }
 
-    pub(crate) fn applied_delete(&self, key: &LockKey) {
-        if let Some(index) = Self::index(key) {
-            let mut state = self.lock();
-            let ks = &mut state.keys[index];
-            ks.holder = None;
-            ks.free = Some(Free::Released(Instant::now()));
-        }
+    /// The store deleted `record`: the key is free, and its fences start again
+    /// in a new epoch.
+    pub(crate) fn applied_delete(&self, key: &LockKey, record: &LockRecord) {
+        let Some(index) = Self::index(key) else {
+            return;
+        };
+        let mut state = self.lock();
+        let ks = &mut state.keys[index];
+        ks.holder = None;
+        ks.free = Some(Free::Released(Instant::now()));
+        ks.epoch += 1;
+        ks.granted = Fence(0);
+        let epoch = ks.epoch;
+        state.report.deletes += 1;
+        let (owner, fence) = (record.owner.clone(), record.fence);
+        self.note(&mut state, || {
+            format!(
+                "store: {owner} deletes {key} (fence {fence}); its fences restart, epoch {epoch}"
+            )
+        });
     }
 
     // --- guards and the fenced resource ---------------------------------------
 
-    pub(crate) fn add_guard(&self, client: usize, view: LockView) {
+    /// A worker got `view` from `acquire`. Returns the delete epoch of its fence,
+    /// which the worker hands to the resource with every write.
+    pub(crate) fn add_guard(self: &Arc<Self>, client: usize, view: LockView) -> u64 {
         let mut state = self.lock();
         let (owner, key, fence) = (view.owner().to_owned(), view.key().clone(), view.fence());
-        state.guards.push((client, view));
-        self.note(&mut state, || {
-            format!("{owner} holds {key} with fence {fence}")
+        let (epoch, problem) = match Self::grant_epoch(&state, &key, &owner, fence) {
+            Ok(epoch) => (epoch, None),
+            Err((epoch, problem)) => (epoch, Some(problem)),
+        };
+        // Spawned before the guard is listed, so the watcher is in place before
+        // anything can remove the guard (nothing runs in between: one thread).
+        let watcher = self.schedule.is_calm().then(|| {
+            let world = self.clone();
+            tokio::spawn(world.watch_calm_guard(view.clone())).abort_handle()
         });
+        state.guards.push(HeldGuard {
+            client,
+            view,
+            watcher,
+        });
+        self.note(&mut state, || {
+            format!("{owner} holds {key} with fence {fence} (epoch {epoch})")
+        });
+        if let Some(problem) = problem {
+            self.violate(&mut state, problem);
+        }
         drop(state);
         self.check_guards();
+        epoch
     }
 
+    /// The delete epoch of the acquisition that gave `owner` `fence` on `key`: the
+    /// store's latest acquisition for that owner and key (a worker holds one
+    /// guard at a time, and its acquire ends with the write that got the guard).
+    /// `Err` with the current epoch and the problem if the store never granted it
+    /// that fence.
+    fn grant_epoch(
+        state: &State,
+        key: &LockKey,
+        owner: &str,
+        fence: Fence,
+    ) -> Result<u64, (u64, String)> {
+        let Some(ks) = Self::index(key).and_then(|index| state.keys.get(index)) else {
+            return Ok(0);
+        };
+        match ks.grants.get(owner) {
+            Some(&(epoch, granted)) if granted == fence => Ok(epoch),
+            other => Err((
+                ks.epoch,
+                format!(
+                    "{owner} holds {key} with fence {fence}, but the store's latest acquisition \
+                     of it for {owner} was {other:?} (delete epoch, fence)"
+                ),
+            )),
+        }
+    }
+
+    /// The worker lets go of its guard on `key` (before releasing it).
     pub(crate) fn remove_guard(&self, client: usize, key: &LockKey) {
-        self.lock()
-            .guards
-            .retain(|(c, view)| !(*c == client && view.key() == key));
+        self.lock().guards.retain(|guard| {
+            let mine = guard.client == client && guard.view.key() == key;
+            if mine && let Some(watcher) = &guard.watcher {
+                // Aborted before its next poll: a watcher never reports a guard
+                // after its worker let go.
+                watcher.abort();
+            }
+            !mine
+        });
     }
 
-    /// A write to the fenced resource. `checked`: the writer found its lease safe
+    /// In a calm run (no store faults, no pauses, no crashes: see
+    /// [`Schedule::is_calm`]) a guard must stay safe for as long as its worker
+    /// holds it: heartbeats answer within one round trip, so nothing may put the
+    /// lease in danger, let it expire or take it. This watches for the first
+    /// instant the guard is not safe, exactly (`until_unsafe`), rather than
+    /// sampling it; [`remove_guard`](Self::remove_guard) stops the watch.
+    async fn watch_calm_guard(self: Arc<Self>, view: LockView) {
+        let since = Instant::now();
+        let bound = self.schedule.longest_hold();
+        // Bounded like every wait on a guard, so a worker that never lets go
+        // fails the run instead of leaving the watch pending.
+        let outcome = tokio::time::timeout(bound, view.until_unsafe()).await;
+        let held_for = since.elapsed();
+        let (owner, key, fence) = (view.owner(), view.key(), view.fence());
+        let problem = match outcome {
+            Ok(reason) => format!(
+                "in a calm run (no faults, pauses or crashes) {owner}'s guard on {key} with \
+                 fence {fence} stopped being safe while its worker held it, {held_for:?} after \
+                 the acquire returned: {reason}"
+            ),
+            Err(_) => format!(
+                "{owner} still held its guard on {key} {held_for:?} after the acquire \
+                 returned; an undisturbed worker lets go within {bound:?}"
+            ),
+        };
+        let mut state = self.lock();
+        self.violate(&mut state, problem);
+    }
+
+    /// A write to the fenced resource with a fence of delete epoch `epoch` (from
+    /// [`add_guard`](Self::add_guard)). `checked`: the writer found its lease safe
     /// at this very instant. Returns whether the resource accepted it.
-    pub(crate) fn resource_write(&self, view: &LockView, checked: bool) -> bool {
-        let Some(index) = Self::index(view.key()) else {
+    pub(crate) fn resource_write(&self, view: &LockView, epoch: u64, checked: bool) -> bool {
+        self.write_resource(view.key(), view.owner(), (epoch, view.fence()), checked)
+    }
+
+    /// [`resource_write`](Self::resource_write) by `owner` on `key` with fence
+    /// `ours`.
+    fn write_resource(&self, key: &LockKey, owner: &str, ours: Epoched, checked: bool) -> bool {
+        let Some(index) = Self::index(key) else {
             return false;
         };
-        let fence = view.fence();
-        let owner = view.owner().to_owned();
+        let (epoch, fence) = ours;
+        let owner = owner.to_owned();
         let mut state = self.lock();
         let state = &mut *state;
         let ks = &mut state.keys[index];
-        let accepted = ks.resource.as_ref().is_none_or(|(high, _)| fence >= *high);
+        let accepted = ks.resource.as_ref().is_none_or(|(high, _)| ours >= *high);
         let mut problem = None;
         if accepted {
             if let Some((high, writer)) = &ks.resource
-                && *high == fence
+                && *high == ours
                 && *writer != owner
             {
                 problem = Some(format!(
-                    "the resource accepted fence {fence} on {} from {owner} after {writer} \
-                     wrote with the same fence: a fence was reused",
+                    "the resource accepted fence {fence} (epoch {epoch}) on {} from {owner} \
+                     after {writer} wrote with the same fence: a fence was reused",
                     ks.key
                 ));
             }
-            ks.resource = Some((fence, owner.clone()));
+            ks.resource = Some((ours, owner.clone()));
+        } else if let Some(((_, high), _)) = &ks.resource
+            && fence >= *high
+        {
+            // Stale (from before a delete), yet its bare fence is as high as any
+            // the resource took: only the epoch turned it away.
+            state.report.stale_after_delete += 1;
         }
-        if checked && (fence != ks.granted || ks.holder.as_deref() != Some(owner.as_str())) {
+        if checked
+            && (ours != (ks.epoch, ks.granted) || ks.holder.as_deref() != Some(owner.as_str()))
+        {
             problem.get_or_insert(format!(
-                "{owner} found its lease on {} safe with fence {fence}, but the store had \
-                 granted fence {} to {:?}",
-                ks.key, ks.granted, ks.holder
+                "{owner} found its lease on {} safe with fence {fence} (epoch {epoch}), but \
+                 the store had granted fence {} (epoch {}) to {:?}",
+                ks.key, ks.granted, ks.epoch, ks.holder
             ));
         }
         if checked && !accepted {
@@ -383,7 +538,7 @@ impl World {
         let key = ks.key.clone();
         self.note(state, || {
             format!(
-                "{owner} writes {key} with fence {fence}{}: {}",
+                "{owner} writes {key} with fence {fence} (epoch {epoch}){}: {}",
                 if checked { "" } else { " without checking" },
                 if accepted { "accepted" } else { "rejected" }
             )
@@ -403,7 +558,7 @@ impl World {
             let safe: Vec<&LockView> = state
                 .guards
                 .iter()
-                .map(|(_, view)| view)
+                .map(|guard| &guard.view)
                 .filter(|view| view.key() == key && view.is_safe())
                 .collect();
             if safe.len() > 1 {
@@ -552,8 +707,13 @@ mod tests {
     use super::{Schedule, World, key_name};
 
     fn write(world: &World, fence: u64, next: bool, released: bool) {
+        write_as(world, "c0.0", fence, next, released);
+    }
+
+    /// The store applied a put by `owner` on k0 and stored `fence`.
+    fn write_as(world: &World, owner: &str, fence: u64, next: bool, released: bool) {
         let new = NewRecord {
-            owner: "c0.0".into(),
+            owner: owner.into(),
             rvn: Rvn::fresh(),
             lease: Duration::from_secs(1),
             released,
@@ -576,6 +736,80 @@ mod tests {
             expires_at: None,
         };
         world.applied_put(&key_name(0), &new, &record);
+    }
+
+    /// The store deleted k0's record, last written by `owner` with `fence`.
+    fn delete_as(world: &World, owner: &str, fence: u64) {
+        let record = LockRecord {
+            key: key_name(0),
+            owner: owner.into(),
+            rvn: Rvn::fresh(),
+            lease: Duration::from_secs(1),
+            released: false,
+            fence: Fence(fence),
+            data: None,
+            expires_at: None,
+        };
+        world.applied_delete(&key_name(0), &record);
+    }
+
+    /// The delete epoch the world gives `owner`'s guard with `fence` on k0.
+    fn epoch_of(world: &World, owner: &str, fence: u64) -> Result<u64, String> {
+        World::grant_epoch(&world.lock(), &key_name(0), owner, Fence(fence)).map_err(|(_, e)| e)
+    }
+
+    #[test]
+    fn fences_restart_after_a_delete_and_must_increase_again_within_the_new_epoch() {
+        let world = World::new(Schedule::from_seed(1, None));
+        write_as(&world, "c0.0", 1, true, false);
+        write_as(&world, "c1.0", 2, true, false);
+        delete_as(&world, "c1.0", 2);
+        // Fence 1 again after the delete: what the store must do, not a violation.
+        write_as(&world, "c0.0", 1, true, false);
+        assert_eq!(world.take_violation(), None);
+        assert_eq!(epoch_of(&world, "c0.0", 1), Ok(1));
+        assert_eq!(world.report().deletes, 1);
+        // Within the new epoch, a fence handed out twice still is.
+        write_as(&world, "c1.0", 1, false, true);
+        write_as(&world, "c1.0", 1, true, false);
+        let violation = world.take_violation().unwrap();
+        assert!(
+            violation.what.contains("fence did not increase"),
+            "{violation}"
+        );
+    }
+
+    #[test]
+    fn a_guard_with_a_fence_its_owner_was_never_granted_is_a_violation() {
+        let world = World::new(Schedule::from_seed(1, None));
+        write_as(&world, "c0.0", 1, true, false);
+        assert_eq!(epoch_of(&world, "c0.0", 1), Ok(0));
+        assert!(epoch_of(&world, "c0.0", 2).is_err());
+        assert!(epoch_of(&world, "c1.0", 1).is_err());
+    }
+
+    #[test]
+    fn the_resource_orders_fences_by_delete_epoch_and_counts_what_bare_fences_would_take() {
+        let world = World::new(Schedule::from_seed(1, None));
+        let k0 = key_name(0);
+        write_as(&world, "c0.0", 1, true, false);
+        assert!(world.write_resource(&k0, "c0.0", (0, Fence(1)), true));
+        write_as(&world, "c1.0", 2, true, false);
+        assert!(world.write_resource(&k0, "c1.0", (0, Fence(2)), true));
+        delete_as(&world, "c1.0", 2);
+        write_as(&world, "c0.0", 1, true, false);
+        // The new holder's fence 1 is below the 2 the resource saw, but newer.
+        assert!(world.write_resource(&k0, "c0.0", (1, Fence(1)), true));
+        // The holder from before the delete, writing without checking, is stale;
+        // its bare fence 2 would have passed a resource comparing fences only.
+        assert!(!world.write_resource(&k0, "c1.0", (0, Fence(2)), false));
+        assert_eq!(world.take_violation(), None);
+        let report = world.report();
+        assert_eq!((report.stale_rejected, report.stale_after_delete), (1, 1));
+        // A stale holder that believed its lease safe is still a violation.
+        assert!(!world.write_resource(&k0, "c1.0", (0, Fence(2)), true));
+        let violation = world.take_violation().unwrap();
+        assert!(violation.what.contains("safe"), "{violation}");
     }
 
     #[test]

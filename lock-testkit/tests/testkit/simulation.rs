@@ -1,7 +1,9 @@
 //! The seeded simulation: thousands of schedules hold every invariant, the same
 //! seed replays the same run, and deliberately broken clients or stores are caught.
 
-use lock_testkit::sim::{self, Breakage, Schedule};
+use std::time::Duration;
+
+use lock_testkit::sim::{self, Breakage, Release, Schedule};
 
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
@@ -40,15 +42,19 @@ fn simulation() {
     }
     println!(
         "simulated {} schedules (seeds {first}..{}): {} acquisitions, {} fenced writes, \
-         {} stale writes rejected, {} crashes, {} pauses, {} acquire timeouts",
+         {} stale writes rejected ({} only for a delete), {} crashes, {} pauses, \
+         {} acquire timeouts, {} deletes, {} calm runs",
         summary.schedules,
         first + count,
         summary.acquisitions,
         summary.resource_writes,
         summary.stale_rejected,
+        summary.stale_after_delete,
         summary.crashes,
         summary.pauses,
-        summary.acquire_timeouts
+        summary.acquire_timeouts,
+        summary.deletes,
+        summary.calm
     );
     assert_eq!(summary.schedules, count);
     assert!(
@@ -56,6 +62,8 @@ fn simulation() {
         "clients barely acquired anything"
     );
     assert!(summary.crashes > 0 && summary.pauses > 0 && summary.stale_rejected > 0);
+    // The checks that depend on these ran at all.
+    assert!(summary.deletes > 0 && summary.calm > 0, "{summary:?}");
 }
 
 #[test]
@@ -76,6 +84,43 @@ fn schedules_cover_the_ranges() {
     assert!(schedules.iter().any(|s| s.faults.ambiguous_applied > 0.0));
     assert!(schedules.iter().any(|s| s.check_liveness));
     assert_eq!(Schedule::from_seed(42, None), Schedule::from_seed(42, None));
+
+    // Safety margins: zero for some clients, never past a fifth of the lease.
+    let margins = || schedules.iter().flat_map(|s| s.safety_margins.iter());
+    assert!(margins().any(Duration::is_zero));
+    assert!(margins().any(|m| !m.is_zero()));
+    for s in &schedules {
+        assert_eq!(
+            (s.safety_margins.len(), s.releases.len()),
+            (s.clients, s.clients)
+        );
+        assert!(s.safety_margins.iter().all(|m| *m <= s.lease / 5), "{s:?}");
+    }
+    // Every way of releasing comes up, and schedules where nobody deletes.
+    for release in [
+        Release::Keep,
+        Release::DeleteOnRelease,
+        Release::ReleaseAndDelete,
+    ] {
+        assert!(schedules.iter().any(|s| s.releases.contains(&release)));
+    }
+    assert!(
+        schedules
+            .iter()
+            .any(|s| s.releases.iter().all(|r| !r.deletes()))
+    );
+    // Calm schedules come up, and a fault, an event or a pause makes any other.
+    assert!(schedules.iter().filter(|s| s.is_calm()).count() > 50);
+    for s in &schedules {
+        let disturbed =
+            s.faults.throttle > 0.0 || !s.events.is_empty() || s.pause_before_write > 0.0;
+        assert_eq!(s.is_calm(), !disturbed, "{s:?}");
+    }
+    // Drawn after everything else: the fields a seed had before stay as they were.
+    assert_eq!(
+        Schedule::from_seed(5_049_015_912_164_900_695, None).clients,
+        4
+    );
 }
 
 #[test]
@@ -116,15 +161,37 @@ fn a_reused_fence_is_caught() {
 }
 
 /// Seeds that once found bugs (see docs/testing.md), kept as regression checks.
+/// They run as they were drawn when they found the bug (see
+/// `Schedule::without_later_draws`), and as drawn today.
 #[test]
 fn seeds_that_found_bugs_hold() {
     // An acquire paused before sending, whose reply was lost, left the lock held
     // after shutdown: fixed by releasing unresolved acquire writes.
     for seed in [5_049_015_912_164_900_695] {
-        if let Err(violation) = sim::run_seed(seed, None) {
-            panic!("{violation}");
+        let then = Schedule::from_seed(seed, None).without_later_draws();
+        for schedule in [then, Schedule::from_seed(seed, None)] {
+            if let Err(violation) = sim::run_schedule(schedule) {
+                panic!("{violation}");
+            }
         }
     }
+}
+
+#[test]
+fn heartbeats_that_leave_the_guard_in_danger_are_caught_in_calm_runs() {
+    let summary = sim::run_seeds(0, 400, threads(), Some(Breakage::LateHeartbeats));
+    let violation = summary
+        .violation
+        .expect("a heartbeat due at the end of the safe time must leave guards in danger");
+    println!("{violation}");
+    assert!(
+        violation.what.contains("calm run") && violation.what.contains("in danger"),
+        "{violation}"
+    );
+    assert!(
+        Schedule::from_seed(violation.seed, Some(Breakage::LateHeartbeats)).is_calm(),
+        "{violation}"
+    );
 }
 
 #[test]
