@@ -225,7 +225,8 @@ async fn outage_puts_the_guard_in_danger_then_lost_before_a_waiter_can_take_over
     assert!(taken_at >= LEASE.mul_f64(1.01), "{taken_at:?}");
     assert!(lost_at < taken_at);
     assert_eq!(taken.fence(), Fence(2));
-    assert_eq!(guard.lost().await, LostReason::Expired);
+    let reason = tokio::time::timeout(LEASE, guard.lost()).await.unwrap();
+    assert_eq!(reason, LostReason::Expired);
 }
 
 #[tokio::test(start_paused = true)]
@@ -254,7 +255,7 @@ async fn a_stolen_lock_is_detected_at_the_next_heartbeat() {
         .unwrap();
     assert!(matches!(outcome, Outcome::Applied(_)));
     let stolen_at = Instant::now();
-    let reason = guard.lost().await;
+    let reason = tokio::time::timeout(LEASE, guard.lost()).await.unwrap();
     assert_eq!(
         reason,
         LostReason::Stolen {
@@ -389,16 +390,18 @@ async fn with_lock_cancels_the_work_when_the_lease_is_in_danger() {
     let progress = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let seen = progress.clone();
     let faults = faulty.clone();
-    let result = a
-        .with_lock("job", AcquireOptions::new(), |lock| async move {
-            assert_eq!(lock.fence(), Fence(1));
-            faults.set_unavailable(true);
-            loop {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }
-        })
-        .await;
+    let run = a.with_lock("job", AcquireOptions::new(), |lock| async move {
+        assert_eq!(lock.fence(), Fence(1));
+        faults.set_unavailable(true);
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    // The work never ends on its own: only the lease can end it.
+    let result = tokio::time::timeout(LEASE * 2, run)
+        .await
+        .expect("with_lock ended the work");
     let elapsed = started.elapsed();
     match result {
         Err(LockError::Lost { reason, .. }) => assert_eq!(reason, LostReason::InDanger),

@@ -5,7 +5,6 @@
 
 mod testkit {
     mod conformance;
-    mod known_bugs;
     mod model;
     mod simulation;
 }
