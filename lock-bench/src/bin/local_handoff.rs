@@ -1,0 +1,156 @@
+//! Local hand-off latency on the memory store: how long from a holder's
+//! `release()` until the next task waiting for the key holds it, when both tasks
+//! share one client (queued inside the client, handed the lock in one write),
+//! side by side in one run with the same hand-off between two clients (the
+//! waiter polls the store) and with one task's uncontended acquire + release.
+//!
+//! ```sh
+//! cargo run -p lock-bench --release --bin local_handoff
+//! ```
+//!
+//! Prints one Markdown table of latencies (p50, p99, max) and the ratios.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_bench::{BenchError, Histogram, machine};
+use lock_core::{AcquireOptions, LockClient};
+use lock_memory::MemoryStore;
+use tokio::time::Instant;
+
+/// Hand-offs (or cycles) measured per row.
+const ROUNDS: usize = 20_000;
+/// Rounds between two clients: each one waits for a poll.
+const POLLED_ROUNDS: usize = 200;
+/// Histogram buckets of 100 ns, up to 100 ms.
+const RESOLUTION: Duration = Duration::from_nanos(100);
+const BUCKETS: usize = 1_000_000;
+/// The polling waiter's refresh period.
+const POLL: Duration = Duration::from_millis(10);
+
+fn client(store: &MemoryStore, owner: &str) -> Result<LockClient, BenchError> {
+    Ok(LockClient::builder(store.clone())
+        .owner(owner)
+        .lease(Duration::from_secs(20))
+        .refresh_period(POLL)
+        .build()?)
+}
+
+/// Two tasks hand "job" back and forth `rounds` times: each waits until the
+/// other holds it, then asks for it (so it is waiting when the other releases)
+/// and records the time from the other's release call until its own acquire
+/// returned.
+async fn ping_pong(a: LockClient, b: LockClient, rounds: usize) -> Result<Histogram, BenchError> {
+    let latencies = Arc::new(Histogram::new(RESOLUTION, BUCKETS));
+    let released_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let (holder, _) = tokio::sync::watch::channel(usize::MAX);
+    let holder = Arc::new(holder);
+    let mut tasks = Vec::new();
+    for (me, client) in [a, b].into_iter().enumerate() {
+        let (latencies, released_at, holder) =
+            (latencies.clone(), released_at.clone(), holder.clone());
+        tasks.push(tokio::spawn(async move {
+            let other = 1 - me;
+            let mut turns = holder.subscribe();
+            for round in 0..rounds / 2 {
+                if me == 1 || round > 0 {
+                    turns.wait_for(|now| *now == other).await?;
+                }
+                let held = client
+                    .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
+                    .await?;
+                let released = released_at.lock().map_or(None, |mut at| at.take());
+                if let Some(released) = released {
+                    latencies.record(released.elapsed());
+                }
+                holder.send_replace(me);
+                // Let the other task get to its acquire before releasing.
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+                if let Ok(mut at) = released_at.lock() {
+                    *at = Some(Instant::now());
+                }
+                held.release().await?;
+            }
+            Ok::<_, BenchError>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(Arc::into_inner(latencies).unwrap_or_else(|| Histogram::new(RESOLUTION, 1)))
+}
+
+async fn uncontended(client: LockClient, rounds: usize) -> Result<Histogram, BenchError> {
+    let latencies = Histogram::new(RESOLUTION, BUCKETS);
+    for _ in 0..rounds {
+        let started = Instant::now();
+        client
+            .acquire("solo", AcquireOptions::new())
+            .await?
+            .release()
+            .await?;
+        latencies.record(started.elapsed());
+    }
+    Ok(latencies)
+}
+
+fn row(name: &str, histogram: &Histogram, base: Duration) -> String {
+    let p50 = histogram.quantile(0.5);
+    format!(
+        "| {name} | {} | {:?} | {:?} | {:?} | {:.2}× |",
+        histogram.count(),
+        p50,
+        histogram.quantile(0.99),
+        histogram.max(),
+        p50.as_secs_f64() / base.as_secs_f64().max(1e-9),
+    )
+}
+
+fn main() -> Result<(), BenchError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    runtime.block_on(async {
+        let store = MemoryStore::new();
+        let one = client(&store, "one")?;
+        let solo = uncontended(one.clone(), ROUNDS).await?;
+        let local = ping_pong(one.clone(), one.clone(), ROUNDS).await?;
+        let two = client(&store, "two")?;
+        let polled = ping_pong(one.clone(), two.clone(), POLLED_ROUNDS).await?;
+        one.shutdown().await?;
+        two.shutdown().await?;
+        let base = local.quantile(0.5);
+        println!("Local hand-off on the memory store ({}):\n", machine());
+        println!(
+            "| from release() to the next holder | n | p50 | p99 | max | p50 / local hand-off |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- |");
+        println!(
+            "{}",
+            row(
+                "two tasks of one client (hand-off, one write)",
+                &local,
+                base
+            )
+        );
+        println!(
+            "{}",
+            row(
+                &format!("two clients, waiter polling every {POLL:?} (jittered)"),
+                &polled,
+                base
+            )
+        );
+        println!(
+            "{}",
+            row(
+                "for scale: one task's acquire + release, uncontended",
+                &solo,
+                base
+            )
+        );
+        Ok(())
+    })
+}
