@@ -38,6 +38,9 @@ struct Attempt<'a> {
     writes: Candidates,
     turn: Option<Turn>,
     handed: Option<Handoff>,
+    /// The last takeover write (its RVN) and whom it replaces: if that write
+    /// turns out to have applied, the guard still says whom it took over.
+    takeover_write: Option<(Rvn, Takeover)>,
 }
 
 impl Drop for Attempt<'_> {
@@ -104,27 +107,29 @@ impl Shared {
             return Ok(guard);
         }
         let span = tracing::info_span!("acquire", key = %key, owner = %self.config.owner);
+        // Dropped after the attempt (declared before it), so shutdown sees the
+        // attempt's clean-up, if it leaves one, before it stops waiting.
+        let _running = self.acquiring();
         let mut attempt = Attempt {
             shared: self,
             key: &key,
             writes: Candidates::new(),
             turn: None,
             handed: None,
+            takeover_write: None,
         };
         let result = async {
             let started = self.clock.now();
             let deadline = later(started, options.wait);
             let mut turn = self.take_turn(&key, &options, started, deadline).await?;
-            // The turn may have come from a shutdown releasing the task ahead.
-            self.ensure_running()?;
-            // After a wait in the queue, the first write is sent now, not at the start.
-            let sent = if turn.waited {
-                self.clock.now()
-            } else {
-                started
-            };
+            let waited = turn.waited;
             attempt.handed = turn.take_handoff();
             attempt.turn = Some(turn);
+            // The turn may have come from a shutdown releasing the task ahead:
+            // then a lock handed over with it is released by the attempt's drop.
+            self.ensure_running()?;
+            // After a wait in the queue, the first write is sent now, not at the start.
+            let sent = if waited { self.clock.now() } else { started };
             // A vacant or handed-over lock, the common case, is one write: the loop
             // that waits, retries and takes over is boxed, so this future stays small.
             let expect = match &attempt.handed {
@@ -158,19 +163,29 @@ impl Shared {
     /// This client's turn at `key`: at once, after the task ahead (a holder, an
     /// acquire, a release of this client) is done with it, or an error.
     async fn take_turn(
-        &self,
+        self: &Arc<Self>,
         key: &LockKey,
         options: &AcquireOptions,
         started: Instant,
         deadline: Instant,
     ) -> Result<Turn, LockError> {
         let fail_fast = options.wait.is_zero();
-        let clock = self.clock.clone();
-        match self
+        // A one-attempt acquire waits only for a release of this client's, which
+        // ends within its lease or its retries; past that the key is busy.
+        let until = if fail_fast {
+            later(started, self.config.timing.lease.max(self.retry_window()))
+        } else {
+            deadline
+        };
+        let shared = self.clone();
+        let waited = self
             .turns
-            .take(key, fail_fast, move || clock.sleep_until(deadline))
-            .await
-        {
+            .take(key, fail_fast, move || {
+                Box::pin(async move { shared.pause_until(until).await })
+            })
+            .await;
+        self.ensure_running()?;
+        match waited {
             Ok(turn) => Ok(turn),
             Err(NoTurn::Busy) => Err(LockError::AlreadyHeld { key: key.clone() }),
             Err(NoTurn::TimedOut(phase)) => Err(LockError::AcquireTimeout {
@@ -211,7 +226,10 @@ impl Shared {
         };
         // Unresolved while in flight: if this future is dropped during the call,
         // the write may still apply and must be cleaned up.
-        attempt.writes.push((rvn, sent));
+        attempt.writes.push((rvn.clone(), sent));
+        if let Some(previous) = &previous {
+            attempt.takeover_write = Some((rvn, previous.clone()));
+        }
         let result = self.store.put(key, expect, new).await;
         let ours = |attempt: &Attempt<'_>, current: &LockRecord| {
             attempt
@@ -352,9 +370,7 @@ impl Shared {
                     tracing::debug!(attempt = errors, error = %error, "store error while acquiring, retrying");
                     let pause = self.backoff(errors);
                     errors = errors.saturating_add(1);
-                    self.clock
-                        .sleep_until(later(now, pause).min(resolve_until))
-                        .await;
+                    self.pause_until(later(now, pause).min(resolve_until)).await;
                     // After an ambiguous write, read to learn whether it applied;
                     // otherwise the write surely did not apply: repeat it.
                     if !error.is_ambiguous() && attempt.writes.is_empty() {
@@ -378,14 +394,22 @@ impl Shared {
                 continue;
             };
             if let Some(sent) = attempt.ours(&record) {
-                // One of our ambiguous writes applied.
+                // One of our ambiguous writes applied; if it was a takeover, the
+                // guard says whom it replaced.
+                let previous = attempt
+                    .takeover_write
+                    .as_ref()
+                    .filter(|(rvn, _)| *rvn == record.rvn)
+                    .map(|(_, previous)| previous.clone());
                 if timing.lease_state(sent, record.lease, now).is_safe() {
                     tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
                     attempt.handed = None;
                     let turn = attempt.turn.take();
-                    return self.hold_unless_shut_down(record, sent, options, turn, None);
+                    return self.hold_unless_shut_down(record, sent, options, turn, previous);
                 }
-                // Too old to trust: acquire it afresh (a new fence) on top of it.
+                // Too old to trust: acquire it afresh (a new fence) on top of it,
+                // still replacing whom that write replaced.
+                takeover = previous.map(|previous| (record.rvn.clone(), previous));
                 step = Step::Put(Expect::Version(record.rvn));
                 continue;
             }
@@ -448,7 +472,7 @@ impl Shared {
                 wake = wake.min(deadline);
             }
             tracing::trace!(holder = %record.owner, "lock held, waiting");
-            self.clock.sleep_until(wake).await;
+            self.pause_until(wake).await;
             step = if self.clock.now() >= takeover_at {
                 Step::Put(Expect::Version(record.rvn))
             } else {
@@ -475,7 +499,7 @@ impl Shared {
             });
         }
         let wake = later(now, self.jitter(refresh)).min(deadline);
-        self.clock.sleep_until(wake).await;
+        self.pause_until(wake).await;
         Ok(())
     }
 
@@ -524,6 +548,9 @@ impl Shared {
         )
         .with_turn(turn, took_over);
         let held = Arc::new(held);
+        // What this client saw of an earlier holder is history now: a later
+        // holder's record must count as a first sighting, not as "alive".
+        self.sightings.forget(&held.key);
         tracing::info!(key = %held.key, fence = %held.fence, owner = %self.config.owner, "acquired");
         self.register(&held, sent);
         LockGuard::new(self.clone(), held)

@@ -227,8 +227,14 @@ impl LockClientBuilder {
     pub fn build(self) -> Result<LockClient, LockError> {
         let config = self.validate()?;
         let (store, clock) = self.parts();
-        Ok(LockClient {
-            inner: Arc::new(Shared::new(store, clock, config)),
-        })
+        let shared = Arc::new(Shared::new(store, clock, config));
+        // A hand-off whose waiter left before taking it is released by its RVN.
+        let weak = Arc::downgrade(&shared);
+        shared.turns.on_orphaned(Box::new(move |key, rvn| {
+            if let Some(shared) = weak.upgrade() {
+                shared.release_abandoned(key, vec![rvn]);
+            }
+        }));
+        Ok(LockClient { inner: shared })
     }
 }

@@ -18,9 +18,16 @@ const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// `at + by`, saturating: a duration too large for the clock (a wait of
 /// `Duration::MAX`, a lease someone wrote as years) means "never", not a panic.
 pub(crate) fn later(at: Instant, by: Duration) -> Instant {
-    at.checked_add(by.min(NEVER))
-        .or_else(|| at.checked_add(Duration::from_secs(365 * 24 * 3600)))
-        .unwrap_or(at)
+    // Falling back to ever nearer "nevers" keeps a deadline far away even on a
+    // clock with less room; only a clock at its very end gives `at` itself.
+    [
+        NEVER,
+        Duration::from_secs(365 * 24 * 3600),
+        Duration::from_secs(24 * 3600),
+    ]
+    .into_iter()
+    .find_map(|limit| at.checked_add(by.min(limit)))
+    .unwrap_or(at)
 }
 
 /// A monotonic clock.

@@ -82,15 +82,18 @@ enum Step {
 impl Shared {
     /// Stop heartbeating `held` and forget it, without releasing it.
     pub(crate) async fn detach(&self, held: Arc<Held>) -> Result<DetachedLock, LockError> {
-        // Wait for a heartbeat in flight: the version handed out must be the one
-        // the store holds once this client stops writing.
-        let _writing = held.writing().await;
+        // Stop heartbeating first, so a caller that stops waiting below leaves
+        // the lock detached (held until its lease ends), not heartbeated by a
+        // client that no longer has a guard for it.
         held.update(|state| {
             state.guards = state.guards.saturating_sub(1);
             state.stopping = true;
         });
         self.forget(&held);
         held.end_turn(None);
+        // Wait for a heartbeat in flight: the version handed out must be the one
+        // the store holds once this client stops writing.
+        let _writing = held.writing().await;
         let now = self.clock.now();
         let lease_state = held.lease_state(&self.config.timing, now);
         let state = held.state();

@@ -244,6 +244,19 @@ pub enum LockError {
 }
 
 impl LockError {
+    /// Whether the same call may succeed if made again later: the lock was busy
+    /// (a timeout, another task of this client holding it) or the store failed in
+    /// a way that can pass (throttled, unavailable, an unresolved write). False
+    /// for what another attempt cannot change: bad configuration or input, a
+    /// missing table, refused credentials, a lost lock, a shut-down client.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LockError::AcquireTimeout { .. } | LockError::AlreadyHeld { .. } => true,
+            LockError::Store { source, .. } => source.is_retryable(),
+            _ => false,
+        }
+    }
+
     /// Map a store error on `key`, turning invalid-input errors into
     /// [`LockError::InvalidInput`].
     pub(crate) fn from_store(key: &LockKey, source: StoreError) -> Self {
@@ -258,5 +271,38 @@ impl LockError {
                 source,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_errors_are_those_another_attempt_can_change() {
+        let key = LockKey::new("k");
+        let store = |kind| LockError::Store {
+            key: key.clone(),
+            source: StoreError::new(kind, "x"),
+        };
+        assert!(store(StoreErrorKind::Throttled).is_retryable());
+        assert!(store(StoreErrorKind::Unavailable).is_retryable());
+        assert!(store(StoreErrorKind::Ambiguous).is_retryable());
+        assert!(!store(StoreErrorKind::Unauthorized).is_retryable());
+        assert!(!store(StoreErrorKind::NotFound).is_retryable());
+        let timeout = LockError::AcquireTimeout {
+            key: key.clone(),
+            holder: None,
+            waited: Duration::ZERO,
+        };
+        assert!(timeout.is_retryable());
+        assert!(LockError::AlreadyHeld { key: key.clone() }.is_retryable());
+        assert!(!LockError::Shutdown.is_retryable());
+        assert!(!LockError::InvalidConfig(ConfigError::ZeroLease).is_retryable());
+        let lost = LockError::Lost {
+            key,
+            reason: LostReason::Expired,
+        };
+        assert!(!lost.is_retryable());
     }
 }

@@ -305,6 +305,15 @@ impl Shared {
             loop {
                 if running.tasks.is_empty() {
                     running = self.take_background();
+                }
+                if running.tasks.is_empty() {
+                    // Acquires still running stop at their next step; one whose
+                    // write was in flight leaves a clean-up to wait for.
+                    tokio::select! {
+                        () = self.acquires_ended() => {}
+                        () = &mut deadline => break,
+                    }
+                    running = self.take_background();
                     if running.tasks.is_empty() {
                         break;
                     }

@@ -8,10 +8,11 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::clock::{Instant, later};
@@ -75,11 +76,28 @@ pub(crate) struct Shared {
     /// Other holders' records this client has seen, across acquires.
     pub sightings: Sightings,
     shut_down: AtomicBool,
+    /// Woken when shutdown begins: acquires waiting (polling, backing off,
+    /// queued for a turn) stop at once.
+    stopping: Notify,
+    /// Acquires running now, and a wake-up as each ends: shutdown waits for
+    /// them, since one whose write is in flight may leave a clean-up behind.
+    acquiring: AtomicUsize,
+    acquire_ended: Notify,
     /// The heartbeat task, started with the first lock (restarted if it ended).
     pub heartbeats: Mutex<Option<AbortOnDrop>>,
     /// Clean-up writes running in the background (releases of dropped guards and
     /// of abandoned acquisitions); shutdown waits for them.
     background: Mutex<Background>,
+}
+
+/// An acquire running (see [`Shared::acquiring`]).
+pub(crate) struct Acquiring<'a>(&'a Shared);
+
+impl Drop for Acquiring<'_> {
+    fn drop(&mut self) {
+        self.0.acquiring.fetch_sub(1, Ordering::AcqRel);
+        self.0.acquire_ended.notify_waiters();
+    }
 }
 
 /// A task that stops when this handle is dropped (with the client).
@@ -109,6 +127,9 @@ impl Shared {
             turns: Turns::default(),
             sightings: Sightings::default(),
             shut_down: AtomicBool::new(false),
+            stopping: Notify::new(),
+            acquiring: AtomicUsize::new(0),
+            acquire_ended: Notify::new(),
             heartbeats: Mutex::new(None),
             background: Mutex::new(Background::default()),
         }
@@ -122,9 +143,45 @@ impl Shared {
         }
     }
 
-    /// Mark the client shut down; false when it already was.
+    /// Mark the client shut down and wake every waiting acquire; false when it
+    /// already was.
     pub(crate) fn begin_shutdown(&self) -> bool {
-        !self.shut_down.swap(true, Ordering::AcqRel)
+        let first = !self.shut_down.swap(true, Ordering::AcqRel);
+        self.stopping.notify_waiters();
+        first
+    }
+
+    /// Sleep until `at` on the client's clock, or until shutdown begins.
+    pub(crate) async fn pause_until(&self, at: Instant) {
+        let stopped = self.stopping.notified();
+        tokio::pin!(stopped);
+        stopped.as_mut().enable();
+        if self.ensure_running().is_err() {
+            return;
+        }
+        tokio::select! {
+            () = self.clock.sleep_until(at) => {}
+            () = stopped => {}
+        }
+    }
+
+    /// Count an acquire as running until the returned guard is dropped.
+    pub(crate) fn acquiring(&self) -> Acquiring<'_> {
+        self.acquiring.fetch_add(1, Ordering::AcqRel);
+        Acquiring(self)
+    }
+
+    /// Resolve once no acquire is running.
+    pub(crate) async fn acquires_ended(&self) {
+        loop {
+            let ended = self.acquire_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.acquiring.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            ended.await;
+        }
     }
 
     /// This client holds `key` under exactly this record version.
@@ -238,8 +295,11 @@ impl Shared {
     ) -> Result<(), ()> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ())?;
         let mut background = self.background();
-        // Reap finished tasks so a long-lived client does not collect them.
-        background.reap();
+        // Reap finished tasks so a long-lived client does not collect them; not
+        // while shutting down, which reports what each one did.
+        if self.ensure_running().is_ok() {
+            background.reap();
+        }
         background.spawn(key, task, &runtime);
         Ok(())
     }

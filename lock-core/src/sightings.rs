@@ -11,6 +11,7 @@
 
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::clock::Instant;
 use crate::{LockKey, LockRecord, Observation};
@@ -24,6 +25,9 @@ pub(crate) const REMEMBERED_KEYS: usize = 10_000;
 #[derive(Debug)]
 pub(crate) struct Sightings {
     seen: Mutex<lru::LruCache<LockKey, Observation>>,
+    /// Anything is remembered: lets [`forget`](Self::forget) skip the lock on
+    /// the path of every acquire of a client that never waited for anyone.
+    any: AtomicBool,
 }
 
 /// A sighting of a held record.
@@ -49,6 +53,7 @@ impl Sightings {
             seen: Mutex::new(lru::LruCache::new(
                 NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN),
             )),
+            any: AtomicBool::new(false),
         }
     }
 
@@ -70,6 +75,7 @@ impl Sightings {
                     seen_at: now,
                 };
                 seen.put(record.key.clone(), observation.clone());
+                self.any.store(true, Ordering::Release);
                 Sighting {
                     observation,
                     changed,
@@ -81,7 +87,9 @@ impl Sightings {
     /// The record of `key` is not someone else's held record any more (released,
     /// gone, or ours): forget it.
     pub(crate) fn forget(&self, key: &LockKey) {
-        self.lock().pop(key);
+        if self.any.load(Ordering::Acquire) {
+            self.lock().pop(key);
+        }
     }
 
     /// The owner last seen holding `key`, if any.

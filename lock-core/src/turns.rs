@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{Mutex as FairMutex, OwnedMutexGuard};
 
@@ -51,12 +51,25 @@ impl Phase {
     }
 }
 
+/// What becomes of a hand-off nobody took (the waiter it was left for gave up
+/// or was cancelled before taking it): the client releases the lock by that RVN.
+pub(crate) type Orphaned = Box<dyn Fn(LockKey, Rvn) + Send + Sync>;
+
 /// The turns of every key this client is acquiring, holding or releasing now.
 /// A key leaves the map when its last turn ends and nobody waits for it, so the
 /// map only ever holds the keys in use.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Turns {
     lines: Arc<Mutex<HashMap<LockKey, Arc<Line>>>>,
+    orphaned: Arc<OnceLock<Orphaned>>,
+}
+
+impl std::fmt::Debug for Turns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turns")
+            .field("lines", &self.lines)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One key's queue. tokio's mutex hands itself to waiters in the order they
@@ -73,7 +86,8 @@ struct Line {
 /// Why a turn was not given.
 #[derive(Debug)]
 pub(crate) enum NoTurn {
-    /// Fail-fast, and another task of this client holds or is acquiring the key.
+    /// Fail-fast, and another task of this client holds or is acquiring the key
+    /// (or a release it waited behind did not end by the deadline).
     Busy,
     /// The wait budget ran out in the queue.
     TimedOut(Phase),
@@ -81,7 +95,6 @@ pub(crate) enum NoTurn {
 
 /// One key's turn, held. Dropping it lets the next waiter in; a hand-off left in
 /// it with [`Turn::hand_off`] goes to that waiter.
-#[derive(Debug)]
 pub(crate) struct Turn {
     /// The turn had to be waited for (another task of this client had it).
     pub waited: bool,
@@ -89,21 +102,38 @@ pub(crate) struct Turn {
     line: Arc<Line>,
     key: LockKey,
     lines: Arc<Mutex<HashMap<LockKey, Arc<Line>>>>,
+    orphaned: Arc<OnceLock<Orphaned>>,
 }
 
-/// Counts a waiter in the queue for as long as it waits (however it stops).
-struct Queued<'a>(&'a Line);
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn")
+            .field("key", &self.key)
+            .field("waited", &self.waited)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counts a waiter in the queue for as long as it waits (however it stops);
+/// a waiter that leaves without its turn reclaims a hand-off left for it.
+struct Queued<'a> {
+    line: &'a Line,
+    key: &'a LockKey,
+    orphaned: &'a OnceLock<Orphaned>,
+}
 
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
-        self.0.queued.fetch_sub(1, Ordering::AcqRel);
+        self.line.queued.fetch_sub(1, Ordering::AcqRel);
+        self.line.reclaim(self.key, self.orphaned);
     }
 }
 
 impl Turns {
-    /// Take `key`'s turn. `fail_fast`: do not queue behind another task's acquire
-    /// or lock (only behind a release, which ends by itself); otherwise wait in
-    /// line until `deadline` fires.
+    /// Take `key`'s turn, waiting in line until `deadline` fires. `fail_fast`:
+    /// do not queue behind another task's acquire or lock, only behind a
+    /// release (which ends by itself; `deadline` bounds that wait, and then the
+    /// key counts as busy).
     pub(crate) async fn take(
         &self,
         key: &LockKey,
@@ -123,17 +153,16 @@ impl Turns {
                 })
                 .clone()
         };
-        let turn = |baton: OwnedMutexGuard<Option<Handoff>>, line: Arc<Line>, waited| {
-            line.phase.store(Phase::Acquiring as u8, Ordering::Release);
-            Turn {
-                waited,
-                baton: Some(baton),
-                line,
-                key: key.clone(),
-                lines: self.lines.clone(),
-            }
+        let turn = |baton: OwnedMutexGuard<Option<Handoff>>, line: Arc<Line>, waited| Turn {
+            waited,
+            baton: Some(baton),
+            line,
+            key: key.clone(),
+            lines: self.lines.clone(),
+            orphaned: self.orphaned.clone(),
         };
         if let Ok(baton) = line.baton.clone().try_lock_owned() {
+            line.phase.store(Phase::Acquiring as u8, Ordering::Release);
             return Ok(turn(baton, line, false));
         }
         let phase = line.phase();
@@ -141,17 +170,34 @@ impl Turns {
             return Err(NoTurn::Busy);
         }
         line.queued.fetch_add(1, Ordering::AcqRel);
-        let queued = Queued(&line);
+        let queued = Queued {
+            line: &line,
+            key,
+            orphaned: &self.orphaned,
+        };
         let baton = line.baton.clone();
         let waited = tokio::select! {
             biased;
             baton = baton.lock_owned() => Ok(baton),
-            // A release in progress ends on its own: a fail-fast acquire waits
-            // for it whatever its budget.
-            () = deadline(), if !fail_fast => Err(NoTurn::TimedOut(line.phase())),
+            () = deadline() => Err(if fail_fast {
+                NoTurn::Busy
+            } else {
+                NoTurn::TimedOut(line.phase())
+            }),
         };
+        // The phase is ours before we stop counting as queued, so a fail-fast
+        // acquire never reads the previous holder's.
+        if waited.is_ok() {
+            line.phase.store(Phase::Acquiring as u8, Ordering::Release);
+        }
         drop(queued);
         waited.map(|baton| turn(baton, line.clone(), true))
+    }
+
+    /// Hand-offs nobody took are released by `release` (set once, by the
+    /// client that owns these turns).
+    pub(crate) fn on_orphaned(&self, release: Orphaned) {
+        let _ = self.orphaned.set(release);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LockKey, Arc<Line>>> {
@@ -164,6 +210,26 @@ impl Turns {
 impl Line {
     fn phase(&self) -> Phase {
         Phase::from_u8(self.phase.load(Ordering::Acquire))
+    }
+
+    /// Nobody holds the turn and nobody waits for it, yet a hand-off is left in
+    /// it (its waiter gave up or was cancelled after the release chose it): the
+    /// lock it names is held in the store with nobody heartbeating it. Give it
+    /// to `orphaned` to release.
+    fn reclaim(&self, key: &LockKey, orphaned: &OnceLock<Orphaned>) {
+        if self.queued.load(Ordering::Acquire) > 0 {
+            return;
+        }
+        let Ok(mut baton) = self.baton.try_lock() else {
+            return;
+        };
+        if let Some(handoff) = baton.take() {
+            drop(baton);
+            match orphaned.get() {
+                Some(release) => release(key.clone(), handoff.rvn),
+                None => tracing::debug!(%key, "a hand-off nobody took expires with its lease"),
+            }
+        }
     }
 }
 
@@ -193,9 +259,11 @@ impl Turn {
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        // Let the next waiter in first, then forget the key if nobody else has
+        // Let the next waiter in first (a waiter that has left meanwhile leaves
+        // a hand-off to be reclaimed), then forget the key if nobody else has
         // its line (the map's copy and ours are the only ones left).
         drop(self.baton.take());
+        self.line.reclaim(&self.key, &self.orphaned);
         let mut lines = self
             .lines
             .lock()

@@ -633,3 +633,126 @@ async fn busy_unless_dead_with_a_budget_waits_past_it_only_while_the_holder_look
     assert!(Instant::now() - started > Duration::from_secs(5));
     assert_eq!(guard.fence(), Fence(2));
 }
+
+// ---- Found in review: hand-offs nobody takes, ambiguous takeovers, a dropped
+// detach, shutdown racing acquires --------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_handoff_whose_waiter_is_cancelled_before_taking_it_is_released() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let waiter = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The release picks the waiter and writes nothing; the waiter is cancelled
+    // before it runs.
+    leader.release().await.unwrap();
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let record = store.record(&key("leader")).unwrap();
+    assert!(
+        record.released,
+        "the orphaned hand-off is released: {record:?}"
+    );
+    let b = client(store.clone(), "b");
+    assert!(b.try_acquire("leader").await.unwrap().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_takeover_whose_reply_was_lost_still_says_whom_it_took_over() {
+    let store = MemoryStore::new();
+    dead_holder(&store).await;
+    let faulty = FaultyStore::new(store.clone(), 3);
+    // The vacant write is refused (held); the takeover applies, its reply lost.
+    faulty.script(lock_memory::Op::Put, lock_memory::Fault::Pass);
+    faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
+    let a = client(faulty.clone(), "a");
+    let guard = timeout(PATIENCE, a.acquire("job", wait(LEASE * 2)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+    assert_eq!(faulty.scripted(), 0, "both scripted faults were used");
+    assert_eq!(guard.took_over().map(|t| t.owner.as_str()), Some("dead"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_detach_stops_heartbeats_and_frees_the_key_for_this_client() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    store.delay_writes(Duration::from_secs(1));
+    // A heartbeat is on the wire; the caller stops waiting for the detach.
+    tokio::time::sleep(Duration::from_millis(2010)).await;
+    assert!(
+        timeout(Duration::from_millis(100), guard.detach())
+            .await
+            .is_err()
+    );
+    assert!(a.held_keys().is_empty());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let puts = store.puts().len();
+    tokio::time::sleep(LEASE).await;
+    assert_eq!(store.puts().len(), puts, "no heartbeats after the detach");
+    store.delay_writes(Duration::ZERO);
+    // The detached record is taken over like any dead holder's.
+    let again = timeout(PATIENCE, a.acquire("job", wait(LEASE * 2)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_for_an_acquire_whose_write_is_in_flight_and_its_clean_up() {
+    let store = Delayed::new(MemoryStore::new());
+    store.delay_writes(Duration::from_secs(1));
+    let a = client(store.clone(), "a");
+    let acquiring = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("job", AcquireOptions::new()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    timeout(PATIENCE, a.shutdown()).await.unwrap().unwrap();
+    // The write applied while shutdown ran; the acquire gave it up and its
+    // clean-up released it before shutdown returned.
+    let record = store.inner.record(&key("job")).unwrap();
+    assert!(record.released, "{record:?}");
+    let result = acquiring.await.unwrap();
+    assert!(matches!(result, Err(LockError::Shutdown)), "{result:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_ends_acquires_waiting_in_the_queue_and_for_other_clients() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = client(store.clone(), "b");
+    let _leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let _other = b.acquire("other", AcquireOptions::new()).await.unwrap();
+    let queued = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("leader", wait(Duration::MAX)).await })
+    };
+    let polling = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            a.acquire("other", wait(Duration::MAX).refresh_period(Duration::MAX))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let started = Instant::now();
+    timeout(PATIENCE, a.shutdown()).await.unwrap().unwrap();
+    assert!(Instant::now() - started < Duration::from_secs(1));
+    for task in [queued, polling] {
+        let result = timeout(Duration::from_secs(1), task)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(result, Err(LockError::Shutdown)), "{result:?}");
+    }
+}
