@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region};
 use lock_core::LockClient;
-use lock_dynamodb::{DynamoDbStore, Layout};
+use lock_dynamodb::{DynamoDbStore, Layout, StoreConfigError};
 
 use crate::args::{Global, LayoutName};
 use crate::exit::CliError;
@@ -58,15 +58,16 @@ impl Global {
             loader = loader.endpoint_url(url);
         }
         let sdk_config = loader.load().await;
-        // Without a region the SDK fails every call with a less helpful message.
-        if sdk_config.region().is_none() {
-            return Err(CliError::Usage(
-                "no AWS region configured: pass --region, set AWS_REGION, or set a region in the AWS profile".into(),
-            ));
-        }
-        Ok(DynamoDbStore::builder(self.table_name())
+        DynamoDbStore::builder(self.table_name())
             .layout(self.layout.layout())
-            .build(&sdk_config)?)
+            .build(&sdk_config)
+            .map_err(|error| match error {
+                // The store refuses it; here there is one more way to set it.
+                StoreConfigError::NoRegion => CliError::Usage(
+                    "no AWS region configured: pass --region, set AWS_REGION, or set a region in the AWS profile".into(),
+                ),
+                other => other.into(),
+            })
     }
 
     /// A lock client on the table, writing `lease` (the client's default when

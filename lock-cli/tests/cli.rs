@@ -493,3 +493,97 @@ fn waiting_shows_the_holder_and_a_released_lock_is_taken_at_once() {
         "{out:?}"
     );
 }
+
+/// `lockctl args` with `configure` applied to its environment, run to the end;
+/// (exit code, stderr, time taken).
+fn run_with(
+    env: &Env,
+    args: &[&str],
+    configure: impl FnOnce(&mut std::process::Command),
+) -> (Option<i32>, String, Duration) {
+    let mut command = env.lockctl(args);
+    configure(&mut command);
+    let started = Instant::now();
+    let out = command.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[test]
+fn misconfigured_aws_fails_at_once_saying_what_to_set() {
+    let Some(env) = Env::with_table("misconfigured") else {
+        return;
+    };
+    let no_credentials = |command: &mut std::process::Command| {
+        command
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY");
+    };
+    // No credentials anywhere: refused before anything is sent, not retried
+    // for a lease as if the write might have applied.
+    let (code, stderr, took) = run_with(&env, &["run", "job", "--", "true"], no_credentials);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("Unauthorized"), "{stderr}");
+    assert!(
+        stderr.contains("AWS_ACCESS_KEY_ID"),
+        "says what to set: {stderr}"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}: {stderr}");
+    // A profile that does not exist: the same.
+    let (code, stderr, took) = run_with(&env, &["run", "job", "--", "true"], |command| {
+        no_credentials(command);
+        command.env("AWS_PROFILE", "no-such-profile");
+    });
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("Unauthorized"), "{stderr}");
+    assert!(took < Duration::from_secs(3), "took {took:?}: {stderr}");
+    // No region: a usage error naming the ways to set one.
+    let (code, stderr, took) = run_with(&env, &["run", "job", "--", "true"], |command| {
+        command.env_remove("AWS_REGION");
+    });
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--region") && stderr.contains("AWS_REGION"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}: {stderr}");
+    // Nothing was written by any of them.
+    let show = env.run(&["show", "job", "-o", "json"]);
+    assert_eq!(show.code, Some(0), "{show:?}");
+    assert_eq!(show.stdout.trim(), "null", "no record: {show:?}");
+}
+
+#[test]
+fn a_credential_process_profile_supplies_the_credentials() {
+    let Some(env) = Env::with_table("credproc") else {
+        return;
+    };
+    let script = env.path("credentials.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"testing\", \"SecretAccessKey\": \"testing\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = env.path("aws-config");
+    std::fs::write(
+        &config,
+        format!(
+            "[profile locks]\ncredential_process = {}\nregion = us-east-1\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let (code, stderr, _) = run_with(&env, &["run", "job", "--", "true"], |command| {
+        command
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_REGION")
+            .env("AWS_CONFIG_FILE", &config)
+            .env("AWS_PROFILE", "locks");
+    });
+    assert_eq!(code, Some(0), "{stderr}");
+}

@@ -102,10 +102,11 @@ impl Shared {
     /// ours is unresolved (the next acquire expects exactly this version), and
     /// the client is not shutting down (then everything is released).
     fn handoff(&self, held: &Held, snapshot: &crate::held::Snapshot) -> Option<Handoff> {
-        if snapshot.lost.is_some()
-            || self.clock.now() >= snapshot.expires
+        // Cheapest test first: usually nobody waits.
+        if !held.has_local_waiters()
+            || snapshot.lost.is_some()
             || self.ensure_running().is_err()
-            || !held.has_local_waiters()
+            || self.clock.now() >= snapshot.expires
         {
             return None;
         }

@@ -95,8 +95,12 @@ pub(crate) struct Acquiring<'a>(&'a Shared);
 
 impl Drop for Acquiring<'_> {
     fn drop(&mut self) {
-        self.0.acquiring.fetch_sub(1, Ordering::AcqRel);
-        self.0.acquire_ended.notify_waiters();
+        self.0.acquiring.fetch_sub(1, Ordering::SeqCst);
+        // Only a shutdown waits for this; it sets its flag before it reads the
+        // count, so either it sees this decrement or this sees its flag.
+        if self.0.shut_down.load(Ordering::SeqCst) {
+            self.0.acquire_ended.notify_waiters();
+        }
     }
 }
 
@@ -146,7 +150,7 @@ impl Shared {
     /// Mark the client shut down and wake every waiting acquire; false when it
     /// already was.
     pub(crate) fn begin_shutdown(&self) -> bool {
-        let first = !self.shut_down.swap(true, Ordering::AcqRel);
+        let first = !self.shut_down.swap(true, Ordering::SeqCst);
         self.stopping.notify_waiters();
         first
     }
@@ -167,7 +171,7 @@ impl Shared {
 
     /// Count an acquire as running until the returned guard is dropped.
     pub(crate) fn acquiring(&self) -> Acquiring<'_> {
-        self.acquiring.fetch_add(1, Ordering::AcqRel);
+        self.acquiring.fetch_add(1, Ordering::SeqCst);
         Acquiring(self)
     }
 
@@ -177,7 +181,7 @@ impl Shared {
             let ended = self.acquire_ended.notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            if self.acquiring.load(Ordering::Acquire) == 0 {
+            if self.acquiring.load(Ordering::SeqCst) == 0 {
                 return;
             }
             ended.await;

@@ -61,6 +61,11 @@ pub enum StoreConfigError {
     /// The read attempt count is zero.
     #[error("read attempts must be at least 1")]
     ZeroReadAttempts,
+    /// The SDK configuration has no region: every request would fail.
+    #[error(
+        "no AWS region configured: set AWS_REGION (or a region in the AWS profile, or on the SDK configuration)"
+    )]
+    NoRegion,
 }
 
 /// An error from [`create_table`](crate::DynamoDbStore::create_table),

@@ -9,7 +9,8 @@
 //! | operation or attempt timeout, connection reset or a broken response after the request was sent | writes: `Ambiguous`; reads: `Unavailable` |
 //! | failure while connecting (refused, DNS, connect timeout, TLS handshake) | `Unavailable` (nothing was sent) |
 //! | `ResourceNotFoundException` | `NotFound`, naming the table and how to create it |
-//! | `AccessDeniedException`, `UnrecognizedClientException`, bad signature or token, missing credentials | `Unauthorized` |
+//! | `AccessDeniedException`, `UnrecognizedClientException`, bad signature or token | `Unauthorized` |
+//! | credentials that could not be loaded (none configured, expired SSO token, failing `credential_process`), in any SDK error variant | `Unauthorized`: nothing was sent |
 //! | `ValidationException`, `ItemCollectionSizeLimitExceededException`, `SerializationException` | `Invalid` |
 //! | anything else | `Other` |
 //!
@@ -136,18 +137,20 @@ pub(crate) fn map_sdk_error<E>(
 where
     E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
 {
+    // Credentials that could not be loaded (none configured, an expired SSO
+    // token, a failing credential_process) stop the request before it is
+    // signed, whatever variant the SDK wraps them in (a dispatch failure,
+    // usually): never sent, never worth retrying.
+    if is_credentials_error(&err) {
+        let message = credentials_message(&err, ctx);
+        return StoreError::new(StoreErrorKind::Unauthorized, message).with_source(err);
+    }
     let kind = match &err {
         SdkError::ServiceError(service) => {
             let status = service.raw().status().as_u16();
             classify_service(service.err().code(), status, access)
         }
-        SdkError::ConstructionFailure(_) => {
-            if is_credentials_error(&err) {
-                StoreErrorKind::Unauthorized
-            } else {
-                StoreErrorKind::Other
-            }
-        }
+        SdkError::ConstructionFailure(_) => StoreErrorKind::Other,
         SdkError::DispatchFailure(dispatch) => {
             if dispatch.is_user() {
                 StoreErrorKind::Other
@@ -160,6 +163,31 @@ where
     };
     let message = message_for(kind, &err, access, ctx);
     StoreError::new(kind, message).with_source(err)
+}
+
+/// What to set when no credentials could be loaded: the first line of the
+/// provider's own explanation (the chain holds the rest).
+fn credentials_message(err: &(dyn StdError + 'static), ctx: Context<'_>) -> String {
+    let mut reason = None;
+    let mut next = Some(err);
+    while let Some(err) = next {
+        if err
+            .downcast_ref::<aws_credential_types::provider::error::CredentialsError>()
+            .is_some()
+        {
+            reason = Some(err.to_string());
+            break;
+        }
+        next = err.source();
+    }
+    let reason = reason.unwrap_or_default();
+    let reason = reason.lines().next().unwrap_or_default();
+    format!(
+        "{} on DynamoDB table {:?}: no AWS credentials could be loaded ({reason}). \
+         Set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, choose a profile with AWS_PROFILE \
+         (for SSO profiles, run `aws sso login` first), or run where an instance or task role applies",
+        ctx.operation, ctx.table
+    )
 }
 
 fn message_for<E>(

@@ -196,7 +196,12 @@ impl DynamoDbStoreBuilder {
         for interceptor in self.interceptors {
             config.push_interceptor(interceptor);
         }
-        let client = Client::from_conf(config.build());
+        let config = config.build();
+        // Without a region the SDK fails every call, and only once it is made.
+        if config.region().is_none() {
+            return Err(StoreConfigError::NoRegion);
+        }
+        let client = Client::from_conf(config);
         Ok(DynamoDbStore {
             inner: Arc::new(Inner {
                 client,

@@ -1332,3 +1332,14 @@ async fn python_dynamodb_lock_and_this_client_exclude_each_other() {
     guard.release().await.unwrap();
     rust.shutdown().await.unwrap();
 }
+
+#[test]
+fn a_configuration_without_a_region_is_refused_when_the_store_is_built() {
+    let config = aws_sdk_dynamodb::config::Builder::new()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest());
+    let error = lock_dynamodb::DynamoDbStore::builder("locks")
+        .build_with_config(config)
+        .unwrap_err();
+    assert_eq!(error, lock_dynamodb::StoreConfigError::NoRegion);
+    assert!(error.to_string().contains("AWS_REGION"), "{error}");
+}
