@@ -34,6 +34,7 @@ pub enum CliError {
     #[error("{error}{}", hint.as_deref().map(|h| format!("\n  {h}")).unwrap_or_default())]
     Table {
         /// The error.
+        #[source]
         error: TableError,
         /// What to run from the shell instead, when that helps.
         hint: Option<String>,

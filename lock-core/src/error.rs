@@ -230,7 +230,8 @@ pub enum LockError {
         source: Option<StoreError>,
     },
     /// The store failed in a way retries did not fix, or that is not retryable.
-    #[error("store error on lock {key}: {source}")]
+    /// The store's error is the source (`Display` says only this layer's part).
+    #[error("store error on lock {key}")]
     Store {
         /// The lock.
         key: LockKey,

@@ -133,8 +133,9 @@ pub enum TableError {
         /// How long.
         waited: Duration,
     },
-    /// DynamoDB refused or failed a table operation.
-    #[error("{operation} on DynamoDB table {table:?} failed: {source}")]
+    /// DynamoDB refused or failed a table operation (the classified error is the
+    /// source).
+    #[error("{operation} on DynamoDB table {table:?} failed")]
     Store {
         /// The table.
         table: String,

@@ -14,13 +14,15 @@
 //! | `ValidationException`, `ItemCollectionSizeLimitExceededException`, `SerializationException` | `Invalid` |
 //! | anything else | `Other` |
 //!
-//! Every message names the operation and the table and carries the SDK error's
-//! full context ([`DisplayErrorContext`]); the SDK error is kept as the source.
+//! Every message names the operation and the table and says in a few words what
+//! the SDK reported (a service error's code and message); the SDK error itself,
+//! with its whole context, is kept as the source, so `Display` stays one line
+//! per layer and never carries raw HTTP.
 
 use std::error::Error as StdError;
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use lock_core::{StoreError, StoreErrorKind};
 
 use crate::Layout;
@@ -165,6 +167,27 @@ where
     StoreError::new(kind, message).with_source(err)
 }
 
+/// The SDK error in a few words: a service error's code and message, otherwise
+/// what failed ("dispatch failure", "timeout", ...). The error itself, with its
+/// whole context, stays in the source chain (and in `Debug`), so `Display` never
+/// carries raw HTTP.
+fn summary<E>(err: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
+{
+    match err {
+        SdkError::ServiceError(service) => {
+            let inner = service.err();
+            match (inner.code(), inner.message()) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.to_owned(),
+                _ => format!("HTTP {}", service.raw().status().as_u16()),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
 /// What to set when no credentials could be loaded: the first line of the
 /// provider's own explanation (the chain holds the rest).
 fn credentials_message(err: &(dyn StdError + 'static), ctx: Context<'_>) -> String {
@@ -202,7 +225,7 @@ where
     let Context {
         operation, table, ..
     } = ctx;
-    let detail = DisplayErrorContext(err);
+    let detail = summary(err);
     match kind {
         StoreErrorKind::NotFound => format!(
             "{operation}: DynamoDB table {table:?} was not found ({detail}). {}",

@@ -898,7 +898,38 @@ async fn a_missing_table_names_the_table_and_how_to_create_it() {
         .acquire("k", AcquireOptions::new())
         .await
         .unwrap_err();
-    assert!(error.to_string().contains("no-such-table"), "{error}");
+    assert!(!error.is_retryable());
+    // One line per layer: the lock error says its part, the store error its
+    // own (table, what to do, the service's code and message), then the SDK's
+    // own errors; ours do not repeat each other and nothing carries raw HTTP.
+    let mut layers = vec![error.to_string()];
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        layers.push(cause.to_string());
+        source = cause.source();
+    }
+    eprintln!("{layers:#?}");
+    assert_eq!(layers[0], "store error on lock k", "{layers:#?}");
+    assert!(layers[1].contains("no-such-table"), "{layers:#?}");
+    assert!(
+        layers
+            .iter()
+            .any(|layer| layer.contains("ResourceNotFoundException")),
+        "{layers:#?}"
+    );
+    assert!(!layers[0].contains(layers[1].as_str()), "{layers:#?}");
+    for layer in &layers {
+        assert!(!layer.contains('\n'), "one line: {layer}");
+        assert!(
+            !layer.contains("headers") && !layer.contains("HTTP/") && !layer.contains("x-amz"),
+            "{layer}"
+        );
+    }
+    let total: usize = layers.iter().map(String::len).sum();
+    assert!(
+        total < 800,
+        "{total} characters along the chain: {layers:#?}"
+    );
 }
 
 #[tokio::test]
