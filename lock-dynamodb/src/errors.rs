@@ -61,6 +61,12 @@ pub enum StoreConfigError {
     /// The read attempt count is zero.
     #[error("read attempts must be at least 1")]
     ZeroReadAttempts,
+    /// A python-dynamodb-lock layout without an expiry attribute, or without a
+    /// default expiry: the Python library cannot read such items.
+    #[error(
+        "the python-dynamodb-lock layout must write its expiry_time on every write (the Python library fails on items without it): keep an expiry attribute and a default expiry"
+    )]
+    PythonNeedsExpiry,
     /// The SDK configuration has no region: every request would fail.
     #[error(
         "no AWS region configured: set AWS_REGION (or a region in the AWS profile, or on the SDK configuration)"

@@ -277,6 +277,12 @@ impl Layout {
     /// Write `now + expiry` into the expiry attribute when the caller gives no
     /// expiry time (`None`: write nothing). The Python preset uses one hour.
     ///
+    /// Whatever is asked, an expiry written is never earlier than the end of
+    /// the lease written with it, doubled, plus ten minutes (room for clock
+    /// drift, wall-clock skew against DynamoDB and a TTL sweep that starts
+    /// early): a TTL never deletes a lock that is still held. With the native
+    /// layout this is how to have DynamoDB clean up locks abandoned for good.
+    ///
     /// With TTL enabled, DynamoDB deletes the item some time after that instant,
     /// which resets the fence history of the key; keep it far beyond any lease.
     pub fn with_default_expiry(mut self, expiry: Option<Duration>) -> Self {
@@ -363,7 +369,8 @@ impl Layout {
     }
 
     /// Check that the layout can work: non-empty, distinct attribute names; a
-    /// released attribute when release marks; a non-empty "no sort key" value.
+    /// released attribute when release marks; a non-empty "no sort key" value;
+    /// an expiry written on every write for the python-dynamodb-lock preset.
     pub fn validate(&self) -> Result<(), StoreConfigError> {
         let attributes = self.attributes();
         for (i, (role, name)) in attributes.iter().enumerate() {
@@ -389,6 +396,13 @@ impl Layout {
         }
         if self.sort_key.is_some() && self.no_sort_value.is_empty() {
             return Err(StoreConfigError::EmptyNoSortValue);
+        }
+        // python-dynamodb-lock fails on an item without its expiry_time (and
+        // on one with it but no value): it must be written on every write.
+        if self.name == "python-dynamodb-lock"
+            && (self.expires_at.is_none() || self.default_expiry.is_none())
+        {
+            return Err(StoreConfigError::PythonNeedsExpiry);
         }
         Ok(())
     }

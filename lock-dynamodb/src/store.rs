@@ -225,6 +225,10 @@ fn validate_table_name(name: &str) -> Result<(), StoreConfigError> {
     }
 }
 
+/// Slack added to twice the lease before an expiry (TTL) time: wall-clock skew
+/// between this host and DynamoDB, and a TTL sweep that starts early.
+const TTL_SLACK: Duration = Duration::from_secs(600);
+
 /// A [`ConditionalStore`] on one DynamoDB table.
 ///
 /// Every state change is one conditional write:
@@ -391,13 +395,18 @@ impl DynamoDbStore {
         Ok(())
     }
 
+    /// The expiry time to write, if any: the caller's, or the layout's default,
+    /// but never before the lease written with it could have run out, with
+    /// room to spare (see [`Layout::with_default_expiry`]).
     fn expiry(&self, new: &NewRecord) -> Option<u64> {
-        new.expires_at.or_else(|| {
+        let asked = new.expires_at.or_else(|| {
             self.inner
                 .layout
                 .default_expiry()
                 .map(item::epoch_seconds_in)
-        })
+        })?;
+        let floor = item::epoch_seconds_in(new.lease.saturating_mul(2).saturating_add(TTL_SLACK));
+        Some(asked.max(floor))
     }
 
     /// `put` with `released = true` in a layout that deletes on release.

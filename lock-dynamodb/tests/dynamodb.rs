@@ -1374,3 +1374,71 @@ fn a_configuration_without_a_region_is_refused_when_the_store_is_built() {
     assert_eq!(error, lock_dynamodb::StoreConfigError::NoRegion);
     assert!(error.to_string().contains("AWS_REGION"), "{error}");
 }
+
+#[tokio::test]
+async fn a_ttl_expiry_never_falls_inside_the_lease_written_with_it() {
+    let Some(store) = fresh_store(Layout::python_dynamodb_lock()).await else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // A two-hour lease held without heartbeats (lockctl acquire --lease 2h):
+    // the preset's "now + 1 h" would let DynamoDB delete it inside its lease.
+    let key = LockKey::new("batch");
+    let new = NewRecord {
+        lease: Duration::from_secs(2 * 3600),
+        ..write("a", false, FenceUpdate::Next)
+    };
+    applied(store.put(&key, Expect::Vacant, new).await.unwrap());
+    let item = store
+        .client()
+        .get_item()
+        .table_name(store.table())
+        .key("lock_key", AttributeValue::S("batch".into()))
+        .key("sort_key", AttributeValue::S("-".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    let expiry: u64 = match item.get("expiry_time") {
+        Some(AttributeValue::N(n)) => n.parse().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        expiry >= now + 2 * 2 * 3600 + 600,
+        "expiry {} s after now",
+        expiry - now
+    );
+    // A short lease keeps the preset's hour.
+    let short = LockKey::new("short");
+    applied(
+        store
+            .put(&short, Expect::Vacant, write("a", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    let record = store.get(&short).await.unwrap().unwrap();
+    let expiry = record.expires_at.unwrap();
+    assert!(
+        (now + 3600..now + 3700).contains(&expiry),
+        "{}",
+        expiry - now
+    );
+}
+
+#[test]
+fn a_python_layout_without_its_expiry_attribute_is_refused() {
+    for layout in [
+        Layout::python_dynamodb_lock().without_expires_at(),
+        Layout::python_dynamodb_lock().with_default_expiry(None),
+    ] {
+        assert_eq!(
+            layout.validate(),
+            Err(lock_dynamodb::StoreConfigError::PythonNeedsExpiry)
+        );
+    }
+}
