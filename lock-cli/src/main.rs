@@ -10,9 +10,11 @@ mod exit;
 mod output;
 mod progress;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -31,6 +33,9 @@ fn main() -> ExitCode {
             EnvFilter::try_from_env("LOCKCTL_LOG").unwrap_or_else(|_| EnvFilter::new("error")),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: never into a pipe or a log
+        // file, and never when NO_COLOR is set (https://no-color.org).
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -587,3 +587,35 @@ fn a_credential_process_profile_supplies_the_credentials() {
     });
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+#[test]
+fn output_into_a_pipe_has_no_colour_and_errors_name_what_failed() {
+    let Some(env) = Env::with_table("plain") else {
+        return;
+    };
+    // Library logs on (they are coloured at a terminal): none of it coloured
+    // into a pipe.
+    let (code, stderr, _) = run_with(&env, &["run", "job", "--", "true"], |command| {
+        command.env("LOCKCTL_LOG", "debug");
+    });
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.is_empty(), "debug logs were written");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "escape codes in a pipe: {stderr:?}"
+    );
+    // A listing that fails says it was the listing, not "lock *".
+    let mut missing = env.lockctl(&["list"]);
+    missing.args(["--table", "no-such-table-here"]);
+    let out = missing.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("lock *"), "{stderr}");
+    assert!(stderr.contains("no-such-table-here"), "{stderr}");
+    // An endpoint with an impossible port is refused before anything is sent.
+    let mut command = env.lockctl(&["--endpoint-url", "http://127.0.0.1:99999", "list"]);
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("65535"), "{stderr}");
+}

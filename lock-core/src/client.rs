@@ -152,9 +152,9 @@ impl LockClient {
             .store
             .list(options.partition.as_deref(), options.cursor, options.limit)
             .await
-            .map_err(|error| {
-                let key = LockKey::new(options.partition.clone().unwrap_or_else(|| "*".into()));
-                LockError::from_store(&key, error)
+            .map_err(|source| LockError::List {
+                partition: options.partition.clone(),
+                source,
             })?;
         let locks = page
             .records

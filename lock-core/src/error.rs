@@ -239,6 +239,15 @@ pub enum LockError {
         #[source]
         source: StoreError,
     },
+    /// Listing locks failed in the store (the store's error is the source).
+    #[error("listing locks{} failed", partition.as_deref().map(|p| format!(" of partition {p}")).unwrap_or_default())]
+    List {
+        /// The partition listed, if only one.
+        partition: Option<String>,
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
     /// The client was shut down.
     #[error("the lock client has been shut down")]
     Shutdown,
@@ -253,7 +262,9 @@ impl LockError {
     pub fn is_retryable(&self) -> bool {
         match self {
             LockError::AcquireTimeout { .. } | LockError::AlreadyHeld { .. } => true,
-            LockError::Store { source, .. } => source.is_retryable(),
+            LockError::Store { source, .. } | LockError::List { source, .. } => {
+                source.is_retryable()
+            }
             _ => false,
         }
     }

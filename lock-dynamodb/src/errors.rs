@@ -67,6 +67,14 @@ pub enum StoreConfigError {
         "the python-dynamodb-lock layout must write its expiry_time on every write (the Python library fails on items without it): keep an expiry attribute and a default expiry"
     )]
     PythonNeedsExpiry,
+    /// The endpoint URL cannot be connected to as given.
+    #[error("invalid DynamoDB endpoint URL {url:?}: {reason}")]
+    InvalidEndpoint {
+        /// The URL.
+        url: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The SDK configuration has no region: every request would fail.
     #[error(
         "no AWS region configured: set AWS_REGION (or a region in the AWS profile, or on the SDK configuration)"

@@ -163,6 +163,9 @@ impl DynamoDbStoreBuilder {
 
     /// Build from an [`SdkConfig`] (region, credentials, endpoint, HTTP client).
     pub fn build(self, sdk_config: &SdkConfig) -> Result<DynamoDbStore, StoreConfigError> {
+        if let Some(url) = sdk_config.endpoint_url() {
+            validate_endpoint(url)?;
+        }
         self.build_with_config(aws_sdk_dynamodb::config::Builder::from(sdk_config))
     }
 
@@ -186,6 +189,9 @@ impl DynamoDbStoreBuilder {
         self.timeouts.validate()?;
         if self.read_attempts == 0 {
             return Err(StoreConfigError::ZeroReadAttempts);
+        }
+        if let Some(url) = &self.endpoint_url {
+            validate_endpoint(url)?;
         }
         let mut config = config
             .timeout_config(self.timeouts.config())
@@ -211,6 +217,38 @@ impl DynamoDbStoreBuilder {
             }),
         })
     }
+}
+
+/// An endpoint URL the SDK would mis-read (it connects to port 80 for a port
+/// out of range) is refused before anything is sent.
+fn validate_endpoint(url: &str) -> Result<(), StoreConfigError> {
+    let invalid = |reason| StoreConfigError::InvalidEndpoint {
+        url: url.to_owned(),
+        reason,
+    };
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| invalid("it must start with http:// or https://"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    // An IPv6 host is bracketed; a port follows the last colon outside them.
+    let (host, port) = match host_port.rfind(':') {
+        Some(colon) if !host_port[colon..].contains(']') => {
+            (&host_port[..colon], Some(&host_port[colon + 1..]))
+        }
+        _ => (host_port, None),
+    };
+    if host.is_empty() || host == "[]" {
+        return Err(invalid("it has no host"));
+    }
+    if let Some(port) = port {
+        match port.parse::<u16>() {
+            Ok(0) | Err(_) => return Err(invalid("the port must be a number from 1 to 65535")),
+            Ok(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn validate_table_name(name: &str) -> Result<(), StoreConfigError> {
@@ -770,5 +808,54 @@ impl ConditionalStore for DynamoDbStore {
             .with_max_record_bytes(MAX_ITEM_BYTES)
             .with_keeps_released_records(layout.release_mode() == ReleaseMode::MarkReleased)
             .with_stores_expiry(layout.expires_at.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn endpoints_with_a_bad_port_or_scheme_are_refused() {
+        for good in [
+            "http://127.0.0.1:5000",
+            "https://dynamodb.eu-west-1.amazonaws.com",
+            "http://localhost:8000/",
+            "http://[::1]:8000",
+            "http://[::1]",
+        ] {
+            assert_eq!(validate_endpoint(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "http://127.0.0.1:99999",
+            "http://127.0.0.1:0",
+            "http://127.0.0.1:port",
+            "127.0.0.1:5000",
+            "ftp://host",
+            "http://",
+            "http://:5000",
+        ] {
+            assert!(
+                matches!(
+                    validate_endpoint(bad),
+                    Err(StoreConfigError::InvalidEndpoint { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_builder_refuses_a_bad_endpoint() {
+        let config = aws_sdk_dynamodb::config::Builder::new()
+            .behavior_version(BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"));
+        let error = DynamoDbStore::builder("locks")
+            .endpoint_url("http://127.0.0.1:99999")
+            .build_with_config(config)
+            .unwrap_err();
+        assert!(error.to_string().contains("65535"), "{error}");
     }
 }

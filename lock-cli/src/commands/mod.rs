@@ -31,9 +31,9 @@ pub async fn dispatch(cli: &Cli) -> Result<u8, CliError> {
 /// A lock operation on a missing table says how to create it from here.
 fn with_table_hint(error: CliError, global: &Global) -> CliError {
     match error {
-        CliError::Lock(LockError::Store { ref source, .. })
-            if source.kind() == StoreErrorKind::NotFound =>
-        {
+        CliError::Lock(
+            LockError::Store { ref source, .. } | LockError::List { ref source, .. },
+        ) if source.kind() == StoreErrorKind::NotFound => {
             tracing::debug!(%error, "table not found");
             CliError::MissingTable {
                 table: global.table_name().to_owned(),
