@@ -169,6 +169,19 @@ impl DynamoDbStoreBuilder {
         self.build_with_config(aws_sdk_dynamodb::config::Builder::from(sdk_config))
     }
 
+    /// Build on a client the application already has: its credentials, region,
+    /// endpoint, HTTP client and interceptors are kept. The store still applies
+    /// its own per-request settings: its operation and attempt timeouts, its
+    /// read retries, and no SDK retries at all for conditional writes (a write
+    /// re-sent by the SDK after a lost answer would be resolved as someone
+    /// else's), whatever retry configuration the client has.
+    pub fn build_from_client(
+        self,
+        client: &aws_sdk_dynamodb::Client,
+    ) -> Result<DynamoDbStore, StoreConfigError> {
+        self.build_with_config(client.config().to_builder())
+    }
+
     /// Build from the default configuration chain: environment
     /// (`AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`,
     /// `AWS_ENDPOINT_URL_DYNAMODB`, ...), shared config and credentials files,

@@ -1442,3 +1442,35 @@ fn a_python_layout_without_its_expiry_attribute_is_refused() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_store_on_the_users_client_keeps_its_settings_but_never_resends_a_conditional_write() {
+    let Some(endpoint) = support::endpoint() else {
+        return;
+    };
+    let table = fresh_store(Layout::native()).await.unwrap();
+    // The application's own client: retries on (5 attempts), its own
+    // interceptors (a call counter, and a fault: the first UpdateItem applies
+    // and then answers HTTP 500, which the SDK's retries would re-send).
+    let calls = CallCounter::default();
+    let faults = FaultInjector::default();
+    faults.script("UpdateItem", HttpFault::ServerErrorAfterApply);
+    let config = support::sdk_config(&endpoint)
+        .retry_config(RetryConfig::standard().with_max_attempts(5))
+        .interceptor(calls.clone())
+        .interceptor(faults.clone())
+        .build();
+    let users = aws_sdk_dynamodb::Client::from_conf(config);
+    let store = DynamoDbStore::builder(table.table())
+        .build_from_client(&users)
+        .unwrap();
+    let client = client(store, "a", Duration::from_secs(5));
+    let guard = client.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(guard.fence(), Fence(1));
+    let sent = calls.calls();
+    let updates = sent.iter().filter(|call| *call == "UpdateItem").count();
+    // One write, resolved by a read as ours; never re-sent by the SDK.
+    assert_eq!(updates, 1, "{sent:?}");
+    assert!(sent.iter().any(|call| call == "GetItem"), "{sent:?}");
+    guard.release().await.unwrap();
+}
