@@ -227,6 +227,7 @@ impl DynamoDbStoreBuilder {
                 table: self.table,
                 layout: self.layout,
                 read_after_bare_conflict: self.read_after_bare_conflict,
+                schema: tokio::sync::OnceCell::new(),
             }),
         })
     }
@@ -306,6 +307,9 @@ pub(crate) struct Inner {
     pub(crate) table: String,
     pub(crate) layout: Layout,
     read_after_bare_conflict: bool,
+    /// Whether the table's key schema fits the layout (`Some(message)` when it
+    /// does not), learnt once, when first needed.
+    schema: tokio::sync::OnceCell<Option<String>>,
 }
 
 impl fmt::Debug for DynamoDbStore {
@@ -530,9 +534,59 @@ impl DynamoDbStore {
     }
 }
 
-#[async_trait]
-impl ConditionalStore for DynamoDbStore {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+impl DynamoDbStore {
+    /// Why the table's key schema does not fit the layout, if it does not:
+    /// one `DescribeTable`, the first time it is asked (a failed describe is
+    /// not remembered, and explains nothing).
+    async fn schema_mismatch(&self) -> Option<String> {
+        let checked = self
+            .inner
+            .schema
+            .get_or_try_init(|| async {
+                let description = self.describe_for_schema().await?;
+                Ok::<_, crate::TableError>(description.and_then(|description| {
+                    crate::table::key_schema_mismatch(self.layout(), &description).map(
+                        |(expected, found)| {
+                            crate::TableError::KeySchemaMismatch {
+                                table: self.inner.table.clone(),
+                                expected,
+                                found,
+                            }
+                            .to_string()
+                        },
+                    )
+                }))
+            })
+            .await;
+        checked.ok().cloned().flatten()
+    }
+
+    /// A request DynamoDB refused as invalid because of its key (the table's
+    /// key schema is not the layout's) is explained: which table, the schema
+    /// found, the one the layout needs.
+    async fn explain<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        match result {
+            // Only DynamoDB's own refusals (they carry the SDK error): a key
+            // this store refused before sending is explained already.
+            Err(error)
+                if error.kind() == lock_core::StoreErrorKind::Invalid
+                    && std::error::Error::source(&error).is_some()
+                    && error.message().contains("key") =>
+            {
+                match self.schema_mismatch().await {
+                    Some(mismatch) => Err(StoreError::invalid(mismatch).with_source(error)),
+                    None => Err(error),
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// The store calls as DynamoDB answers them; the trait methods below add the
+/// explanation of a table whose key schema does not fit the layout.
+impl DynamoDbStore {
+    async fn get_item(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
         let key_item = item::key_item(&self.inner.layout, key)?;
         let output = self
             .inner
@@ -550,7 +604,7 @@ impl ConditionalStore for DynamoDbStore {
         }
     }
 
-    async fn put(
+    async fn put_item(
         &self,
         key: &LockKey,
         expect: Expect,
@@ -685,7 +739,7 @@ impl ConditionalStore for DynamoDbStore {
         }
     }
 
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+    async fn delete_item(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
         let layout = &self.inner.layout;
         let key_item = item::key_item(layout, key)?;
         let mut expr = Expr::default();
@@ -740,7 +794,7 @@ impl ConditionalStore for DynamoDbStore {
         }
     }
 
-    async fn list(
+    async fn list_items(
         &self,
         partition: Option<&str>,
         cursor: Option<Cursor>,
@@ -810,6 +864,46 @@ impl ConditionalStore for DynamoDbStore {
             .filter(|last| !last.is_empty())
             .and_then(|last| item::encode_cursor(layout, &last));
         Ok(Page { records, next })
+    }
+}
+
+#[async_trait]
+impl ConditionalStore for DynamoDbStore {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        let result = self.get_item(key).await;
+        self.explain(result).await
+    }
+
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        let result = self.put_item(key, expect, new).await;
+        self.explain(result).await
+    }
+
+    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+        let result = self.delete_item(key, expect).await;
+        self.explain(result).await
+    }
+
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        // A scan of a table with another key schema does not fail: it finds
+        // no lock records, and an empty listing would hide the mistake.
+        if partition.is_none()
+            && let Some(mismatch) = self.schema_mismatch().await
+        {
+            return Err(StoreError::invalid(mismatch));
+        }
+        let result = self.list_items(partition, cursor, limit).await;
+        self.explain(result).await
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -191,39 +191,11 @@ impl DynamoDbStore {
             });
         }
 
-        let types = |name: &str| {
-            description
-                .attribute_definitions()
-                .iter()
-                .find(|d| d.attribute_name() == name)
-                .map(|d| d.attribute_type().as_str().to_owned())
-                .unwrap_or_else(|| "?".into())
-        };
-        let found: Vec<String> = description
-            .key_schema()
-            .iter()
-            .map(|k| {
-                format!(
-                    "{} ({}, {})",
-                    k.attribute_name(),
-                    types(k.attribute_name()),
-                    k.key_type().as_str()
-                )
-            })
-            .collect();
-        let mut expected = vec![format!("{} (S, HASH)", layout.partition_key())];
-        if let Some(sort) = layout.sort_key() {
-            expected.push(format!("{sort} (S, RANGE)"));
-        }
-        if found != expected {
+        if let Some((expected, found)) = key_schema_mismatch(layout, &description) {
             return Err(TableError::KeySchemaMismatch {
                 table,
-                expected: expected.join(", "),
-                found: if found.is_empty() {
-                    "none".into()
-                } else {
-                    found.join(", ")
-                },
+                expected,
+                found,
             });
         }
 
@@ -306,6 +278,14 @@ impl DynamoDbStore {
     }
 
     /// The table's description, `None` when it does not exist.
+    /// The table's description, `None` when it does not exist (for the store's
+    /// own key-schema check).
+    pub(crate) async fn describe_for_schema(
+        &self,
+    ) -> Result<Option<aws_sdk_dynamodb::types::TableDescription>, TableError> {
+        self.describe().await
+    }
+
     async fn describe(
         &self,
     ) -> Result<Option<aws_sdk_dynamodb::types::TableDescription>, TableError> {
@@ -386,4 +366,46 @@ fn invalid_request(
         source: lock_core::StoreError::invalid(format!("could not build the request: {error}"))
             .with_source(error),
     }
+}
+
+/// The table's key schema against the layout's: `(expected, found)` when they
+/// differ, each as `name (type, HASH|RANGE), ...`.
+pub(crate) fn key_schema_mismatch(
+    layout: &crate::Layout,
+    description: &aws_sdk_dynamodb::types::TableDescription,
+) -> Option<(String, String)> {
+    let types = |name: &str| {
+        description
+            .attribute_definitions()
+            .iter()
+            .find(|d| d.attribute_name() == name)
+            .map(|d| d.attribute_type().as_str().to_owned())
+            .unwrap_or_else(|| "?".into())
+    };
+    let found: Vec<String> = description
+        .key_schema()
+        .iter()
+        .map(|k| {
+            format!(
+                "{} ({}, {})",
+                k.attribute_name(),
+                types(k.attribute_name()),
+                k.key_type().as_str()
+            )
+        })
+        .collect();
+    let mut expected = vec![format!("{} (S, HASH)", layout.partition_key())];
+    if let Some(sort) = layout.sort_key() {
+        expected.push(format!("{sort} (S, RANGE)"));
+    }
+    (found != expected).then(|| {
+        (
+            expected.join(", "),
+            if found.is_empty() {
+                "none".into()
+            } else {
+                found.join(", ")
+            },
+        )
+    })
 }

@@ -974,6 +974,35 @@ async fn a_table_with_the_wrong_key_schema_is_refused_precisely() {
         }
         other => panic!("{other:?}"),
     }
+    // Every operation fails the same way, listing included (a scan of such a
+    // table finds no lock records and would have returned an empty page).
+    let explains = |error: &lock_core::StoreError| {
+        assert_eq!(error.kind(), StoreErrorKind::Invalid, "{error}");
+        let message = error.message();
+        assert!(
+            message.contains(name.as_str())
+                && message.contains("id (S, HASH)")
+                && message.contains("lock_key (S, HASH)"),
+            "{message}"
+        );
+    };
+    explains(&store.list(None, None, 10).await.unwrap_err());
+    explains(&store.list(Some("k"), None, 10).await.unwrap_err());
+    explains(&store.get(&LockKey::new("k")).await.unwrap_err());
+    explains(
+        &store
+            .put(
+                &LockKey::new("k"),
+                Expect::Vacant,
+                write("a", false, FenceUpdate::Next),
+            )
+            .await
+            .unwrap_err(),
+    );
+    let locks = client(store.clone(), "a", Duration::from_secs(5));
+    let error = locks.acquire("k", AcquireOptions::new()).await.unwrap_err();
+    assert!(matches!(error, LockError::InvalidInput { .. }), "{error:?}");
+    assert!(!error.is_retryable());
     // A sort key the layout does not know about is a mismatch too.
     let python = DynamoDbStore::builder(support::table_name("py"))
         .layout(Layout::python_dynamodb_lock())
