@@ -543,7 +543,7 @@ impl DynamoDbStore {
             .inner
             .schema
             .get_or_try_init(|| async {
-                let description = self.describe_for_schema().await?;
+                let description = self.describe().await?;
                 Ok::<_, crate::TableError>(description.and_then(|description| {
                     crate::table::key_schema_mismatch(self.layout(), &description).map(
                         |(expected, found)| {

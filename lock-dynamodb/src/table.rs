@@ -278,15 +278,7 @@ impl DynamoDbStore {
     }
 
     /// The table's description, `None` when it does not exist.
-    /// The table's description, `None` when it does not exist (for the store's
-    /// own key-schema check).
-    pub(crate) async fn describe_for_schema(
-        &self,
-    ) -> Result<Option<aws_sdk_dynamodb::types::TableDescription>, TableError> {
-        self.describe().await
-    }
-
-    async fn describe(
+    pub(crate) async fn describe(
         &self,
     ) -> Result<Option<aws_sdk_dynamodb::types::TableDescription>, TableError> {
         match self
