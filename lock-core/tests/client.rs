@@ -1,6 +1,8 @@
 //! Behaviour of the lock client over the in-memory store, in paused tokio time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,25 +11,8 @@ use lock_core::{
     LockClient, LockError, LockKey, LostReason, NewRecord, Outcome, Rvn,
 };
 use lock_memory::{Fault, FaultyStore, MemoryStore, Op};
+use support::{LEASE, client, wait};
 use tokio::time::Instant;
-
-const LEASE: Duration = Duration::from_secs(10);
-
-fn client(store: impl ConditionalStore, owner: &str) -> LockClient {
-    LockClient::builder(store)
-        .owner(owner)
-        .lease(LEASE)
-        .heartbeat_period(Duration::from_secs(2))
-        .refresh_period(Duration::from_millis(500))
-        .max_clock_drift(0.01)
-        .safety_margin(Duration::from_millis(500))
-        .build()
-        .unwrap()
-}
-
-fn wait(budget: Duration) -> AcquireOptions {
-    AcquireOptions::new().wait(budget)
-}
 
 #[tokio::test(start_paused = true)]
 async fn uncontended_acquire_of_a_new_key_is_one_write() {

@@ -22,6 +22,16 @@ fn key(name: &str) -> LockKey {
     LockKey::new(name)
 }
 
+/// Another task of `client` asking for `name`, waiting up to `budget`.
+fn waiting(
+    client: &LockClient,
+    name: &'static str,
+    budget: Duration,
+) -> tokio::task::JoinHandle<Result<lock_core::LockGuard, LockError>> {
+    let client = client.clone();
+    tokio::spawn(async move { client.acquire(name, wait(budget)).await })
+}
+
 // ---- 1. Drop, then acquire again ------------------------------------------
 
 #[tokio::test(start_paused = true)]
@@ -194,15 +204,9 @@ async fn a_cancelled_queued_waiter_leaves_the_queue_to_the_next() {
     let store = MemoryStore::new();
     let a = client(store.clone(), "a");
     let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
-    let quitter = {
-        let a = a.clone();
-        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
-    };
+    let quitter = waiting(&a, "leader", Duration::from_secs(60));
     tokio::time::sleep(Duration::from_millis(10)).await;
-    let patient = {
-        let a = a.clone();
-        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
-    };
+    let patient = waiting(&a, "leader", Duration::from_secs(60));
     tokio::time::sleep(Duration::from_millis(10)).await;
     quitter.abort();
     leader.release().await.unwrap();
@@ -216,10 +220,7 @@ async fn a_dropped_holder_hands_the_lock_to_the_next_local_waiter() {
     let store = MemoryStore::new();
     let a = client(store.clone(), "a");
     let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
-    let next = {
-        let a = a.clone();
-        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
-    };
+    let next = waiting(&a, "leader", Duration::from_secs(60));
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(leader);
     let guard = timeout(PATIENCE, next).await.unwrap().unwrap().unwrap();
@@ -239,10 +240,7 @@ async fn a_local_waiter_gets_a_lock_its_holder_lost_to_another_client_by_waiting
     let admin = client(store.clone(), "admin");
     let b = client(store.clone(), "b");
     let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
-    let next = {
-        let a = a.clone();
-        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
-    };
+    let next = waiting(&a, "leader", Duration::from_secs(60));
     tokio::time::sleep(Duration::from_millis(10)).await;
     admin.force_release("leader").await.unwrap();
     let thief = b.acquire("leader", AcquireOptions::new()).await.unwrap();
@@ -549,10 +547,7 @@ async fn a_takeover_says_whom_it_took_over_and_a_vacant_acquire_does_not() {
         guard.took_over().is_none(),
         "a released lock is not a takeover"
     );
-    let next = {
-        let a = a.clone();
-        tokio::spawn(async move { a.acquire("job", wait(Duration::from_secs(60))).await })
-    };
+    let next = waiting(&a, "job", Duration::from_secs(60));
     tokio::time::sleep(Duration::from_millis(10)).await;
     guard.release().await.unwrap();
     let handed = timeout(PATIENCE, next).await.unwrap().unwrap().unwrap();
@@ -642,10 +637,7 @@ async fn a_handoff_whose_waiter_is_cancelled_before_taking_it_is_released() {
     let store = MemoryStore::new();
     let a = client(store.clone(), "a");
     let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
-    let waiter = {
-        let a = a.clone();
-        tokio::spawn(async move { a.acquire("leader", wait(Duration::from_secs(60))).await })
-    };
+    let waiter = waiting(&a, "leader", Duration::from_secs(60));
     tokio::time::sleep(Duration::from_millis(10)).await;
     // The release picks the waiter and writes nothing; the waiter is cancelled
     // before it runs.
