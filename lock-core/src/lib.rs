@@ -9,6 +9,10 @@
 //!   [`try_acquire`](LockClient::try_acquire),
 //!   [`with_lock`](LockClient::with_lock)), heartbeats them from one background
 //!   task, and releases them ([`shutdown`](LockClient::shutdown) releases all).
+//! * Tasks of one process share one client (clones are cheap): acquires of one
+//!   key on one client queue inside it, first come first served, and are handed
+//!   the lock in one write when the holder releases it. Every way out of a lock
+//!   (release, a dropped guard, a dropped release future, shutdown) releases it.
 //! * [`LockGuard`] proves a lock is held: its [`Fence`] goes with every write to the
 //!   protected resource, [`state`](LockView::state) says whether the lease is still
 //!   safe, [`lost`](LockView::lost) is a future that resolves when it is not.
