@@ -65,11 +65,10 @@ fn concurrent_runs_on_one_key_never_overlap() {
     }
 }
 
-#[test]
-fn a_holder_killed_with_sigkill_is_taken_over_after_its_lease() {
-    let Some(env) = Env::with_table("takeover") else {
-        return;
-    };
+/// `lockctl run job --lease 2s` killed with SIGKILL while its command runs: the
+/// record is left held, nobody heartbeats it. Returns the command's pid (it
+/// keeps running, in its own process group).
+fn crashed_holder(env: &Env) -> i32 {
     let pidfile = env.path("pid");
     let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
     let mut args = vec!["run", "job", "--lease", "2s", "--"];
@@ -79,6 +78,15 @@ fn a_holder_killed_with_sigkill_is_taken_over_after_its_lease() {
     kill(holder.pid(), Signal::SIGKILL).unwrap();
     let out = holder.finish(LIMIT);
     assert_eq!(out.status.code(), None, "killed by a signal: {out:?}");
+    orphan
+}
+
+#[test]
+fn a_holder_killed_with_sigkill_is_taken_over_after_its_lease() {
+    let Some(env) = Env::with_table("takeover") else {
+        return;
+    };
+    let orphan = crashed_holder(&env);
 
     // Nobody releases it: the next run waits for the lease, then takes over.
     let started = Instant::now();
@@ -114,15 +122,7 @@ fn a_cron_run_with_no_wait_takes_over_a_crashed_holder_and_skips_a_live_one() {
     let Some(env) = Env::with_table("cron") else {
         return;
     };
-    // A crashed holder: lockctl killed with SIGKILL, its record left held.
-    let pidfile = env.path("pid");
-    let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
-    let mut args = vec!["run", "job", "--lease", "2s", "--"];
-    args.extend(sh(&script));
-    let holder = env.spawn("crashed", &args);
-    let orphan: i32 = wait_for_file(&pidfile, LIMIT).trim().parse().unwrap();
-    kill(holder.pid(), Signal::SIGKILL).unwrap();
-    holder.finish(LIMIT);
+    let orphan = crashed_holder(&env);
     let _ = killpg(Pid::from_raw(orphan), Signal::SIGKILL);
 
     // The next cron run (`--wait 0s`, the default) watches the record; it does

@@ -258,24 +258,30 @@ async fn a_local_waiter_gets_a_lock_its_holder_lost_to_another_client_by_waiting
 
 // ---- 3. A cancelled write that applied is ours -----------------------------
 
-#[tokio::test(start_paused = true)]
-async fn a_cancelled_set_data_that_applied_is_recognised_as_this_clients_own() {
-    let store = Delayed::new(MemoryStore::new());
+/// "job" held by `a` on `store`, whose `set_data(v2)` applied but whose
+/// caller stopped waiting while the reply was on its way.
+async fn after_a_cancelled_set_data(store: &Delayed) -> (LockClient, lock_core::LockGuard) {
     let a = client(store.clone(), "a");
     let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
     store.delay_writes(Duration::from_secs(1));
-    // The caller gives up while the reply is on its way; the write applied.
     let cancelled = timeout(
         Duration::from_millis(100),
         guard.set_data(Some(b"v2".to_vec())),
     )
     .await;
     assert!(cancelled.is_err());
+    store.delay_writes(Duration::ZERO);
+    (a, guard)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_set_data_that_applied_is_recognised_as_this_clients_own() {
+    let store = Delayed::new(MemoryStore::new());
+    let (_a, guard) = after_a_cancelled_set_data(&store).await;
     assert_eq!(
         store.inner.record(&key("job")).unwrap().data.as_deref(),
         Some(&b"v2"[..])
     );
-    store.delay_writes(Duration::ZERO);
     // Heartbeats resolve it as ours: the lock is kept, for many leases.
     tokio::time::sleep(LEASE * 3).await;
     assert!(guard.is_safe(), "{:?}", guard.state());
@@ -285,18 +291,9 @@ async fn a_cancelled_set_data_that_applied_is_recognised_as_this_clients_own() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_heartbeat_cancelled_by_its_own_release_that_applied_is_ours() {
+async fn a_release_after_a_cancelled_set_data_that_applied_goes_on_top_of_it() {
     let store = Delayed::new(MemoryStore::new());
-    let a = client(store.clone(), "a");
-    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
-    store.delay_writes(Duration::from_secs(1));
-    let cancelled = timeout(
-        Duration::from_millis(100),
-        guard.set_data(Some(b"v2".to_vec())),
-    )
-    .await;
-    assert!(cancelled.is_err());
-    store.delay_writes(Duration::ZERO);
+    let (_a, guard) = after_a_cancelled_set_data(&store).await;
     // The release expects the version before the cancelled write; the store shows
     // the cancelled write's: it is ours, and the release goes on top of it.
     guard.release().await.unwrap();
