@@ -70,6 +70,14 @@ moto_start() {
                 break
             fi
             if "$MOTO_VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=1)" "$MOTO_ENDPOINT" 2>/dev/null; then
+                # moto loads its DynamoDB backend on the first DynamoDB request;
+                # behind the server's one lock, that first request would make the
+                # tests' first requests wait past their timeouts. Load it now.
+                if ! moto_warm_up; then
+                    echo "moto answered but its first DynamoDB request failed; log:" >&2
+                    tail -n 20 "$MOTO_LOG_DIR/server.log" >&2 || true
+                    break
+                fi
                 echo "==> moto (one request at a time${mode:+, $mode, waitress}) answering at $MOTO_ENDPOINT (pid $MOTO_PID, log ${MOTO_LOG_DIR#"$root/"}/server.log)"
                 export MOTO_ENDPOINT
                 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
@@ -85,6 +93,27 @@ moto_start() {
     done
     echo "could not start moto" >&2
     return 1
+}
+
+# One DynamoDB request (ListTables), waited for up to 120 s.
+moto_warm_up() {
+    "$MOTO_VENV/bin/python" - "$MOTO_ENDPOINT" <<'PY'
+import sys
+import urllib.request
+
+request = urllib.request.Request(
+    sys.argv[1] + "/",
+    data=b"{}",
+    method="POST",
+    headers={
+        "Content-Type": "application/x-amz-json-1.0",
+        "X-Amz-Target": "DynamoDB_20120810.ListTables",
+        "Authorization": "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/dynamodb/aws4_request, "
+        "SignedHeaders=host, Signature=0",
+    },
+)
+urllib.request.urlopen(request, timeout=120).read()
+PY
 }
 
 moto_stop() {
