@@ -52,6 +52,29 @@
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The code in docs/ that needs no store but lock-core's and lock-memory's,
+/// compiled and run as doctests, so the docs cannot drift from the API (the
+/// DynamoDB guide is compiled by lock-dynamodb).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/safety.md")]
+pub struct SafetyDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/protocol.md")]
+pub struct ProtocolDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/testing.md")]
+pub struct TestingDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/cli.md")]
+pub struct CliDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/performance.md")]
+pub struct PerformanceDoctests;
+
 mod acquire;
 mod client;
 pub mod clock;

@@ -57,6 +57,12 @@
 //! `docs/dynamodb.md` of the repository.
 #![deny(missing_docs)]
 
+/// The DynamoDB guide's code (docs/dynamodb.md), compiled as doctests so it
+/// cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/dynamodb.md")]
+pub struct DynamoDbGuideDoctests;
+
 mod errors;
 mod item;
 mod layout;
