@@ -42,6 +42,12 @@
 //! ```
 #![deny(missing_docs)]
 
+/// The adapter guide's code (docs/adapters.md), compiled as a doctest so it
+/// cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/adapters.md")]
+pub struct AdapterGuideDoctests;
+
 pub mod cases;
 mod factory;
 pub mod model;
