@@ -98,6 +98,9 @@ pub(crate) enum NoTurn {
 pub(crate) struct Turn {
     /// The turn had to be waited for (another task of this client had it).
     pub waited: bool,
+    /// A hand-off was left in it: if its waiter has gone when the turn ends,
+    /// the hand-off must be reclaimed.
+    handed: bool,
     baton: Option<OwnedMutexGuard<Option<Handoff>>>,
     line: Arc<Line>,
     key: LockKey,
@@ -155,6 +158,7 @@ impl Turns {
         };
         let turn = |baton: OwnedMutexGuard<Option<Handoff>>, line: Arc<Line>, waited| Turn {
             waited,
+            handed: false,
             baton: Some(baton),
             line,
             key: key.clone(),
@@ -253,6 +257,7 @@ impl Turn {
     pub(crate) fn hand_off(&mut self, handoff: Handoff) {
         if let Some(baton) = self.baton.as_mut() {
             **baton = Some(handoff);
+            self.handed = true;
         }
     }
 }
@@ -263,7 +268,9 @@ impl Drop for Turn {
         // a hand-off to be reclaimed), then forget the key if nobody else has
         // its line (the map's copy and ours are the only ones left).
         drop(self.baton.take());
-        self.line.reclaim(&self.key, &self.orphaned);
+        if self.handed {
+            self.line.reclaim(&self.key, &self.orphaned);
+        }
         let mut lines = self
             .lines
             .lock()
