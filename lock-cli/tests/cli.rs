@@ -619,3 +619,40 @@ fn output_into_a_pipe_has_no_colour_and_errors_name_what_failed() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("65535"), "{stderr}");
 }
+
+#[test]
+fn an_endpoint_that_is_not_dynamodb_fails_at_once() {
+    let Some(env) = Env::new("not-dynamodb") else {
+        return;
+    };
+    // A web server that implements no POST: every request answered 501 with
+    // an HTML body, as `python -m http.server` does.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut buffer = [0u8; 65536];
+            let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = stream.read(&mut buffer);
+            let body = "<html><body>Unsupported method ('POST')</body></html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let mut command = env.lockctl(&["--endpoint-url", &url, "run", "job", "--", "true"]);
+    let started = Instant::now();
+    let out = command.output().unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is the endpoint URL a DynamoDB endpoint"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}: {stderr}");
+}

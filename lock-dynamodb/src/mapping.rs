@@ -5,6 +5,7 @@
 //! | `ConditionalCheckFailedException` | not an error: [`Outcome::Rejected`](lock_core::Outcome) with the current item |
 //! | `ProvisionedThroughputExceededException`, `ThrottlingException`, `RequestLimitExceeded`, `LimitExceededException` | `Throttled` |
 //! | `TransactionConflictException`, `ReplicatedWriteConflictException` | `Unavailable` (the write was refused, not applied) |
+//! | HTTP 501 or 505 without a DynamoDB error code (a server that is not DynamoDB) | `Other`: not retried |
 //! | HTTP 5xx (`InternalServerError`, `ServiceUnavailable`, ...) | writes: `Ambiguous`; reads: `Unavailable` |
 //! | operation or attempt timeout, connection reset or a broken response after the request was sent | writes: `Ambiguous`; reads: `Unavailable` |
 //! | failure while connecting (refused, DNS, connect timeout, TLS handshake) | `Unavailable` (nothing was sent) |
@@ -72,6 +73,10 @@ pub(crate) fn classify_service(code: Option<&str>, status: u16, access: Access) 
         "ValidationException"
         | "ItemCollectionSizeLimitExceededException"
         | "SerializationException" => StoreErrorKind::Invalid,
+        // "Not implemented" / "version not supported": the server does not
+        // speak this API at all (it is not DynamoDB); nothing was applied and
+        // asking again will not help.
+        "" if status == 501 || status == 505 => StoreErrorKind::Other,
         _ if status >= 500 => transport_kind(access, false),
         _ if status == 401 || status == 403 => StoreErrorKind::Unauthorized,
         _ => StoreErrorKind::Other,
@@ -181,7 +186,10 @@ where
             match (inner.code(), inner.message()) {
                 (Some(code), Some(message)) => format!("{code}: {message}"),
                 (Some(code), None) => code.to_owned(),
-                _ => format!("HTTP {}", service.raw().status().as_u16()),
+                _ => format!(
+                    "HTTP {} without a DynamoDB error: is the endpoint URL a DynamoDB endpoint?",
+                    service.raw().status().as_u16()
+                ),
             }
         }
         other => other.to_string(),
@@ -305,6 +313,25 @@ mod tests {
         assert_eq!(
             classify_service(Some("InternalServerError"), 500, Access::Read),
             StoreErrorKind::Unavailable
+        );
+    }
+
+    #[test]
+    fn a_server_that_does_not_implement_the_api_is_not_retried() {
+        for status in [501, 505] {
+            assert_eq!(
+                classify_service(None, status, Access::Write),
+                StoreErrorKind::Other
+            );
+            assert_eq!(
+                classify_service(None, status, Access::Read),
+                StoreErrorKind::Other
+            );
+        }
+        // A gateway's 502/503/504 may come after the write reached DynamoDB.
+        assert_eq!(
+            classify_service(None, 504, Access::Write),
+            StoreErrorKind::Ambiguous
         );
     }
 
