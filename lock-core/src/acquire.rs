@@ -60,6 +60,13 @@ impl Drop for Attempt<'_> {
 }
 
 impl Attempt<'_> {
+    /// `current` carries the RVN of this acquire's latest write.
+    fn latest_is(&self, current: &LockRecord) -> bool {
+        self.writes
+            .last()
+            .is_some_and(|(rvn, _)| *rvn == current.rvn)
+    }
+
     /// A write of this acquire applied: the lock is ours.
     fn ours(&self, current: &LockRecord) -> Option<Instant> {
         self.writes
@@ -231,16 +238,10 @@ impl Shared {
             attempt.takeover_write = Some((rvn, previous.clone()));
         }
         let result = self.store.put(key, expect, new).await;
-        let ours = |attempt: &Attempt<'_>, current: &LockRecord| {
-            attempt
-                .writes
-                .last()
-                .is_some_and(|(rvn, _)| *rvn == current.rvn)
-        };
         match result {
             Ok(Outcome::Applied(record)) => {
                 debug_assert!(
-                    ours(attempt, &record),
+                    attempt.latest_is(&record),
                     "a store applied a write but returned another RVN"
                 );
                 if let Some(previous) = &previous {
@@ -260,7 +261,7 @@ impl Shared {
                 // shows whether the write applied after all.
                 if current
                     .as_ref()
-                    .is_some_and(|current| !ours(attempt, current))
+                    .is_some_and(|current| !attempt.latest_is(current))
                 {
                     attempt.writes.pop();
                 }
@@ -333,12 +334,9 @@ impl Shared {
                     // The write kept as a candidate: not ours after all unless the
                     // record read back shows its RVN.
                     if let Ok(current) = &seen
-                        && !current.as_ref().is_some_and(|current| {
-                            attempt
-                                .writes
-                                .last()
-                                .is_some_and(|(rvn, _)| *rvn == current.rvn)
-                        })
+                        && !current
+                            .as_ref()
+                            .is_some_and(|current| attempt.latest_is(current))
                     {
                         attempt.writes.pop();
                     }

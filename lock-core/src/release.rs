@@ -59,11 +59,9 @@ impl Shared {
         held: &Arc<Held>,
         delete: bool,
     ) -> Result<(), LockError> {
-        if !held.drop_guard() {
+        if !self.last_guard_gone(held) {
             return Ok(());
         }
-        self.forget(held);
-        held.releasing();
         let mut finish = FinishInBackground {
             shared: self,
             held,
@@ -74,6 +72,18 @@ impl Shared {
         let result = self.write_release(held, delete).instrument(span).await;
         finish.done = true;
         result
+    }
+
+    /// Give up one guard of `held`. When it was the last, the lock stops being
+    /// heartbeaten and held (a fail-fast acquire of the key may now wait for the
+    /// release) and the caller writes the release: true.
+    fn last_guard_gone(&self, held: &Arc<Held>) -> bool {
+        if !held.drop_guard() {
+            return false;
+        }
+        self.forget(held);
+        held.releasing();
+        true
     }
 
     /// Write the release of `held` (its guards are gone and it is forgotten),
@@ -176,11 +186,9 @@ impl Shared {
     /// honouring delete-on-release. Without a runtime, heartbeats stop and the
     /// lease runs out.
     pub(crate) fn release_in_background(self: &Arc<Self>, held: Arc<Held>) {
-        if !held.drop_guard() {
+        if !self.last_guard_gone(&held) {
             return;
         }
-        self.forget(&held);
-        held.releasing();
         let delete = held.delete_on_release;
         self.finish_release_in_background(held, delete);
     }
