@@ -9,12 +9,11 @@
 //! stops being a candidate. The deadline only ever moves on a confirmed write.
 
 use std::future::Future;
-
-use crate::clock::Instant;
-use crate::shared::Shared;
 use std::sync::Arc;
 
+use crate::clock::Instant;
 use crate::held::{Held, Snapshot};
+use crate::shared::Shared;
 use crate::{
     Expect, FenceUpdate, LockError, LockRecord, LostReason, NewRecord, Outcome, Rvn, StoreError,
 };
