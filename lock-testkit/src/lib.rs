@@ -13,6 +13,9 @@
 //! * **Simulation** — [`sim`] runs seeded schedules of 2–16 clients with drifting
 //!   clocks, crashes, pauses and faults against a fenced resource and checks the
 //!   protocol's invariants in true time; [`sim::Breakage`] proves the checks bite.
+//! * **Fault proxy** — [`proxy::FaultProxy`] sits between a client and a real
+//!   server and partitions, delays, resets or loses replies on command, for
+//!   fault drills against the DynamoDB emulator and `lockctl`.
 //! * **Reference model** — [`model::ModelStore`] is the store contract as a plain
 //!   value, for model-based tests of any store.
 //!
@@ -51,6 +54,7 @@ pub struct AdapterGuideDoctests;
 pub mod cases;
 mod factory;
 pub mod model;
+pub mod proxy;
 mod retry;
 pub mod sim;
 mod suite;

@@ -6,5 +6,6 @@
 mod testkit {
     mod conformance;
     mod model;
+    mod proxy;
     mod simulation;
 }
