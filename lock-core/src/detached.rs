@@ -258,9 +258,22 @@ impl Shared {
                 Some(now) if candidates.contains(&now.rvn) => break,
                 // Nothing applied yet: the record is as we read it.
                 Some(now) if now.rvn == record.rvn => step = Step::Write(now.rvn),
-                // A store that deletes on release leaves no record: after an
-                // ambiguous release of ours that is most likely our doing.
-                None if !candidates.is_empty() && !self.caps.keeps_released_records => break,
+                // After a release of ours whose answer was lost, a vacant key, a
+                // released record or a later acquisition (a higher fence) means
+                // the version is no longer held: most likely our release applied
+                // and the key moved on (a store that deletes on release leaves
+                // no record at all). Whoever did it, the release's purpose is
+                // met; only a version we never released is an error.
+                other
+                    if !candidates.is_empty()
+                        && other
+                            .as_ref()
+                            .is_none_or(|now| now.released || now.fence > record.fence) =>
+                {
+                    tracing::info!(%key, current = ?other.as_ref().map(|now| (&now.owner, now.fence)),
+                        "the answer to a release by version was lost; the version is no longer held");
+                    break;
+                }
                 other => return Err(not_owned(key, other.as_ref())),
             }
         }

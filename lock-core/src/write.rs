@@ -295,13 +295,25 @@ impl Shared {
             let state = held.state();
             (state.pending.clone(), state.ambiguous_delete)
         };
+        // A release of ours whose outcome is unknown, and a record that no
+        // longer shows this acquisition (a vacant key, a released record, a later
+        // acquisition with a higher fence): the release most likely applied and
+        // the key moved on, and whether or not it did, the lock is no longer
+        // held by us, which is all a release asks. Not "stolen".
+        let releasing_unresolved = write.releases() && !pending.is_empty();
+        let moved_on = |record: Option<&LockRecord>| {
+            releasing_unresolved
+                && record.is_none_or(|record| record.released || record.fence > held.fence)
+        };
         let Some(record) = current else {
-            return Some(if matches!(write, HeldWrite::Delete) && ambiguous_delete {
-                held.mark_lost(LostReason::Released);
-                WriteEnd::Confirmed
-            } else {
-                WriteEnd::Stolen { owner: None }
-            });
+            return Some(
+                if (matches!(write, HeldWrite::Delete) && ambiguous_delete) || moved_on(None) {
+                    held.mark_lost(LostReason::Released);
+                    WriteEnd::Confirmed
+                } else {
+                    WriteEnd::Stolen { owner: None }
+                },
+            );
         };
         if let Some((rvn, sent)) = pending.into_iter().find(|(rvn, _)| *rvn == record.rvn) {
             let done = match write {
@@ -317,8 +329,8 @@ impl Shared {
                 None
             };
         }
-        if matches!(write, HeldWrite::Delete) && ambiguous_delete {
-            // Our delete applied and someone acquired the vacant key since.
+        if (matches!(write, HeldWrite::Delete) && ambiguous_delete) || moved_on(Some(&record)) {
+            // Our release applied and someone acquired the key since.
             held.mark_lost(LostReason::Released);
             return Some(WriteEnd::Confirmed);
         }

@@ -745,3 +745,96 @@ async fn shutdown_ends_acquires_waiting_in_the_queue_and_for_other_clients() {
         assert!(matches!(result, Err(LockError::Shutdown)), "{result:?}");
     }
 }
+
+// ---- 7. Lost answers: an acquire gives up soon, a release says what happened
+
+#[tokio::test(start_paused = true)]
+async fn a_one_attempt_acquire_whose_answers_are_lost_gives_up_soon_and_leaves_nothing_held() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 5);
+    // The write applies but its reply is lost, then the store answers nothing.
+    faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
+    let lease = Duration::from_secs(60);
+    let a = LockClient::builder(faulty.clone())
+        .owner("a")
+        .lease(lease)
+        .build()
+        .unwrap();
+    let unreachable = faulty.clone();
+    tokio::spawn(async move {
+        // Everything after the first write fails (as when each answer is lost).
+        tokio::task::yield_now().await;
+        unreachable.set_unavailable(true);
+    });
+    let started = Instant::now();
+    let result = timeout(PATIENCE, a.try_acquire("job")).await.unwrap();
+    let took = started.elapsed();
+    assert!(result.is_err(), "{result:?}");
+    // Not a whole lease: the client's retry window (4 × the 2 s backoff cap).
+    assert!(took <= Duration::from_secs(10), "gave up after {took:?}");
+    // The write that applied is released by the acquire's clean-up once the
+    // store answers again; shutdown waits for it.
+    faulty.set_unavailable(false);
+    let report = timeout(PATIENCE, a.shutdown()).await.unwrap().unwrap();
+    assert!(report.failed.is_empty(), "{report:?}");
+    let record = store.record(&key("job")).unwrap();
+    assert!(record.released, "left held: {record:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_by_version_whose_reply_was_lost_is_not_an_error_once_another_holds_the_lock() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let detached = a
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    // The release applies; its reply is lost; before the client reads the key
+    // back, another client acquires it (fence 2).
+    let faulty = FaultyStore::new(store.clone(), 6);
+    faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
+    let releaser = client(faulty.clone(), "operator");
+    let b = client(store.clone(), "b");
+    let taken = tokio::spawn(async move { b.acquire("job", wait(LEASE)).await });
+    let released = timeout(
+        PATIENCE,
+        releaser.release_version("job", detached.version()),
+    )
+    .await
+    .unwrap();
+    let guard = timeout(PATIENCE, taken).await.unwrap().unwrap().unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+    let info = released.expect("the version is no longer held: not an error");
+    assert_eq!(info.fence, Fence(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_whose_reply_was_lost_is_not_stolen_once_another_holds_the_lock() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 7);
+    let a = client(faulty.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let b = client(store.clone(), "b");
+    let taken = tokio::spawn(async move { b.acquire("job", wait(LEASE)).await });
+    // The release applies, its reply is lost; its next attempt comes after b
+    // has taken the free key (fence 2).
+    faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
+    faulty.script(
+        lock_memory::Op::Put,
+        lock_memory::Fault::Delay(Duration::from_secs(2)),
+    );
+    faulty.script(
+        lock_memory::Op::Get,
+        lock_memory::Fault::Delay(Duration::from_secs(2)),
+    );
+    let released = timeout(PATIENCE, guard.release()).await.unwrap();
+    let taken = timeout(PATIENCE, taken).await.unwrap().unwrap().unwrap();
+    assert_eq!(taken.fence(), Fence(2));
+    assert!(
+        released.is_ok(),
+        "a release that applied is not reported as stolen: {released:?}"
+    );
+}
