@@ -50,7 +50,7 @@
 //! | HTTP 5xx, attempt or operation timeout, connection reset after sending | writes: `Ambiguous`; reads: `Unavailable` |
 //! | failure to connect (nothing was sent) | `Unavailable` |
 //! | `ResourceNotFoundException` | `NotFound`, naming the table and how to create it |
-//! | `AccessDeniedException`, `UnrecognizedClientException`, missing credentials | `Unauthorized` |
+//! | `AccessDeniedException`, `UnrecognizedClientException`, a bad signature or session token, missing credentials | `Unauthorized`, the message saying what to set |
 //! | `ValidationException` (item too large, key too long, ...) | `Invalid` |
 //!
 //! The table layouts, IAM policy, costs and migration guides are in

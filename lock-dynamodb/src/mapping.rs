@@ -10,7 +10,8 @@
 //! | operation or attempt timeout, connection reset or a broken response after the request was sent | writes: `Ambiguous`; reads: `Unavailable` |
 //! | failure while connecting (refused, DNS, connect timeout, TLS handshake) | `Unavailable` (nothing was sent) |
 //! | `ResourceNotFoundException` | `NotFound`, naming the table and how to create it |
-//! | `AccessDeniedException`, `UnrecognizedClientException`, bad signature or token | `Unauthorized` |
+//! | `AccessDeniedException`, `UnrecognizedClientException`, bad signature or token (and the IAM/STS spellings `AccessDenied`, `InvalidClientTokenId`, `SignatureDoesNotMatch`, `ExpiredToken`) | `Unauthorized` |
+//! | HTTP 401 or 403 without a DynamoDB error code | `Unauthorized`; the code and message are read from the body when it is a query-protocol XML error (`<Code>`, `<Message>`) |
 //! | credentials that could not be loaded (none configured, expired SSO token, failing `credential_process`), in any SDK error variant | `Unauthorized`: nothing was sent |
 //! | `ValidationException`, `ItemCollectionSizeLimitExceededException`, `SerializationException` | `Invalid` |
 //! | anything else | `Other` |
@@ -60,16 +61,7 @@ pub(crate) fn classify_service(code: Option<&str>, status: u16, access: Access) 
             StoreErrorKind::Unavailable
         }
         "ResourceNotFoundException" => StoreErrorKind::NotFound,
-        "AccessDeniedException"
-        | "UnrecognizedClientException"
-        | "InvalidSignatureException"
-        | "IncompleteSignatureException"
-        | "MissingAuthenticationTokenException"
-        | "MissingAuthenticationToken"
-        | "ExpiredTokenException"
-        | "InvalidClientTokenId"
-        | "NotAuthorized"
-        | "AuthFailure" => StoreErrorKind::Unauthorized,
+        _ if auth_problem(code).is_some() => StoreErrorKind::Unauthorized,
         "ValidationException"
         | "ItemCollectionSizeLimitExceededException"
         | "SerializationException" => StoreErrorKind::Invalid,
@@ -81,6 +73,95 @@ pub(crate) fn classify_service(code: Option<&str>, status: u16, access: Access) 
         _ if status == 401 || status == 403 => StoreErrorKind::Unauthorized,
         _ => StoreErrorKind::Other,
     }
+}
+
+/// What an authentication or authorization error code says is wrong, in
+/// DynamoDB's JSON spelling or the IAM/STS (query protocol) one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum AuthProblem {
+    /// The access key (or the session token that goes with it) is not known.
+    UnknownKey,
+    /// The signature does not match: the wrong secret key, or a bad clock.
+    Signature,
+    /// The session token has expired.
+    Expired,
+    /// The credentials are valid; the IAM policy does not allow the call.
+    Denied,
+    /// Refused, with no more said.
+    Other,
+}
+
+fn auth_problem(code: &str) -> Option<AuthProblem> {
+    Some(match code {
+        "UnrecognizedClientException"
+        | "InvalidClientTokenId"
+        | "MissingAuthenticationTokenException"
+        | "MissingAuthenticationToken" => AuthProblem::UnknownKey,
+        "InvalidSignatureException" | "SignatureDoesNotMatch" | "IncompleteSignatureException" => {
+            AuthProblem::Signature
+        }
+        "ExpiredTokenException" | "ExpiredToken" => AuthProblem::Expired,
+        "AccessDeniedException" | "AccessDenied" => AuthProblem::Denied,
+        "NotAuthorized" | "AuthFailure" => AuthProblem::Other,
+        _ => return None,
+    })
+}
+
+/// The `<Code>` and `<Message>` of a query-protocol XML error body (what IAM,
+/// STS and emulators send; DynamoDB itself answers in JSON). Not an XML
+/// parser: the first element of each name, with the five predefined entities
+/// decoded.
+fn xml_error(body: &[u8]) -> Option<(String, Option<String>)> {
+    let body = std::str::from_utf8(body).ok()?.trim_start();
+    if !body.starts_with('<') {
+        return None;
+    }
+    let element = |name: &str| {
+        let open = format!("<{name}>");
+        let start = body.find(&open)? + open.len();
+        let end = start + body[start..].find(&format!("</{name}>"))?;
+        let text = body[start..end]
+            .trim()
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&apos;", "'")
+            .replace("&amp;", "&");
+        // A message is one line in ours; a body may hold anything.
+        let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = match text.char_indices().nth(300) {
+            Some((cut, _)) => format!("{}...", &text[..cut]),
+            None => text,
+        };
+        (!text.is_empty()).then_some(text)
+    };
+    let code = element("Code")?;
+    // A code is one word; anything else is not an error document we know.
+    if code.contains(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '#'))) {
+        return None;
+    }
+    Some((code, element("Message")))
+}
+
+/// A service error's code and message: the SDK's, or for an HTTP 401/403
+/// without one, those of an XML error body (which the DynamoDB client cannot
+/// parse). The flag says they came from the body.
+fn service_code(
+    inner: &impl ProvideErrorMetadata,
+    raw: &HttpResponse,
+) -> (Option<String>, Option<String>, bool) {
+    let status = raw.status().as_u16();
+    if inner.code().is_none()
+        && (status == 401 || status == 403)
+        && let Some((code, message)) = raw.body().bytes().and_then(xml_error)
+    {
+        return (Some(code), message, true);
+    }
+    (
+        inner.code().map(str::to_owned),
+        inner.message().map(str::to_owned),
+        false,
+    )
 }
 
 /// The kind of a failure that is not a decided service error.
@@ -155,7 +236,11 @@ where
     let kind = match &err {
         SdkError::ServiceError(service) => {
             let status = service.raw().status().as_u16();
-            classify_service(service.err().code(), status, access)
+            classify_service(
+                service_code(service.err(), service.raw()).0.as_deref(),
+                status,
+                access,
+            )
         }
         SdkError::ConstructionFailure(_) => StoreErrorKind::Other,
         SdkError::DispatchFailure(dispatch) => {
@@ -182,13 +267,21 @@ where
 {
     match err {
         SdkError::ServiceError(service) => {
-            let inner = service.err();
-            match (inner.code(), inner.message()) {
+            let status = service.raw().status().as_u16();
+            // A code read from the body is the HTTP status's: say which.
+            let (code, message, from_body) = service_code(service.err(), service.raw());
+            let code = code.map(|code| match from_body {
+                true => format!("HTTP {status} {code}"),
+                false => code,
+            });
+            match (code, message) {
                 (Some(code), Some(message)) => format!("{code}: {message}"),
-                (Some(code), None) => code.to_owned(),
+                (Some(code), None) => code,
+                (None, _) if status == 401 || status == 403 => format!(
+                    "HTTP {status} without an error code: a proxy in the way, or an endpoint URL that is not DynamoDB?"
+                ),
                 _ => format!(
-                    "HTTP {} without a DynamoDB error: is the endpoint URL a DynamoDB endpoint?",
-                    service.raw().status().as_u16()
+                    "HTTP {status} without a DynamoDB error: is the endpoint URL a DynamoDB endpoint?"
                 ),
             }
         }
@@ -239,12 +332,15 @@ where
             "{operation}: DynamoDB table {table:?} was not found ({detail}). {}",
             create_table_hint(table, ctx.layout)
         ),
-        StoreErrorKind::Unauthorized => format!(
-            "{operation} on DynamoDB table {table:?} was refused for lack of valid credentials or permissions ({detail}). \
-             Check the credentials (environment, profile, role) and that the IAM policy allows \
-             GetItem, PutItem, UpdateItem, DeleteItem, Scan, Query, DescribeTable and DescribeTimeToLive on the table \
-             (see docs/dynamodb.md)"
-        ),
+        StoreErrorKind::Unauthorized => {
+            let problem = match err {
+                SdkError::ServiceError(service) => service_code(service.err(), service.raw())
+                    .0
+                    .and_then(|code| auth_problem(code.rsplit('#').next().unwrap_or(&code))),
+                _ => None,
+            };
+            unauthorized_message(problem, operation, table, &detail)
+        }
         StoreErrorKind::Throttled => format!(
             "{operation} on DynamoDB table {table:?} was throttled; nothing was applied ({detail})"
         ),
@@ -261,6 +357,43 @@ where
             format!("DynamoDB refused {operation} on table {table:?} as invalid ({detail})")
         }
         _ => format!("{operation} on DynamoDB table {table:?} failed ({detail})"),
+    }
+}
+
+/// What was refused, why, and what to set or allow, by what the code says.
+fn unauthorized_message(
+    problem: Option<AuthProblem>,
+    operation: &str,
+    table: &str,
+    detail: &str,
+) -> String {
+    const ACTIONS: &str = "GetItem, PutItem, UpdateItem, DeleteItem, Scan, Query, DescribeTable and DescribeTimeToLive";
+    match problem {
+        Some(AuthProblem::UnknownKey) => format!(
+            "{operation} on DynamoDB table {table:?} was refused: the credentials are not recognised ({detail}). \
+             Set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to a valid key pair and AWS_SESSION_TOKEN \
+             only with the temporary credentials it was issued with (unset it for a long-term key), \
+             or choose a profile with AWS_PROFILE"
+        ),
+        Some(AuthProblem::Signature) => format!(
+            "{operation} on DynamoDB table {table:?} was refused: the request signature does not match ({detail}). \
+             Set AWS_SECRET_ACCESS_KEY (or the profile's aws_secret_access_key) to the secret of the access key in use, \
+             and check that this host's clock is right"
+        ),
+        Some(AuthProblem::Expired) => format!(
+            "{operation} on DynamoDB table {table:?} was refused: the session token has expired ({detail}). \
+             Renew the temporary credentials (`aws sso login`, assume the role again) and set AWS_SESSION_TOKEN \
+             with them, or choose a profile with AWS_PROFILE that renews them"
+        ),
+        Some(AuthProblem::Denied) => format!(
+            "{operation} on DynamoDB table {table:?} was refused by the IAM policy ({detail}). \
+             Allow {ACTIONS} on the table to the identity in use (see docs/dynamodb.md)"
+        ),
+        Some(AuthProblem::Other) | None => format!(
+            "{operation} on DynamoDB table {table:?} was refused for lack of valid credentials or permissions ({detail}). \
+             Check the credentials (environment, profile, role) and that the IAM policy allows \
+             {ACTIONS} on the table (see docs/dynamodb.md)"
+        ),
     }
 }
 
@@ -282,6 +415,7 @@ pub(crate) fn create_table_hint(table: &str, layout: &Layout) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -350,6 +484,178 @@ mod tests {
             StoreErrorKind::Unavailable
         );
         assert_eq!(kind("SomethingNew"), StoreErrorKind::Other);
+    }
+
+    #[test]
+    fn identity_and_signing_codes_are_unauthorized_in_either_spelling() {
+        for (code, problem) in [
+            ("UnrecognizedClientException", AuthProblem::UnknownKey),
+            ("InvalidClientTokenId", AuthProblem::UnknownKey),
+            (
+                "MissingAuthenticationTokenException",
+                AuthProblem::UnknownKey,
+            ),
+            ("InvalidSignatureException", AuthProblem::Signature),
+            ("SignatureDoesNotMatch", AuthProblem::Signature),
+            ("IncompleteSignatureException", AuthProblem::Signature),
+            ("ExpiredTokenException", AuthProblem::Expired),
+            ("ExpiredToken", AuthProblem::Expired),
+            ("AccessDeniedException", AuthProblem::Denied),
+            ("AccessDenied", AuthProblem::Denied),
+            ("NotAuthorized", AuthProblem::Other),
+        ] {
+            assert_eq!(auth_problem(code), Some(problem), "{code}");
+            for status in [400, 403] {
+                for access in [Access::Read, Access::Write] {
+                    assert_eq!(
+                        classify_service(Some(code), status, access),
+                        StoreErrorKind::Unauthorized,
+                        "{code} {status}"
+                    );
+                }
+            }
+            let prefixed = format!("com.amazonaws.dynamodb.v20120810#{code}");
+            assert_eq!(
+                classify_service(Some(&prefixed), 400, Access::Write),
+                StoreErrorKind::Unauthorized
+            );
+        }
+        assert_eq!(auth_problem("ValidationException"), None);
+        // No code at all: the status decides.
+        assert_eq!(
+            classify_service(None, 403, Access::Write),
+            StoreErrorKind::Unauthorized
+        );
+        assert_eq!(
+            classify_service(None, 401, Access::Read),
+            StoreErrorKind::Unauthorized
+        );
+    }
+
+    /// What moto (and IAM, STS) answer a refused request with.
+    const MOTO_403: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<ErrorResponse><Errors><Error>\
+        <Code>InvalidClientTokenId</Code><Message>The security token included in the request is invalid.</Message>\
+        <Type>Sender</Type></Error></Errors></ErrorResponse>";
+
+    #[test]
+    fn the_code_and_message_of_an_xml_error_body() {
+        assert_eq!(
+            xml_error(MOTO_403.as_bytes()),
+            Some((
+                "InvalidClientTokenId".into(),
+                Some("The security token included in the request is invalid.".into())
+            ))
+        );
+        // STS's layout, entities, a message over several lines.
+        let sts = "  <ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\n<Error>\
+            <Type>Sender</Type><Code>AccessDenied</Code>\n<Message>User: arn:aws:iam::1:user/a &amp; b\n\
+            is not authorized to perform: dynamodb:UpdateItem &lt;here&gt;</Message></Error></ErrorResponse>";
+        assert_eq!(
+            xml_error(sts.as_bytes()),
+            Some((
+                "AccessDenied".into(),
+                Some(
+                    "User: arn:aws:iam::1:user/a & b is not authorized to perform: dynamodb:UpdateItem <here>"
+                        .into()
+                )
+            ))
+        );
+        assert_eq!(
+            xml_error(b"<Error><Code>AccessDenied</Code></Error>"),
+            Some(("AccessDenied".into(), None))
+        );
+        // A long message is cut.
+        let long = format!(
+            "<Code>AccessDenied</Code><Message>{}</Message>",
+            "x".repeat(5000)
+        );
+        let (_, message) = xml_error(long.as_bytes()).unwrap();
+        assert_eq!(message.unwrap().chars().count(), 303);
+        // Not an error document: JSON, HTML, a code that is not a word, no code.
+        for body in [
+            r#"{"__type":"AccessDeniedException","message":"no"}"#,
+            "<html><body><h1>403 Forbidden</h1></body></html>",
+            "<Error><Code>Access denied, go away</Code></Error>",
+            "<Error><Code></Code></Error>",
+            "<Error><Code>AccessDenied",
+            "",
+        ] {
+            assert_eq!(xml_error(body.as_bytes()), None, "{body}");
+        }
+        assert_eq!(xml_error(&[0xff, 0xfe, b'<']), None);
+    }
+
+    fn refused(status: u16, body: &str) -> StoreError {
+        use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+        use aws_smithy_types::error::ErrorMetadata;
+        // What the client makes of a body it cannot parse: no code, no message.
+        let err = UpdateItemError::generic(ErrorMetadata::builder().build());
+        let raw = HttpResponse::new(
+            status.try_into().unwrap(),
+            aws_smithy_types::body::SdkBody::from(body),
+        );
+        let layout = Layout::native();
+        let ctx = Context {
+            operation: "UpdateItem",
+            table: "locks",
+            layout: &layout,
+        };
+        map_sdk_error(SdkError::service_error(err, raw), Access::Write, ctx)
+    }
+
+    #[test]
+    fn a_403_with_an_xml_error_says_its_code_and_what_to_set() {
+        let error = refused(403, MOTO_403);
+        assert_eq!(error.kind(), StoreErrorKind::Unauthorized);
+        assert!(!error.is_retryable() && !error.is_ambiguous());
+        let message = error.message();
+        assert!(
+            message.contains(
+                "(HTTP 403 InvalidClientTokenId: The security token included in the request is invalid.)"
+            ),
+            "{message}"
+        );
+        assert!(message.contains("AWS_ACCESS_KEY_ID"), "{message}");
+        assert!(!message.contains("DynamoDB endpoint"), "{message}");
+
+        let signature = MOTO_403
+            .replace("InvalidClientTokenId", "SignatureDoesNotMatch")
+            .replace("The security token", "The signature");
+        let message = refused(403, &signature).message().to_owned();
+        assert!(
+            message.contains("HTTP 403 SignatureDoesNotMatch")
+                && message.contains("AWS_SECRET_ACCESS_KEY"),
+            "{message}"
+        );
+        let denied = MOTO_403.replace("InvalidClientTokenId", "AccessDenied");
+        let message = refused(403, &denied).message().to_owned();
+        assert!(
+            message.contains("HTTP 403 AccessDenied") && message.contains("IAM policy"),
+            "{message}"
+        );
+
+        // A 403 whose body says nothing: still Unauthorized, and the message
+        // does not pretend to know the code.
+        let error = refused(403, "<html><body>Forbidden</body></html>");
+        assert_eq!(error.kind(), StoreErrorKind::Unauthorized);
+        assert!(
+            error.message().contains("HTTP 403 without an error code"),
+            "{}",
+            error.message()
+        );
+        // Only 401/403 bodies are read: a 501 stays "not DynamoDB".
+        let error = refused(
+            501,
+            &MOTO_403.replace("InvalidClientTokenId", "NotImplemented"),
+        );
+        assert_eq!(error.kind(), StoreErrorKind::Other);
+        assert!(
+            error
+                .message()
+                .contains("is the endpoint URL a DynamoDB endpoint"),
+            "{}",
+            error.message()
+        );
     }
 
     #[test]
