@@ -10,7 +10,13 @@
 #                         keep-alive, waitress (HTTP/1.1 connections kept open;
 #                         werkzeug closes every one), which moto_install_keep_alive
 #                         adds
-# moto_stop               stop it (safe to call twice)
+# moto_start_auth         start a second server that checks every request's
+#                         credentials, signature and IAM permissions, with users,
+#                         keys and a role made by scripts/lib/moto_auth_setup.py;
+#                         exports LOCK_DYNAMODB_AUTH_ENDPOINT and LOCK_AUTH_* (the
+#                         keys) for lock-dynamodb/tests/auth.rs. A server of its
+#                         own: once moto checks requests, it checks them all
+# moto_stop               stop both (safe to call twice)
 
 : "${root:?set root to the repository root before sourcing moto.sh}"
 MOTO_VENV="$root/.venv"
@@ -19,6 +25,7 @@ MOTO_REQUIREMENT='moto[server]>=5,<6'
 PYTHON_LOCK_REQUIREMENT='python-dynamodb-lock==0.9.1'
 MOTO_LOG_DIR="$root/.moto"
 MOTO_PID=""
+MOTO_AUTH_PID=""
 
 moto_install() {
     local python="${PYTHON:-python3}"
@@ -53,51 +60,88 @@ s.close()
 PY
 }
 
-moto_start() {
-    local mode="${1:-}"
+# moto_spawn LOG [keep-alive]: start moto_serialised.py on a free loopback
+# port and wait until it answers and has loaded its DynamoDB backend; three
+# tries (a port taken between choosing and binding it). Sets MOTO_SPAWNED_PID
+# and MOTO_SPAWNED_ENDPOINT.
+moto_spawn() {
+    local log="$1" mode="${2:-}"
     mkdir -p "$MOTO_LOG_DIR"
     local attempt port
     for attempt in 1 2 3; do
         port="$(moto_free_port)"
         "$MOTO_VENV/bin/python" "$root/scripts/lib/moto_serialised.py" "$port" "${mode:-threaded}" \
-            >"$MOTO_LOG_DIR/server.log" 2>&1 &
-        MOTO_PID=$!
-        MOTO_ENDPOINT="http://127.0.0.1:$port"
+            >"$MOTO_LOG_DIR/$log" 2>&1 &
+        MOTO_SPAWNED_PID=$!
+        MOTO_SPAWNED_ENDPOINT="http://127.0.0.1:$port"
         # Wait until it answers (at most ~30 s), or until it dies (port taken).
         local i
         for i in $(seq 1 300); do
-            if ! kill -0 "$MOTO_PID" 2>/dev/null; then
+            if ! kill -0 "$MOTO_SPAWNED_PID" 2>/dev/null; then
                 break
             fi
-            if "$MOTO_VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=1)" "$MOTO_ENDPOINT" 2>/dev/null; then
+            if "$MOTO_VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=1)" "$MOTO_SPAWNED_ENDPOINT" 2>/dev/null; then
                 # moto loads its DynamoDB backend on the first DynamoDB request;
                 # behind the server's one lock, that first request would make the
                 # tests' first requests wait past their timeouts. Load it now.
-                if ! moto_warm_up; then
+                if ! moto_warm_up "$MOTO_SPAWNED_ENDPOINT"; then
                     echo "moto answered but its first DynamoDB request failed; log:" >&2
-                    tail -n 20 "$MOTO_LOG_DIR/server.log" >&2 || true
+                    tail -n 20 "$MOTO_LOG_DIR/$log" >&2 || true
                     break
                 fi
-                echo "==> moto (one request at a time${mode:+, $mode, waitress}) answering at $MOTO_ENDPOINT (pid $MOTO_PID, log ${MOTO_LOG_DIR#"$root/"}/server.log)"
-                export MOTO_ENDPOINT
-                export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
-                export AWS_EC2_METADATA_DISABLED=true
-                unset AWS_PROFILE AWS_SESSION_TOKEN
                 return 0
             fi
             sleep 0.1
         done
-        moto_stop
+        moto_kill "$MOTO_SPAWNED_PID"
         echo "moto did not answer on port $port (attempt $attempt); log:" >&2
-        tail -n 20 "$MOTO_LOG_DIR/server.log" >&2 || true
+        tail -n 20 "$MOTO_LOG_DIR/$log" >&2 || true
     done
+    MOTO_SPAWNED_PID=""
     echo "could not start moto" >&2
     return 1
 }
 
-# One DynamoDB request (ListTables), waited for up to 120 s.
+moto_start() {
+    local mode="${1:-}"
+    moto_spawn server.log "$mode" || return 1
+    MOTO_PID="$MOTO_SPAWNED_PID"
+    MOTO_ENDPOINT="$MOTO_SPAWNED_ENDPOINT"
+    echo "==> moto (one request at a time${mode:+, $mode, waitress}) answering at $MOTO_ENDPOINT (pid $MOTO_PID, log ${MOTO_LOG_DIR#"$root/"}/server.log)"
+    export MOTO_ENDPOINT
+    export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
+    export AWS_EC2_METADATA_DISABLED=true
+    unset AWS_PROFILE AWS_SESSION_TOKEN
+}
+
+# The server that checks credentials (see the header and moto_auth_setup.py).
+moto_start_auth() {
+    moto_spawn auth-server.log || return 1
+    MOTO_AUTH_PID="$MOTO_SPAWNED_PID"
+    local settings line name
+    if ! settings="$("$MOTO_VENV/bin/python" "$root/scripts/lib/moto_auth_setup.py" "$MOTO_SPAWNED_ENDPOINT" 2>>"$MOTO_LOG_DIR/auth-server.log")"; then
+        echo "could not set up the moto server that checks credentials; log:" >&2
+        tail -n 20 "$MOTO_LOG_DIR/auth-server.log" >&2 || true
+        moto_kill "$MOTO_AUTH_PID"
+        MOTO_AUTH_PID=""
+        return 1
+    fi
+    # NAME=VALUE; split by hand (read with IFS='=' drops a trailing '=', which
+    # base64 session tokens end with).
+    while read -r line; do
+        name="${line%%=*}"
+        case "$name" in
+            LOCK_DYNAMODB_AUTH_ENDPOINT | LOCK_AUTH_*) export "$name=${line#*=}" ;;
+            *) echo "moto_auth_setup.py printed an unexpected line: $name" >&2 ;;
+        esac
+    done <<<"$settings"
+    echo "==> moto checking credentials answering at $LOCK_DYNAMODB_AUTH_ENDPOINT (pid $MOTO_AUTH_PID, log ${MOTO_LOG_DIR#"$root/"}/auth-server.log)"
+}
+
+# One DynamoDB request (ListTables) to ENDPOINT (default $MOTO_ENDPOINT),
+# waited for up to 120 s.
 moto_warm_up() {
-    "$MOTO_VENV/bin/python" - "$MOTO_ENDPOINT" <<'PY'
+    "$MOTO_VENV/bin/python" - "${1:-$MOTO_ENDPOINT}" <<'PY'
 import sys
 import urllib.request
 
@@ -116,10 +160,17 @@ urllib.request.urlopen(request, timeout=120).read()
 PY
 }
 
-moto_stop() {
-    if [ -n "$MOTO_PID" ] && kill -0 "$MOTO_PID" 2>/dev/null; then
-        kill "$MOTO_PID" 2>/dev/null || true
-        wait "$MOTO_PID" 2>/dev/null || true
+# Stop the server with this pid, if it still runs.
+moto_kill() {
+    if [ -n "$1" ] && kill -0 "$1" 2>/dev/null; then
+        kill "$1" 2>/dev/null || true
+        wait "$1" 2>/dev/null || true
     fi
+}
+
+moto_stop() {
+    moto_kill "$MOTO_PID"
     MOTO_PID=""
+    moto_kill "$MOTO_AUTH_PID"
+    MOTO_AUTH_PID=""
 }
