@@ -41,15 +41,15 @@ pub struct Cli {
 pub struct Global {
     /// DynamoDB table [default: `locks`; `DynamoDBLockTable` with --layout python;
     /// `lockTable` with --layout java]
-    #[arg(long, global = true, env = "LOCK_TABLE")]
+    #[arg(long, global = true, env = "LOCK_TABLE", value_parser = text())]
     pub table: Option<String>,
 
     /// AWS region (overrides AWS_REGION and the profile's region)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = text())]
     pub region: Option<String>,
 
     /// DynamoDB endpoint URL, for a local emulator (overrides AWS_ENDPOINT_URL)
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL", value_parser = text())]
     pub endpoint_url: Option<String>,
 
     /// Table layout: this library's own, python-dynamodb-lock's, or the Java
@@ -58,12 +58,17 @@ pub struct Global {
     pub layout: LayoutName,
 
     /// Owner name written into the lock [default: host name + random suffix]
-    #[arg(long, global = true, env = "LOCK_OWNER")]
+    #[arg(long, global = true, env = "LOCK_OWNER", value_parser = text())]
     pub owner: Option<String>,
 
     /// Output format of what goes to stdout
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+
+    /// On an error, print every cause down to the AWS SDK's own (by default
+    /// only lockctl's and the lock library's)
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
 }
 
 /// The table layouts `lock-dynamodb` ships.
@@ -126,17 +131,39 @@ pub enum Command {
 
     /// Check that the table exists and fits the chosen layout.
     ValidateTable,
+
+    /// (internal) Become the command of `run`, killed when lockctl dies.
+    #[command(name = "__exec", hide = true)]
+    Exec(ExecArgs),
+
+    /// (internal) The watchdog of `run`: kills the command at the end of the
+    /// safe time if lockctl cannot.
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
+}
+
+/// `__exec` (internal).
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// lockctl's process id.
+    #[arg(long)]
+    pub parent: i32,
+
+    /// The command and its arguments.
+    #[arg(required = true, last = true)]
+    pub command: Vec<OsString>,
 }
 
 /// The lock a command is about.
 #[derive(Debug, Args)]
 pub struct KeyArgs {
     /// The lock's name (its partition key)
+    #[arg(value_parser = text())]
     pub key: String,
 
     /// Sort key, for fine-grained locks under one partition (tables with a sort
     /// key only)
-    #[arg(long, value_name = "SORT")]
+    #[arg(long, value_name = "SORT", value_parser = text())]
     pub sort_key: Option<String>,
 }
 
@@ -161,9 +188,15 @@ pub struct TakeArgs {
     #[arg(long, value_parser = parse_duration, default_value = "0s", value_name = "DURATION")]
     pub wait: Duration,
 
-    /// Data to store with the lock (readable with `show`)
-    #[arg(long)]
+    /// Data to store with the lock (readable with `show`); `-` reads it from
+    /// standard input
+    #[arg(long, value_parser = text())]
     pub data: Option<String>,
+
+    /// Read the data to store with the lock from this file (for data larger
+    /// than a command line may hold)
+    #[arg(long, value_name = "PATH", conflicts_with = "data")]
+    pub data_file: Option<std::path::PathBuf>,
 }
 
 /// `run`.
@@ -178,14 +211,17 @@ pub struct RunArgs {
     pub take: TakeArgs,
 
     /// Lease: how long the lock stays trusted without a heartbeat (heartbeats
-    /// every quarter of it)
-    #[arg(long, value_parser = parse_duration, default_value = "20s", value_name = "DURATION")]
+    /// every quarter of it); from 1s to 365 days
+    #[arg(long, value_parser = parse_lease, default_value = "20s", value_name = "DURATION")]
     pub lease: Duration,
 
-    /// After the lock is lost and the command got SIGTERM, how long to wait
-    /// before SIGKILL
-    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
-    pub grace: Duration,
+    /// How long the command may take to exit after SIGTERM before SIGKILL.
+    /// SIGTERM comes when heartbeats have failed long enough that only this
+    /// much safe time is left, so the command is dead before anyone can take
+    /// the lock over. At most the safe time minus two heartbeat periods (8.8s
+    /// for a 20s lease) [default: a quarter of the lease, at most 10s]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub grace: Option<Duration>,
 
     /// Run the command in lockctl's process group, so it can read from the
     /// terminal and gets terminal signals (Ctrl-C) directly (lockctl then
@@ -212,8 +248,8 @@ pub struct AcquireArgs {
     pub take: TakeArgs,
 
     /// Lease: nothing heartbeats the lock, so it is held for this long unless
-    /// released first
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    /// released first; from 1s to 365 days
+    #[arg(long, value_parser = parse_lease, value_name = "DURATION")]
     pub lease: Duration,
 }
 
@@ -227,7 +263,7 @@ pub struct ReleaseArgs {
 
     /// Release only if the lock is still at this version (as printed by
     /// `acquire` or `show`)
-    #[arg(long, value_name = "VERSION")]
+    #[arg(long, value_name = "VERSION", value_parser = text())]
     pub version: Option<String>,
 
     /// Release the lock whoever holds it (asks for confirmation)
@@ -251,7 +287,7 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only the locks of this partition key
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = text())]
     pub partition: Option<String>,
 }
 
@@ -265,6 +301,29 @@ pub struct CreateTableArgs {
     /// How long to wait for the table to become active
     #[arg(long, value_parser = parse_duration, default_value = "5m", value_name = "DURATION")]
     pub wait: Duration,
+}
+
+/// A lease: a duration within [`MIN_LEASE`](crate::deadline::MIN_LEASE) and
+/// [`MAX_LEASE`](crate::deadline::MAX_LEASE).
+pub fn parse_lease(text: &str) -> Result<Duration, String> {
+    let lease = parse_duration(text)?;
+    crate::deadline::check_lease(lease)?;
+    Ok(lease)
+}
+
+/// A text argument. Arguments arrive as bytes; one that is not UTF-8 is
+/// refused by clap with a message naming the argument (clap's own `String`
+/// parser says only that "one or more arguments" were not UTF-8).
+fn text() -> impl clap::builder::TypedValueParser<Value = String> {
+    use clap::builder::TypedValueParser;
+    clap::builder::OsStringValueParser::new().try_map(|value: OsString| {
+        value.into_string().map_err(|value| {
+            format!(
+                "{:?} is not valid UTF-8 (lock names, owners and data are stored as text)",
+                value
+            )
+        })
+    })
 }
 
 /// A duration such as `30s`, `5m`, `1h30m` or `500ms`.

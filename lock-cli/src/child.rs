@@ -4,7 +4,6 @@
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -12,6 +11,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::exit::CliError;
+use crate::watchdog::Target;
 
 /// Signal handlers for the signals lockctl passes on to the command (SIGINT,
 /// SIGTERM, SIGHUP) instead of dying of them.
@@ -66,8 +66,17 @@ pub fn spawn(
     let Some((program, args)) = command.split_first() else {
         return Err(CliError::Usage("no command given after --".into()));
     };
-    let mut cmd = Command::new(program);
-    cmd.args(args)
+    // Through `lockctl __exec`, which arms the kernel's parent-death signal and
+    // then becomes the command (see `exec`): if lockctl is killed, so is the
+    // command.
+    let exe = std::env::current_exe().map_err(CliError::io("finding lockctl's executable"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg(crate::exec::SUBCOMMAND)
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .arg(program)
+        .args(args)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     if !foreground {
         // Its own process group: Ctrl-C reaches lockctl alone, which forwards
@@ -94,6 +103,16 @@ pub fn spawn(
 }
 
 impl Running {
+    /// What the watchdog kills if lockctl cannot: the command's group, or the
+    /// command alone when it shares lockctl's group (`--foreground`).
+    pub fn target(&self) -> Target {
+        if self.group {
+            Target::Group(self.pid)
+        } else {
+            Target::Process(self.pid)
+        }
+    }
+
     /// Send `sig` to the command (and its process group).
     pub fn signal(&self, sig: Signal) {
         let result = if self.group {
@@ -126,15 +145,20 @@ pub fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
+/// Whether a SIGINT lockctl got may have come from its terminal, which then
+/// sent it to the command too: lockctl's process group is the terminal's
+/// foreground group. (`kill -INT` from elsewhere, or no terminal at all: it
+/// reached lockctl alone.)
+pub fn terminal_may_have_sent_it() -> bool {
+    use std::os::fd::AsFd;
+    nix::unistd::tcgetpgrp(std::io::stdin().as_fd())
+        .is_ok_and(|foreground| foreground == nix::unistd::getpgrp())
+}
+
 /// Sleep until `deadline`, or forever when there is none.
 pub async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
-}
-
-/// The grace period between SIGTERM and SIGKILL, from now.
-pub fn kill_deadline(grace: Duration) -> tokio::time::Instant {
-    tokio::time::Instant::now() + grace
 }

@@ -74,7 +74,13 @@ impl Global {
     /// `None`).
     pub async fn client(&self, lease: Option<Duration>) -> Result<LockClient, CliError> {
         let store = self.store().await?;
-        let mut builder = LockClient::builder(store);
+        // A command-line tool should fail within seconds: store retries back
+        // off to at most 1 s (so an acquire whose answers are lost gives up
+        // after 4 s, the client's retry window), and the clean-up at exit
+        // waits at most 3 s.
+        let mut builder = LockClient::builder(store)
+            .retry_backoff(Duration::from_millis(50), Duration::from_secs(1))
+            .shutdown_timeout(Duration::from_secs(3));
         if let Some(owner) = &self.owner {
             builder = builder.owner(owner.clone());
         }

@@ -3,7 +3,7 @@
 use std::error::Error as StdError;
 use std::process::ExitCode;
 
-use lock_core::{LockError, LockKey, LostReason};
+use lock_core::{LockError, LockKey, StoreError};
 use lock_dynamodb::{StoreConfigError, TableError};
 
 /// Success.
@@ -42,13 +42,15 @@ pub enum CliError {
     /// The store configuration is invalid (for example a bad table name).
     #[error(transparent)]
     StoreConfig(#[from] StoreConfigError),
-    /// `run` lost the lock while the command ran.
-    #[error("lock {key} was lost while the command ran ({reason}); the command was sent SIGTERM")]
+    /// `run` stopped the command because its lock could no longer be trusted.
+    #[error(
+        "lock {key} could no longer be trusted while the command ran ({reason}); the command was stopped"
+    )]
     Lost {
         /// The lock.
         key: LockKey,
         /// Why.
-        reason: LostReason,
+        reason: String,
     },
     /// The wait budget ran out while someone else held the lock.
     #[error("lock {key} is held by {}: gave up after waiting {}", holder.as_deref().unwrap_or("nobody (the store kept failing)"), crate::output::duration(*waited))]
@@ -69,6 +71,23 @@ pub enum CliError {
         /// The table.
         table: String,
         /// The lockctl command that creates the table.
+        hint: String,
+    },
+    /// `create-table` found the table already there.
+    #[error("DynamoDB table {table:?} already exists\n  {hint}")]
+    TableExists {
+        /// The table.
+        table: String,
+        /// The lockctl command that checks it.
+        hint: String,
+    },
+    /// A lock operation found a table whose key schema is not the layout's.
+    #[error("{source}\n  {hint}")]
+    WrongTable {
+        /// The error, which names the table, its schema and the layout's.
+        #[source]
+        source: LockError,
+        /// What to run or pass instead.
         hint: String,
     },
     /// A signal ended the wait for the lock.
@@ -128,20 +147,46 @@ impl CliError {
     }
 }
 
-/// Print `error` on stderr with the causes its message does not already
-/// include, and return its exit code.
-pub fn report(error: &CliError) -> ExitCode {
+/// Print `error` on stderr and return its exit code.
+///
+/// Compact (the default): the error's message, then the causes lockctl's own
+/// layers add (a lock, store or table error), each once; the SDK's internal
+/// layers below them are left out. `verbose` (`-v`): every cause in the chain.
+pub fn report(error: &CliError, verbose: bool) -> ExitCode {
     let mut message = error.to_string();
     let mut source = error.source();
+    let mut left_out = false;
     while let Some(cause) = source {
-        let text = cause.to_string();
-        // Lock and store errors repeat their source's text; say each thing once.
-        if !message.contains(&text) {
+        let ours = cause.downcast_ref::<LockError>().is_some()
+            || cause.downcast_ref::<StoreError>().is_some()
+            || cause.downcast_ref::<TableError>().is_some()
+            || cause.downcast_ref::<StoreConfigError>().is_some();
+        if !ours && !verbose {
+            left_out = true;
+            break;
+        }
+        // Said already by a layer above (a store error is quoted without its
+        // "Kind: " prefix): not repeated.
+        let said = match cause.downcast_ref::<StoreError>() {
+            Some(store) => message.contains(store.message()),
+            None => message.contains(&cause.to_string()),
+        };
+        if verbose || !said {
             message.push_str("\n  caused by: ");
-            message.push_str(&text);
+            message.push_str(&cause.to_string());
         }
         source = cause.source();
     }
+    if left_out {
+        message.push_str("\n  (run with -v for the underlying SDK errors)");
+    }
+    // Errors quote what the store holds (owner names, keys): no control
+    // characters reach the terminal but the line breaks of the message itself.
+    let message: String = message
+        .split('\n')
+        .map(|line| crate::output::printable(line).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
     eprintln!("lockctl: {message}");
     ExitCode::from(error.exit_code())
 }

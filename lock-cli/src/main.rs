@@ -6,9 +6,12 @@ mod args;
 mod child;
 mod commands;
 mod connect;
+mod deadline;
+mod exec;
 mod exit;
 mod output;
 mod progress;
+mod watchdog;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -26,6 +29,12 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(exit::USAGE));
         }
     };
+    // The helpers of `run` do their one job, without a runtime or logging.
+    match &cli.command {
+        args::Command::Exec(exec) => return ExitCode::from(exec::exec(exec.parent, &exec.command)),
+        args::Command::Watchdog => return ExitCode::from(watchdog::serve()),
+        _ => {}
+    }
     // Library logs are for debugging (LOCKCTL_LOG=info); lockctl says what
     // matters itself.
     tracing_subscriber::fmt()
@@ -43,14 +52,17 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(source) => {
-            return exit::report(&exit::CliError::Io {
-                what: "starting the async runtime",
-                source,
-            });
+            return exit::report(
+                &exit::CliError::Io {
+                    what: "starting the async runtime",
+                    source,
+                },
+                cli.global.verbose,
+            );
         }
     };
     match runtime.block_on(commands::dispatch(&cli)) {
         Ok(code) => ExitCode::from(code),
-        Err(error) => exit::report(&error),
+        Err(error) => exit::report(&error, cli.global.verbose),
     }
 }

@@ -105,24 +105,46 @@ pub fn duration(value: Duration) -> String {
     humantime::format_duration(millis).to_string()
 }
 
+/// `text` (a key, owner name, version or data read from the store) made safe
+/// for a terminal: control characters (ESC, carriage return, newline, ...) are
+/// written as escapes such as `\u{1b}`, so a stored value cannot move the
+/// cursor, recolour or rewrite what an operator sees.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
+}
+
 /// Print one lock in `format`.
 pub fn lock(format: OutputFormat, key: &LockKey, info: Option<&LockInfo>) -> Result<(), CliError> {
     match format {
         OutputFormat::Json => json(&info.map(LockJson::from)),
         OutputFormat::Text => match info {
-            None => line(&format!("lock {key}: no record")),
+            None => line(&format!("lock {}: no record", printable(&key.to_string()))),
             Some(info) => {
                 let mut text = format!(
                     "key:      {}\nstate:    {}\nowner:    {}\nfence:    {}\nlease:    {}\nversion:  {}",
-                    info.key,
+                    printable(&info.key.to_string()),
                     if info.released { "released" } else { "held" },
-                    info.owner,
+                    printable(&info.owner),
                     info.fence,
                     duration(info.lease),
-                    info.version,
+                    printable(&info.version),
                 );
                 if let Some(data) = &info.data {
-                    text.push_str(&format!("\ndata:     {}", String::from_utf8_lossy(data)));
+                    text.push_str(&format!(
+                        "\ndata:     {}",
+                        printable(&String::from_utf8_lossy(data))
+                    ));
                 }
                 line(&text)
             }
@@ -139,12 +161,12 @@ pub fn locks(format: OutputFormat, infos: &[LockInfo]) -> Result<(), CliError> {
                 .iter()
                 .map(|info| {
                     [
-                        info.key.to_string(),
+                        printable(&info.key.to_string()).into_owned(),
                         if info.released { "released" } else { "held" }.to_owned(),
-                        info.owner.clone(),
+                        printable(&info.owner).into_owned(),
                         info.fence.to_string(),
                         duration(info.lease),
-                        info.version.clone(),
+                        printable(&info.version).into_owned(),
                     ]
                 })
                 .collect();

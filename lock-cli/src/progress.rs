@@ -95,7 +95,11 @@ async fn report(
         tokio::time::sleep(POLL).await;
         let holder = match client.get_lock(key.clone()).await {
             Ok(Some(info)) if !info.released => Some((
-                format!("held by {} (fence {})", info.owner, info.fence),
+                format!(
+                    "held by {} (fence {})",
+                    crate::output::printable(&info.owner),
+                    info.fence
+                ),
                 info.fence.get(),
             )),
             Ok(_) => Some(("vacant, taking it".to_owned(), 0)),

@@ -66,8 +66,8 @@ fn concurrent_runs_on_one_key_never_overlap() {
 }
 
 /// `lockctl run job --lease 2s` killed with SIGKILL while its command runs: the
-/// record is left held, nobody heartbeats it. Returns the command's pid (it
-/// keeps running, in its own process group).
+/// record is left held, nobody heartbeats it. Returns the command's pid (the
+/// kernel and the watchdog kill it with lockctl; drills.rs checks that).
 fn crashed_holder(env: &Env) -> i32 {
     let pidfile = env.path("pid");
     let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
@@ -210,7 +210,7 @@ fn a_lost_lock_terminates_the_command_and_exits_4() {
         marker = marker.display(),
         ready = ready.display()
     );
-    let mut args = vec!["run", "job", "--lease", "2s", "--grace", "5s", "--"];
+    let mut args = vec!["run", "job", "--lease", "4s", "--grace", "1500ms", "--"];
     args.extend(sh(&script));
     let run = env.spawn("polite", &args);
     wait_for_file(&ready, LIMIT);
@@ -230,7 +230,7 @@ fn a_lost_lock_terminates_the_command_and_exits_4() {
         "trap '' TERM; echo up > {ready}; while :; do sleep 0.1; done",
         ready = ready.display()
     );
-    let mut args = vec!["run", "stubborn", "--lease", "2s", "--grace", "1s", "--"];
+    let mut args = vec!["run", "stubborn", "--lease", "2s", "--grace", "500ms", "--"];
     args.extend(sh(&script));
     let run = env.spawn("stubborn", &args);
     wait_for_file(&ready, LIMIT);
@@ -238,10 +238,10 @@ fn a_lost_lock_terminates_the_command_and_exits_4() {
     assert_eq!(forced.code, Some(0), "{forced:?}");
     let out = run.finish(LIMIT);
     assert_eq!(out.code, Some(4), "{out:?}");
-    // Not the warning that comes with SIGTERM ("SIGKILL in 1s"): the kill itself.
+    // Not the warning that comes with SIGTERM ("SIGKILL in 500ms"): the kill itself.
     assert!(
         out.stderr
-            .contains("the command outlived its grace period: sending SIGKILL"),
+            .contains("the command is still running: sending SIGKILL"),
         "{out:?}"
     );
 }
@@ -408,7 +408,55 @@ fn bad_input_is_a_usage_error() {
             &["release", "job", "--yes", "--version", "v"][..],
             "--force",
         ),
-        (&["run", "job", "--lease", "0s", "--", "true"][..], "lease"),
+        (
+            &["run", "job", "--lease", "0s", "--", "true"][..],
+            "from 1s to 365 days",
+        ),
+        // Below any sane lease: refused with the bounds, not "heartbeat period
+        // must be greater than zero", a setting lockctl has no option for.
+        (
+            &["run", "job", "--lease", "1ns", "--", "true"][..],
+            "from 1s to 365 days",
+        ),
+        (
+            &["run", "job", "--lease", "1000y", "--", "true"][..],
+            "from 1s to 365 days",
+        ),
+        (
+            &["acquire", "job", "--lease", "1ms"][..],
+            "from 1s to 365 days",
+        ),
+        // A grace period that does not fit the lease names the most it allows.
+        (
+            &[
+                "run", "job", "--lease", "5s", "--grace", "10s", "--", "true",
+            ][..],
+            "at most --grace 1s 950ms",
+        ),
+        (
+            &[
+                "acquire",
+                "job",
+                "--lease",
+                "1m",
+                "--data",
+                "x",
+                "--data-file",
+                "f",
+            ][..],
+            "--data-file",
+        ),
+        (
+            &[
+                "acquire",
+                "job",
+                "--lease",
+                "1m",
+                "--data-file",
+                "/nonexistent/data",
+            ][..],
+            "cannot read --data-file /nonexistent/data",
+        ),
         (&["--table", "x", "show", "job"][..], "table name"),
     ] {
         let out = env.run(args);
@@ -454,6 +502,104 @@ fn create_table_then_validate_table_and_a_missing_table_is_explained() {
     let out = env.run(&["create-table"]);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("already exists"), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "lockctl --table {} --layout default validate-table",
+            env.table
+        )) && !out.stderr.contains("validate_table"),
+        "names the command, not the Rust function: {out:?}"
+    );
+}
+
+#[test]
+fn a_non_utf8_argument_is_refused_naming_the_argument() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(env) = Env::new("utf8") else {
+        return;
+    };
+    let bad = std::ffi::OsStr::from_bytes(b"job\xff");
+    let out = env.lockctl(&[]).arg("show").arg(bad).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("<KEY>"), "names the argument: {stderr}");
+    assert!(stderr.contains("not valid UTF-8"), "{stderr}");
+}
+
+#[test]
+fn data_over_the_argument_limit_comes_from_a_file_or_standard_input() {
+    use std::io::Write;
+    let Some(env) = Env::with_table("data") else {
+        return;
+    };
+    // 300 KB: more than one argument may hold (128 KiB on Linux).
+    let data = "checkpoint ".repeat(30_000);
+    let file = env.path("data");
+    std::fs::write(&file, &data).unwrap();
+    let out = env.run(&[
+        "acquire",
+        "from-file",
+        "--lease",
+        "1m",
+        "--data-file",
+        file.to_str().unwrap(),
+    ]);
+    // DynamoDB items are at most 400 KB: 330 KB of data fits.
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let shown = env.run(&["-o", "json", "show", "from-file"]).json();
+    assert_eq!(shown["data"].as_str().map(str::len), Some(data.len()));
+
+    let mut child = env
+        .lockctl(&["acquire", "from-stdin", "--lease", "1m", "--data", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(data.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let shown = env.run(&["-o", "json", "show", "from-stdin"]).json();
+    assert_eq!(shown["data"].as_str(), Some(data.as_str()));
+}
+
+#[test]
+fn control_characters_from_the_store_never_reach_the_terminal() {
+    let Some(env) = Env::with_table("escape") else {
+        return;
+    };
+    let owner = "evil\u{1b}[2J\u{1b}]0;pwned\u{7}\rowner";
+    let out = env.run(&[
+        "--owner",
+        owner,
+        "acquire",
+        "job\u{1b}[31m",
+        "--lease",
+        "1m",
+        "--data",
+        "a\u{1b}[8mb",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for args in [&["list"][..], &["show", "job\u{1b}[31m"][..]] {
+        let out = env.run(args);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert!(
+            !out.stdout.contains('\u{1b}')
+                && !out.stdout.contains('\r')
+                && !out.stdout.contains('\u{7}'),
+            "{args:?} printed raw control characters: {:?}",
+            out.stdout
+        );
+        assert!(out.stdout.contains("evil\\u{1b}[2J"), "{:?}", out.stdout);
+    }
+    // A waiter's progress and error name the holder the same way.
+    let out = env.run(&["run", "job\u{1b}[31m", "--wait", "1s", "--", "true"]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(!out.stderr.contains('\u{1b}'), "{:?}", out.stderr);
 }
 
 #[test]
@@ -655,4 +801,33 @@ fn an_endpoint_that_is_not_dynamodb_fails_at_once() {
         "{stderr}"
     );
     assert!(took < Duration::from_secs(3), "took {took:?}: {stderr}");
+}
+
+#[test]
+fn a_table_of_another_layout_is_explained_with_what_to_run() {
+    let Some(env) = Env::with_layout("wrong-layout", "python") else {
+        return;
+    };
+    env.create_table();
+    for args in [
+        &["--layout", "default", "show", "job"][..],
+        &["--layout", "default", "list"][..],
+        &["--layout", "default", "run", "job", "--", "true"][..],
+    ] {
+        let out = env.run(args);
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("validate-table") && out.stderr.contains("--layout"),
+            "{args:?}: points to validate-table and --layout: {out:?}"
+        );
+        assert!(
+            out.stderr.contains("lock_key"),
+            "names the schema found: {out:?}"
+        );
+        assert!(
+            out.stderr.len() < 1000,
+            "{} bytes: {out:?}",
+            out.stderr.len()
+        );
+    }
 }

@@ -45,6 +45,20 @@ impl LockClient {
         self.inner.config.timing.lease
     }
 
+    /// This client's timing: lease, clock drift bound and safety margin, from
+    /// which [`Timing::safe_time`](crate::Timing::safe_time) (how long after a
+    /// confirmed write a holder trusts its lease) follows. For tools that must
+    /// plan within the safe time, as `lockctl run` plans when to stop its
+    /// command.
+    pub fn timing(&self) -> crate::Timing {
+        self.inner.config.timing
+    }
+
+    /// How often this client heartbeats each lock it holds.
+    pub fn heartbeat_period(&self) -> Duration {
+        self.inner.config.heartbeat_period
+    }
+
     /// Acquire `key`, waiting up to the options' budget.
     ///
     /// A vacant lock (absent or released) costs one store write. A held lock is

@@ -567,11 +567,13 @@ impl DynamoDbStore {
     async fn explain<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         match result {
             // Only DynamoDB's own refusals (they carry the SDK error): a key
-            // this store refused before sending is explained already.
+            // this store refused before sending is explained already. Any of
+            // them: DynamoDB says "The provided key element does not match the
+            // schema", an emulator may say only "Validation Exception"; the
+            // check is one DescribeTable per store, remembered.
             Err(error)
                 if error.kind() == lock_core::StoreErrorKind::Invalid
-                    && std::error::Error::source(&error).is_some()
-                    && error.message().contains("key") =>
+                    && std::error::Error::source(&error).is_some() =>
             {
                 match self.schema_mismatch().await {
                     Some(mismatch) => Err(StoreError::invalid(mismatch).with_source(error)),

@@ -1,5 +1,7 @@
 //! `lockctl acquire`: take a lock for a script, without a heartbeat.
 
+use lock_core::{DetachedLock, LockClient, LockKey};
+
 use crate::args::{AcquireArgs, Global, OutputFormat};
 use crate::child::Signals;
 use crate::exit::{CliError, OK};
@@ -10,8 +12,12 @@ pub async fn acquire(global: &Global, args: &AcquireArgs) -> Result<u8, CliError
     let mut signals = Signals::install()?;
     let client = global.client(Some(args.lease)).await?;
     let key = args.key.lock_key();
-    let guard = super::take(&client, &key, &args.take, false, &mut signals).await?;
-    let lock = guard.detach().await?;
+    let taken = take_and_detach(&client, &key, args, &mut signals).await;
+    // Leave nothing held on any path: a failed or interrupted acquire may have
+    // a write whose answer was lost, which the client releases in the
+    // background. (A detached lock is no longer the client's: it stays held.)
+    super::finish(&client).await;
+    let lock = taken?;
     match global.output {
         OutputFormat::Json => output::json(&AcquiredJson::from(&lock))?,
         OutputFormat::Text => {
@@ -34,4 +40,14 @@ pub async fn acquire(global: &Global, args: &AcquireArgs) -> Result<u8, CliError
         }
     }
     Ok(OK)
+}
+
+async fn take_and_detach(
+    client: &LockClient,
+    key: &LockKey,
+    args: &AcquireArgs,
+    signals: &mut Signals,
+) -> Result<DetachedLock, CliError> {
+    let guard = super::take(client, key, &args.take, false, signals).await?;
+    Ok(guard.detach().await?)
 }

@@ -24,6 +24,9 @@ pub async fn dispatch(cli: &Cli) -> Result<u8, CliError> {
         Command::List(args) => inspect::list(global, args).await,
         Command::CreateTable(args) => table::create(global, args).await,
         Command::ValidateTable => table::validate(global).await,
+        Command::Exec(_) | Command::Watchdog => Err(CliError::Usage(
+            "this subcommand is lockctl's own, for `run`".into(),
+        )),
     };
     result.map_err(|error| with_table_hint(error, global))
 }
@@ -40,8 +43,36 @@ fn with_table_hint(error: CliError, global: &Global) -> CliError {
                 hint: create_table_hint(global),
             }
         }
+        CliError::Lock(ref lock) if is_key_schema_mismatch(lock) => {
+            let CliError::Lock(source) = error else {
+                return error;
+            };
+            CliError::WrongTable {
+                source,
+                hint: format!(
+                    "check the table with: lockctl --table {} --layout {} validate-table; \
+                     pass the --layout it was made for (default, python, java), or another --table",
+                    global.table_name(),
+                    global.layout.flag()
+                ),
+            }
+        }
         other => other,
     }
+}
+
+/// Whether `error` is lock-dynamodb's explanation of a table whose key schema
+/// is not the layout's (an invalid request whose message says so).
+fn is_key_schema_mismatch(error: &LockError) -> bool {
+    let source = match error {
+        LockError::Store { source, .. } | LockError::List { source, .. } => source,
+        LockError::InvalidInput {
+            source: Some(source),
+            ..
+        } => source,
+        _ => return false,
+    };
+    source.kind() == StoreErrorKind::Invalid && source.message().contains("has key schema")
 }
 
 /// The lockctl command that creates the table in use.
@@ -72,8 +103,8 @@ pub async fn take(
     let mut options = AcquireOptions::new()
         .wait(take.wait)
         .busy_unless_dead(unless_dead && take.wait.is_zero());
-    if let Some(data) = &take.data {
-        options = options.data(data.as_bytes().to_vec());
+    if let Some(data) = data(take)? {
+        options = options.data(data);
     }
     let progress = Progress::start(client, key);
     let result = tokio::select! {
@@ -106,4 +137,53 @@ pub async fn take(
         },
         other => CliError::Lock(other),
     })
+}
+
+/// The data to store with the lock: `--data TEXT`, `--data -` (standard
+/// input) or `--data-file PATH`. Read before anything is written.
+fn data(take: &TakeArgs) -> Result<Option<Vec<u8>>, CliError> {
+    use std::io::Read;
+    match (&take.data, &take.data_file) {
+        (Some(text), _) if text == "-" => {
+            let mut data = Vec::new();
+            std::io::stdin()
+                .lock()
+                .read_to_end(&mut data)
+                .map_err(CliError::io("reading the data from standard input"))?;
+            Ok(Some(data))
+        }
+        (Some(text), _) => Ok(Some(text.as_bytes().to_vec())),
+        (None, Some(path)) => std::fs::read(path).map(Some).map_err(|source| {
+            CliError::Usage(format!(
+                "cannot read --data-file {}: {source}",
+                path.display()
+            ))
+        }),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Shut `client` down before lockctl exits, on every path: an acquire that
+/// gave up or was interrupted may have left a write whose answer was lost,
+/// and the client releases it in the background; a dropped guard's release
+/// runs there too. Bounded by the client's shutdown timeout. What could not be
+/// released is said, with when it frees itself.
+pub async fn finish(client: &LockClient) {
+    let report = match client.shutdown().await {
+        Ok(report) => report,
+        // Already shut down: nothing left to wait for.
+        Err(_) => return,
+    };
+    for (key, error) in &report.failed {
+        eprintln!(
+            "lockctl: warning: could not release lock {key} ({error}); it is freed when its lease ({}) runs out",
+            crate::output::duration(client.lease())
+        );
+    }
+    for key in &report.timed_out {
+        eprintln!(
+            "lockctl: warning: releasing lock {key} did not finish in time; it is freed when its lease ({}) runs out",
+            crate::output::duration(client.lease())
+        );
+    }
 }

@@ -25,7 +25,18 @@ pub async fn create(global: &Global, args: &CreateTableArgs) -> Result<u8, CliEr
     store
         .create_table(options)
         .await
-        .map_err(|error| CliError::Table { error, hint: None })?;
+        .map_err(|error| match error {
+            // The library's message names its Rust function; here the
+            // command is what helps.
+            TableError::AlreadyExists { table } => CliError::TableExists {
+                hint: format!(
+                    "check that it fits the layout with: lockctl --table {table} --layout {} validate-table",
+                    global.layout.flag()
+                ),
+                table,
+            },
+            error => CliError::Table { error, hint: None },
+        })?;
     let ttl = (!args.no_ttl)
         .then(|| store.layout().expires_at())
         .flatten();
