@@ -175,6 +175,14 @@ fn transport_kind(access: Access, before_send: bool) -> StoreErrorKind {
 
 /// True when the error chain shows the connection was never established, so the
 /// request cannot have been sent.
+///
+/// The SDK's own error types cannot say this: its connector reports a refused
+/// connection and a connection reset after sending alike (`ConnectorError`
+/// kind "io"), and the field that would record "never connected" is private and
+/// never set. Its connector itself tells them apart with hyper-util's
+/// `is_connect()`, as this does (the closed-port test guards the pairing of
+/// versions). A connect *timeout* is reported like a read timeout and stays
+/// ambiguous for a write: conservative, and short (the connect timeout).
 fn failed_before_sending(err: &(dyn StdError + 'static)) -> bool {
     use std::io::ErrorKind;
     let mut next = Some(err);

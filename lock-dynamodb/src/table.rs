@@ -85,6 +85,13 @@ pub struct TableReport {
     pub warnings: Vec<String>,
 }
 
+/// How often table creation and deletion poll `DescribeTable`.
+///
+/// Not the SDK's generated waiters (`wait_until_table_exists` and
+/// `..._not_exists`): their delay between polls is fixed at 20 s to 120 s with
+/// no public setting, and a new table is never active at the first poll, so
+/// every `create_table` on DynamoDB would take at least 20 s (a table is usually
+/// active in a few seconds). A poll every 200 ms costs a few dozen reads.
 const POLL: Duration = Duration::from_millis(200);
 
 impl DynamoDbStore {
