@@ -356,18 +356,19 @@ impl Shared {
                     }
                     // Keep resolving an ambiguous write past the wait budget while
                     // that write, if it applied, would still hold the lock, but
-                    // not past the client's retry window: a one-attempt acquire
-                    // against a store whose answers are lost must not take a
-                    // whole lease to fail. Giving up is safe: the attempt's drop
-                    // releases the write by its RVN in the background (shutdown
-                    // waits for that), so one that applied is not left held.
-                    let resolve_cap = later(started, self.retry_window());
+                    // for no longer than the client's retry window after it was
+                    // sent: a one-attempt acquire against a store whose answers
+                    // are lost must not take a whole lease to fail. Giving up is
+                    // safe: the attempt's drop releases the write by its RVN in
+                    // the background (shutdown waits for that), so one that
+                    // applied is not left held.
+                    let resolving = timing.lease.min(self.retry_window());
                     let resolve_until = attempt
                         .writes
                         .iter()
-                        .map(|(_, sent)| later(*sent, timing.lease))
+                        .map(|(_, sent)| later(*sent, resolving))
                         .max()
-                        .map_or(deadline, |until| until.min(resolve_cap).max(deadline));
+                        .map_or(deadline, |until| until.max(deadline));
                     if now >= resolve_until {
                         return Err(LockError::from_store(key, error));
                     }

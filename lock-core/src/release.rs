@@ -222,10 +222,14 @@ impl Shared {
     /// out. A write that did not apply is rejected and nothing changes.
     pub(crate) fn release_abandoned(self: &Arc<Self>, key: LockKey, rvns: Vec<Rvn>) {
         let shared = self.clone();
+        let name = key.clone();
         let cleanup = async move {
             // Past a lease the write, if it applied, has expired for every waiter
             // anyway; a store that hangs must not keep this task (and the client) alive.
             let give_up = shared.after(shared.config.timing.lease);
+            // The last error of a write that could not be released: shutdown
+            // reports it (the lock may stay held until its lease ends).
+            let mut unreleased: Option<StoreError> = None;
             for rvn in rvns {
                 let new = NewRecord {
                     owner: shared.config.owner.clone(),
@@ -236,6 +240,7 @@ impl Shared {
                     data: None,
                     expires_at: None,
                 };
+                let mut last_error = None;
                 for attempt in 0..ABANDONED_RELEASE_ATTEMPTS {
                     let put = shared
                         .store
@@ -243,23 +248,39 @@ impl Shared {
                     match shared.before(give_up, put).await {
                         Ok(Outcome::Applied(_)) => {
                             tracing::info!(%key, "released an acquisition nobody holds");
+                            last_error = None;
                             break;
                         }
-                        Ok(Outcome::Rejected { .. }) => break,
+                        Ok(Outcome::Rejected { .. }) => {
+                            last_error = None;
+                            break;
+                        }
                         Err(error) if error.is_retryable() && shared.clock.now() < give_up => {
+                            last_error = Some(error);
                             let wake = shared.after(shared.backoff(attempt));
                             shared.clock.sleep_until(wake).await;
                         }
                         Err(error) => {
                             tracing::debug!(%key, %error, "could not release an abandoned acquisition");
+                            last_error = Some(error);
                             break;
                         }
                     }
                 }
+                unreleased = unreleased.or(last_error);
             }
-            None
+            unreleased.map(|source| {
+                (
+                    key.clone(),
+                    Err(LockError::Store {
+                        key: key.clone(),
+                        source,
+                    }),
+                )
+            })
         };
-        if self.in_background(None, cleanup).is_err() {
+        // Named, so a shutdown that runs out of time lists it as not released.
+        if self.in_background(Some(name), cleanup).is_err() {
             tracing::debug!(
                 "no runtime to release an abandoned acquisition on; it expires with its lease"
             );

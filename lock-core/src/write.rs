@@ -99,6 +99,9 @@ impl Shared {
         // subscribers, and most writes never wait.
         let mut changes: Option<tokio::sync::watch::Receiver<u64>> = None;
         let mut first = Some((now, first));
+        // This call's own writes (of a release): only these, unresolved, let a
+        // key that moved on count as released, not an earlier heartbeat's.
+        let mut own: Vec<Rvn> = Vec::new();
         loop {
             let (sent, snapshot) = match first.take() {
                 Some(first) => first,
@@ -116,6 +119,9 @@ impl Shared {
                 return WriteEnd::GaveUp(last_error);
             }
             let rvn = Rvn::fresh();
+            if write.releases() {
+                own.push(rvn.clone());
+            }
             // A candidate before it is sent: should this future be dropped while
             // the write is on the wire, the next write recognises it as ours.
             // Not a change watchers need to hear of: no notification.
@@ -179,11 +185,13 @@ impl Shared {
                         not_applied();
                     }
                     match self.current_after_rejection(&held.key, current).await {
-                        Ok(current) => match self.resolve_rejection(held, &write, current, &data) {
-                            Some(end) => return end,
-                            // An earlier write of ours applied; repeat this one on top.
-                            None => continue,
-                        },
+                        Ok(current) => {
+                            match self.resolve_rejection(held, &write, current, &data, &own) {
+                                Some(end) => return end,
+                                // An earlier write of ours applied; repeat this one on top.
+                                None => continue,
+                            }
+                        }
                         Err(error) => error,
                     }
                 }
@@ -290,17 +298,22 @@ impl Shared {
         write: &HeldWrite,
         current: Option<LockRecord>,
         data: &Option<Vec<u8>>,
+        own: &[Rvn],
     ) -> Option<WriteEnd> {
         let (pending, ambiguous_delete) = {
             let state = held.state();
             (state.pending.clone(), state.ambiguous_delete)
         };
-        // A release of ours whose outcome is unknown, and a record that no
-        // longer shows this acquisition (a vacant key, a released record, a later
-        // acquisition with a higher fence): the release most likely applied and
-        // the key moved on, and whether or not it did, the lock is no longer
-        // held by us, which is all a release asks. Not "stolen".
-        let releasing_unresolved = write.releases() && !pending.is_empty();
+        // A write of this release whose outcome is unknown, and a record that
+        // no longer shows this acquisition (a vacant key, a released record, a
+        // later acquisition with a higher fence): the release most likely
+        // applied and the key moved on, and whether or not it did, the lock is
+        // no longer held by us, which is all a release asks. Not "stolen". (An
+        // earlier heartbeat left unresolved does not count: after it, a higher
+        // fence is a takeover of a lease that lapsed, which is a theft.)
+        let releasing_unresolved = (write.releases()
+            && pending.iter().any(|(rvn, _)| own.contains(rvn)))
+            || (matches!(write, HeldWrite::Delete) && ambiguous_delete);
         let moved_on = |record: Option<&LockRecord>| {
             releasing_unresolved
                 && record.is_none_or(|record| record.released || record.fence > held.fence)

@@ -838,3 +838,98 @@ async fn a_release_whose_reply_was_lost_is_not_stolen_once_another_holds_the_loc
         "a release that applied is not reported as stolen: {released:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_release_after_a_lapsed_lease_and_a_takeover_is_stolen_even_with_a_heartbeat_unresolved()
+{
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 8);
+    let a = client(faulty.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    // A heartbeat times out (it stays a candidate), then the store is
+    // unreachable for longer than the lease: another client takes over.
+    faulty.script(
+        lock_memory::Op::Put,
+        lock_memory::Fault::AmbiguousNotApplied,
+    );
+    // Cut the store off right after that heartbeat, before its retry.
+    while faulty.scripted() > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    faulty.set_unavailable(true);
+    let b = client(store.clone(), "b");
+    let taken = timeout(PATIENCE, b.acquire("job", wait(LEASE * 3)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.fence(), Fence(2));
+    faulty.set_unavailable(false);
+    eprintln!("DEBUG state before release: {:?}", guard.state());
+    let released = timeout(PATIENCE, guard.release()).await.unwrap();
+    eprintln!("DEBUG released: {released:?}");
+    assert!(
+        matches!(
+            &released,
+            Err(LockError::Lost {
+                reason: LostReason::Stolen { .. },
+                ..
+            })
+        ),
+        "a lease that lapsed and was taken over is stolen, not released: {released:?}"
+    );
+    let record = store.record(&key("job")).unwrap();
+    assert_eq!(
+        (record.owner.as_str(), record.fence, record.released),
+        ("b", Fence(2), false)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_busy_unless_dead_takeover_whose_reply_was_lost_is_resolved_not_abandoned() {
+    let store = MemoryStore::new();
+    dead_holder(&store).await;
+    let faulty = FaultyStore::new(store.clone(), 9);
+    // The vacant write is refused (held); after watching the dead holder for
+    // its lease, the takeover applies and its reply is lost.
+    faulty.script(lock_memory::Op::Put, lock_memory::Fault::Pass);
+    faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
+    let a = client(faulty.clone(), "a");
+    let guard = timeout(
+        PATIENCE,
+        a.acquire("job", AcquireOptions::new().busy_unless_dead(true)),
+    )
+    .await
+    .unwrap()
+    .expect("read back, the takeover is this client's");
+    assert_eq!(faulty.scripted(), 0);
+    assert_eq!(guard.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_names_an_abandoned_acquire_write_it_could_not_release() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 10);
+    faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
+    let a = LockClient::builder(faulty.clone())
+        .owner("a")
+        .lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let unreachable = faulty.clone();
+    tokio::spawn(async move {
+        tokio::task::yield_now().await;
+        unreachable.set_unavailable(true);
+    });
+    let result = timeout(PATIENCE, a.try_acquire("job")).await.unwrap();
+    assert!(result.is_err(), "{result:?}");
+    // The store stays down: the write that applied cannot be released, and
+    // the report says so instead of saying nothing.
+    let report = timeout(PATIENCE, a.shutdown()).await.unwrap().unwrap();
+    let named = report.timed_out.contains(&key("job"))
+        || report
+            .failed
+            .iter()
+            .any(|(failed, _)| *failed == key("job"));
+    assert!(named, "{report:?}");
+    assert!(!store.record(&key("job")).unwrap().released);
+}
