@@ -47,6 +47,12 @@ impl Signals {
     }
 }
 
+/// lockctl's own executable, for its helpers (`__exec`, `__watchdog`): the
+/// kernel's link to the running binary, which works even when the file was
+/// replaced or deleted by an upgrade during a long wait (the path
+/// `current_exe()` returns would then end in " (deleted)").
+pub const OWN_EXECUTABLE: &str = "/proc/self/exe";
+
 /// A running command.
 #[derive(Debug)]
 pub struct Running {
@@ -69,8 +75,7 @@ pub fn spawn(
     // Through `lockctl __exec`, which arms the kernel's parent-death signal and
     // then becomes the command (see `exec`): if lockctl is killed, so is the
     // command.
-    let exe = std::env::current_exe().map_err(CliError::io("finding lockctl's executable"))?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = Command::new(OWN_EXECUTABLE);
     cmd.arg(crate::exec::SUBCOMMAND)
         .arg("--parent")
         .arg(std::process::id().to_string())
@@ -83,10 +88,11 @@ pub fn spawn(
         // it once, and a lost lock stops the command's children as well.
         cmd.process_group(0);
     }
-    let child = cmd.spawn().map_err(|source| CliError::Spawn {
-        program: program.to_string_lossy().into_owned(),
-        source,
-    })?;
+    // The wrapper reports a command that cannot run (and exits 126 or 127);
+    // failing to start lockctl's own wrapper is lockctl's error.
+    let child = cmd.spawn().map_err(CliError::io(
+        "starting the command (through lockctl __exec)",
+    ))?;
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -126,6 +132,13 @@ impl Running {
         }
     }
 
+    /// Whether processes of the command's process group are still there (its
+    /// children, after the command itself exited). Always false in
+    /// `--foreground` mode, where the group is lockctl's own.
+    pub fn group_left(&self) -> bool {
+        self.group && killpg(self.pid, None).is_ok()
+    }
+
     /// Wait for the command to end. Cancel safe.
     pub async fn wait(&mut self) -> Result<ExitStatus, CliError> {
         self.child
@@ -150,9 +163,11 @@ pub fn exit_code(status: ExitStatus) -> u8 {
 /// foreground group. (`kill -INT` from elsewhere, or no terminal at all: it
 /// reached lockctl alone.)
 pub fn terminal_may_have_sent_it() -> bool {
-    use std::os::fd::AsFd;
-    nix::unistd::tcgetpgrp(std::io::stdin().as_fd())
-        .is_ok_and(|foreground| foreground == nix::unistd::getpgrp())
+    // The controlling terminal itself, not stdin: stdin may be a file or a
+    // pipe (`--data -`) while Ctrl-C still comes from the terminal.
+    std::fs::File::open("/dev/tty").is_ok_and(|tty| {
+        nix::unistd::tcgetpgrp(&tty).is_ok_and(|foreground| foreground == nix::unistd::getpgrp())
+    })
 }
 
 /// Sleep until `deadline`, or forever when there is none.

@@ -77,13 +77,21 @@ pub fn check_lease(lease: Duration) -> Result<(), String> {
     Ok(())
 }
 
+/// lockctl sends SIGKILL this long before the safe time ends, and tells the
+/// watchdog, whose own SIGKILL is set for the end itself: a lockctl that runs
+/// kills first (and the watchdog stays quiet); one that is frozen is covered.
+pub const KILL_LEAD: Duration = Duration::from_millis(50);
+
 /// What `run` does next, given the safe time left now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// How long from now until SIGTERM is due (zero: now).
     pub term_in: Duration,
-    /// How long from now until SIGKILL is due (zero: now).
+    /// How long from now until lockctl's SIGKILL is due (zero: now).
     pub kill_in: Duration,
+    /// How long from now until the watchdog's SIGKILL: the end of the safe
+    /// time.
+    pub watchdog_in: Duration,
 }
 
 impl Plan {
@@ -91,7 +99,8 @@ impl Plan {
     pub fn new(safe_left: Duration, grace: Duration) -> Self {
         Self {
             term_in: safe_left.saturating_sub(grace),
-            kill_in: safe_left,
+            kill_in: safe_left.saturating_sub(KILL_LEAD),
+            watchdog_in: safe_left,
         }
     }
 }
@@ -160,9 +169,15 @@ mod tests {
     fn sigterm_comes_a_grace_period_before_the_safe_time_ends_and_sigkill_at_its_end() {
         let plan = Plan::new(Duration::from_secs(8), Duration::from_secs(5));
         assert_eq!(plan.term_in, Duration::from_secs(3));
-        assert_eq!(plan.kill_in, Duration::from_secs(8));
+        assert_eq!(plan.kill_in, Duration::from_secs(8) - KILL_LEAD);
+        assert_eq!(plan.watchdog_in, Duration::from_secs(8));
         let late = Plan::new(Duration::from_secs(2), Duration::from_secs(5));
         assert_eq!(late.term_in, Duration::ZERO);
-        assert_eq!(late.kill_in, Duration::from_secs(2));
+        assert_eq!(late.kill_in, Duration::from_secs(2) - KILL_LEAD);
+        let over = Plan::new(Duration::ZERO, Duration::from_secs(5));
+        assert_eq!(
+            (over.term_in, over.kill_in),
+            (Duration::ZERO, Duration::ZERO)
+        );
     }
 }

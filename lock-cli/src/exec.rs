@@ -8,13 +8,12 @@
 //! The signal reaches only the command itself; the watchdog kills the rest of
 //! its process group.
 
-use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 
-use nix::errno::Errno;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
-use nix::unistd::{Pid, execvp, getppid};
+use nix::unistd::{Pid, getppid};
 
 use crate::exit::{CANNOT_EXECUTE, NOT_FOUND};
 
@@ -23,8 +22,13 @@ pub const SUBCOMMAND: &str = "__exec";
 
 /// Arm the parent-death signal and exec `command`; returns only on failure,
 /// with the exit code to end with.
+///
+/// The signal fires when the *thread* that started this process exits: lockctl
+/// starts it from the main thread of its single-threaded runtime, which lives
+/// as long as lockctl does. (Starting it from a worker or blocking-pool thread
+/// would kill the command whenever that thread ended.)
 pub fn exec(parent: i32, command: &[OsString]) -> u8 {
-    let Some((program, _)) = command.split_first() else {
+    let Some((program, args)) = command.split_first() else {
         eprintln!("lockctl: no command given");
         return crate::exit::USAGE;
     };
@@ -39,23 +43,13 @@ pub fn exec(parent: i32, command: &[OsString]) -> u8 {
         eprintln!("lockctl: not running {name}: lockctl exited before it started");
         return CANNOT_EXECUTE;
     }
-    let arguments: Result<Vec<CString>, _> = command
-        .iter()
-        .map(|argument| CString::new(argument.as_bytes()))
-        .collect();
-    let Ok(arguments) = arguments else {
-        eprintln!("lockctl: cannot run {name}: an argument contains a NUL byte");
-        return CANNOT_EXECUTE;
-    };
-    let error = match execvp(&arguments[0], &arguments) {
-        Ok(never) => match never {},
-        Err(error) => error,
-    };
-    eprintln!(
-        "lockctl: cannot run {name}: {}",
-        std::io::Error::from_raw_os_error(error as i32)
-    );
-    if error == Errno::ENOENT {
+    // std's exec, not a bare execvp: it restores what Rust's runtime changed
+    // in this process (SIGPIPE is ignored here, and an ignored signal would
+    // survive the exec: `yes | head -1` would print "Broken pipe"), searches
+    // PATH and refuses arguments with NUL bytes with an error.
+    let error = std::process::Command::new(program).args(args).exec();
+    eprintln!("lockctl: cannot run {name}: {error}");
+    if error.kind() == std::io::ErrorKind::NotFound {
         NOT_FOUND
     } else {
         CANNOT_EXECUTE

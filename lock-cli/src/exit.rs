@@ -102,15 +102,6 @@ pub enum CliError {
         /// The lock.
         key: LockKey,
     },
-    /// `run` could not start the command.
-    #[error("cannot run {program}: {source}")]
-    Spawn {
-        /// The program.
-        program: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
     /// Reading or writing the terminal, or waiting for the command, failed.
     #[error("{what}: {source}")]
     Io {
@@ -133,10 +124,6 @@ impl CliError {
             CliError::Lock(LockError::Lost { .. }) | CliError::Lost { .. } => LOST,
             CliError::Lock(LockError::InvalidConfig(_) | LockError::InvalidInput { .. }) => USAGE,
             CliError::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
-            CliError::Spawn { source, .. } => match source.kind() {
-                std::io::ErrorKind::NotFound => NOT_FOUND,
-                _ => CANNOT_EXECUTE,
-            },
             _ => ERROR,
         }
     }

@@ -14,7 +14,7 @@
 //!
 //! The protocol is lines on the watchdog's stdin: `watch group PGID` or `watch
 //! pid PID`, `arm NANOS` (the kill instant on CLOCK_MONOTONIC, which both
-//! processes read), `done`.
+//! processes read), `disarm` (lockctl killed the command itself), `done`.
 
 use std::io::{BufRead, Write};
 use std::os::unix::process::CommandExt;
@@ -64,17 +64,24 @@ fn monotonic_nanos() -> u128 {
 #[derive(Debug)]
 pub struct Watchdog {
     process: Child,
+    /// The pipe to the watchdog, non-blocking: a watchdog that is stopped and
+    /// lets the pipe fill up must not stop lockctl's heartbeats with it.
     input: Option<ChildStdin>,
+    /// The kill instant last sent (CLOCK_MONOTONIC nanoseconds).
+    armed: Option<u128>,
     /// Set once a write to the watchdog failed (it died): said once.
     broken: bool,
 }
+
+/// A re-arm that moves the kill instant later by less than this is not sent:
+/// the deadline follows heartbeats, not every wake-up of lockctl.
+const REARM_STEP_NANOS: u128 = 10_000_000;
 
 impl Watchdog {
     /// Start the watchdog (before the command, so a command never runs
     /// without one).
     pub fn start() -> Result<Self, CliError> {
-        let exe = std::env::current_exe().map_err(CliError::io("finding lockctl's executable"))?;
-        let mut command = Command::new(exe);
+        let mut command = Command::new(crate::child::OWN_EXECUTABLE);
         command
             .arg(SUBCOMMAND)
             .stdin(Stdio::piped())
@@ -86,9 +93,15 @@ impl Watchdog {
             .spawn()
             .map_err(CliError::io("starting the watchdog process"))?;
         let input = process.stdin.take();
+        if let Some(input) = &input {
+            use nix::fcntl::{FcntlArg, OFlag, fcntl};
+            fcntl(input, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+                .map_err(|errno| CliError::io("setting up the watchdog's pipe")(errno.into()))?;
+        }
         Ok(Self {
             process,
             input,
+            armed: None,
             broken: false,
         })
     }
@@ -105,7 +118,21 @@ impl Watchdog {
     /// Kill the target `kill_in` from now unless re-armed before.
     pub fn arm(&mut self, kill_in: Duration) {
         let at = monotonic_nanos().saturating_add(kill_in.as_nanos());
+        if self
+            .armed
+            .is_some_and(|armed| at >= armed && at - armed < REARM_STEP_NANOS)
+        {
+            return;
+        }
+        self.armed = Some(at);
         self.send(&format!("arm {at}"));
+    }
+
+    /// lockctl has killed the command itself: the watchdog need not (and
+    /// should not say it did).
+    pub fn disarm(&mut self) {
+        self.armed = None;
+        self.send("disarm");
     }
 
     /// The command has ended: the watchdog exits without killing anything.
@@ -155,6 +182,8 @@ pub fn serve() -> u8 {
     });
     let mut target: Option<Target> = None;
     let mut kill_at: Option<u128> = None;
+    // The watchdog has killed the command: nothing more to arm.
+    let mut fired = false;
     loop {
         let next = match kill_at {
             None => received
@@ -169,7 +198,9 @@ pub fn serve() -> u8 {
         match next {
             Ok(line) => match parse(&line) {
                 Some(Message::Watch(watched)) => target = Some(watched),
-                Some(Message::Arm(at)) => kill_at = Some(at),
+                Some(Message::Arm(at)) if !fired => kill_at = Some(at),
+                Some(Message::Arm(_)) => {}
+                Some(Message::Disarm) => kill_at = None,
                 Some(Message::Done) => return 0,
                 None => {}
             },
@@ -182,13 +213,16 @@ pub fn serve() -> u8 {
                              ended (is it stopped or starved?): killed the command"
                         );
                     }
-                    return 0;
+                    // Keep reading until lockctl says it is done (or is gone),
+                    // so it never finds its watchdog missing.
+                    fired = true;
+                    kill_at = None;
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 // lockctl is gone without saying the command ended (killed):
                 // nothing heartbeats the lock any more.
-                if let Some(target) = target {
+                if let (Some(target), false) = (target, fired) {
                     target.kill();
                     eprintln!("lockctl watchdog: lockctl is gone: killed the command");
                 }
@@ -201,6 +235,7 @@ pub fn serve() -> u8 {
 enum Message {
     Watch(Target),
     Arm(u128),
+    Disarm,
     Done,
 }
 
@@ -216,6 +251,7 @@ fn parse(line: &str) -> Option<Message> {
             }
         }
         ("arm", Some(at), None) => at.parse().ok().map(Message::Arm),
+        ("disarm", None, None) => Some(Message::Disarm),
         ("done", None, None) => Some(Message::Done),
         _ => None,
     }

@@ -133,6 +133,58 @@ fn a_partitioned_holder_whose_command_needs_two_seconds_to_stop_is_gone_before_t
     next_holder_starts_after_the_first_command_is_gone(&env, first, &log, Some(4));
 }
 
+#[test]
+fn a_partitioned_holder_whose_command_leaves_a_child_that_ignores_sigterm_is_gone_before_the_next_holder()
+ {
+    let Some(env) = Env::with_table("leftover-child") else {
+        return;
+    };
+    let proxy = proxy(&env);
+    let url = proxy.url();
+    let log = env.path("first");
+    // The command (a shell that dies on SIGTERM) runs a child that ignores it:
+    // when the command is gone, its child is not.
+    let child = ticking("trap '' TERM;", &log).replace('\'', "'\\''");
+    let script = format!("sh -c '{child}'");
+    let first = env.spawn(
+        "first",
+        &via(
+            &url,
+            &["run", "job", "--lease", "3s", "--", "sh", "-c", &script],
+        ),
+    );
+    wait_for_file(&log, LIMIT);
+    proxy.set(ProxyMode::Blackhole);
+    next_holder_starts_after_the_first_command_is_gone(&env, first, &log, Some(4));
+}
+
+#[test]
+fn processes_the_command_leaves_behind_are_stopped_before_the_lock_is_released() {
+    let Some(env) = Env::with_table("leftovers") else {
+        return;
+    };
+    let background = env.path("background");
+    let script = format!("sleep 1000 & echo $! > {}", background.display());
+    let out = env.run(&["run", "job", "--lease", "3s", "--", "sh", "-c", &script]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("left processes"), "{out:?}");
+    let pid: i32 = wait_for_file(&background, LIMIT).trim().parse().unwrap();
+    assert!(!alive(pid), "the background process outlived the lock");
+}
+
+#[test]
+fn the_command_runs_with_default_signal_dispositions() {
+    let Some(env) = Env::with_table("sigpipe") else {
+        return;
+    };
+    // `yes` dies of SIGPIPE when `head` exits, as in any shell; with SIGPIPE
+    // ignored it would print "Broken pipe" and exit 1.
+    let out = env.run(&["run", "job", "--", "sh", "-c", "yes | head -1"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "y", "{out:?}");
+    assert!(!out.stderr.contains("Broken pipe"), "{out:?}");
+}
+
 /// Whether `pid` is a live process (not gone, not a zombie nobody reaped).
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

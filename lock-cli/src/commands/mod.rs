@@ -174,15 +174,24 @@ pub async fn finish(client: &LockClient) {
         // Already shut down: nothing left to wait for.
         Err(_) => return,
     };
-    for (key, error) in &report.failed {
-        eprintln!(
-            "lockctl: warning: could not release lock {key} ({error}); it is freed when its lease ({}) runs out",
-            crate::output::duration(client.lease())
+    let unreleased = report
+        .failed
+        .iter()
+        .map(|(key, error)| (key, format!("releasing it failed: {error}")))
+        .chain(
+            report
+                .timed_out
+                .iter()
+                .map(|key| (key, "releasing it did not finish in time".to_owned())),
         );
-    }
-    for key in &report.timed_out {
+    for (key, why) in unreleased {
+        // Also an acquire that gave up after a write whose answer was lost:
+        // that write may have applied, under a version nobody was shown.
+        let key = crate::output::printable(&key.to_string()).into_owned();
         eprintln!(
-            "lockctl: warning: releasing lock {key} did not finish in time; it is freed when its lease ({}) runs out",
+            "lockctl: warning: lock {key} may still be held by this lockctl ({}); \
+             it frees itself when its lease ({}) runs out; see it with: lockctl show {key}",
+            crate::output::printable(&why),
             crate::output::duration(client.lease())
         );
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::args::{Global, OutputFormat, ReleaseArgs};
 use crate::exit::{CliError, OK};
-use crate::output::{self, LockJson};
+use crate::output::{self, LockJson, printable};
 
 /// What `release` prints as JSON.
 #[derive(Debug, Serialize)]
@@ -38,10 +38,15 @@ pub async fn release(global: &Global, args: &ReleaseArgs) -> Result<u8, CliError
         })?,
         OutputFormat::Text => output::line(&match &released {
             Some(info) => format!(
-                "released lock {key} (fence {}, held by {})",
-                info.fence, info.owner
+                "released lock {} (fence {}, held by {})",
+                printable(&key.to_string()),
+                info.fence,
+                printable(&info.owner)
             ),
-            None => format!("lock {key} is not held: nothing to release"),
+            None => format!(
+                "lock {} is not held: nothing to release",
+                printable(&key.to_string())
+            ),
         })?,
     }
     Ok(OK)
@@ -60,14 +65,16 @@ async fn confirm_and_release(
         return Err(CliError::Usage(format!(
             "refusing to force-release lock {key} (held by {}) without confirmation: \
              stdin is not a terminal; pass --yes",
-            info.owner
+            printable(&info.owner)
         )));
     }
     let mut stderr = std::io::stderr().lock();
     write!(
         stderr,
-        "Force-release lock {key}, held by {} (fence {})? The holder may still be running. [y/N] ",
-        info.owner, info.fence
+        "Force-release lock {}, held by {} (fence {})? The holder may still be running. [y/N] ",
+        printable(&key.to_string()),
+        printable(&info.owner),
+        info.fence
     )
     .and_then(|()| stderr.flush())
     .map_err(CliError::io("writing the prompt"))?;

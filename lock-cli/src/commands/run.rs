@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::args::{Global, RunArgs};
 use crate::child::{self, Running, Signals};
-use crate::deadline::{self, Plan};
+use crate::deadline::{self, KILL_LEAD, Plan};
 use crate::exit::CliError;
 use crate::output::duration;
 use crate::watchdog::Watchdog;
@@ -63,7 +63,7 @@ async fn hold_and_run(
         }
     };
     watchdog.watch(command.target());
-    watchdog.arm(guard.remaining());
+    watchdog.arm(Plan::new(guard.remaining(), grace).watchdog_in);
 
     let supervisor = Supervisor {
         guard: &guard,
@@ -75,6 +75,11 @@ async fn hold_and_run(
     let ended = supervisor
         .supervise(&mut command, &mut watchdog, signals)
         .await;
+    // The command is gone, but what it started in its process group may not
+    // be: the lock covers them too.
+    supervisor
+        .stop_leftovers(&command, &mut watchdog, ended.stopped.is_some())
+        .await;
     watchdog.done();
     let status = ended.status?;
     match ended.stopped {
@@ -82,7 +87,10 @@ async fn hold_and_run(
             // The lease is not to be trusted: try to vacate the record, briefly
             // (the rest goes on in the background, bounded by the shutdown).
             let _ = tokio::time::timeout(Duration::from_secs(1), guard.release()).await;
-            Err(CliError::Lost { key, reason: why })
+            Err(CliError::Lost {
+                key,
+                reason: crate::output::printable(&why).into_owned(),
+            })
         }
         None => {
             // The command has ended: release at once.
@@ -116,6 +124,28 @@ struct Supervisor<'a> {
     rearm_every: Duration,
 }
 
+/// When SIGKILL is due, besides the end of the safe time.
+#[derive(Debug, Default)]
+struct KillTimes {
+    /// The lock is someone else's (stolen, released): the grace period from
+    /// that moment, not the safe time, which is over.
+    after_loss: Option<Instant>,
+    /// A second SIGTERM to lockctl: the grace period from then.
+    after_signals: Option<Instant>,
+}
+
+impl KillTimes {
+    /// When lockctl's SIGKILL is due, if it is: `plan` is the lease's timeline
+    /// from `now`; `stopped` says SIGTERM was sent.
+    fn due_at(&self, now: Instant, plan: &Plan, stopped: bool) -> Option<Instant> {
+        let for_lease = match self.after_loss {
+            Some(at) => Some(at),
+            None => stopped.then(|| now + plan.kill_in),
+        };
+        [for_lease, self.after_signals].into_iter().flatten().min()
+    }
+}
+
 impl Supervisor<'_> {
     async fn supervise(
         &self,
@@ -128,36 +158,25 @@ impl Supervisor<'_> {
         let mut lost_seen = false;
         // Why lockctl sent SIGTERM, once it has.
         let mut stopped: Option<String> = None;
-        // SIGKILL instants other than the end of the safe time: after the lock
-        // was taken by someone else, after a second SIGTERM to lockctl.
-        let mut kill_after_loss: Option<Instant> = None;
-        let mut kill_after_signals: Option<Instant> = None;
+        let mut kill = KillTimes::default();
         let mut terms_received = 0u32;
         let mut killed = false;
         loop {
             let now = Instant::now();
             let plan = Plan::new(self.guard.remaining(), self.grace);
-            if kill_after_loss.is_none() {
-                // A heartbeat moves the end of the safe time; so does the
-                // watchdog's deadline. (Once the lock is someone else's, the
-                // last deadline stands.)
-                watchdog.arm(plan.kill_in);
+            // The watchdog follows the end of the safe time (heartbeats move
+            // it), or the kill after a loss, whichever lockctl would act on.
+            if !killed {
+                match kill.after_loss {
+                    Some(at) => watchdog.arm(at.saturating_duration_since(now) + KILL_LEAD),
+                    None => watchdog.arm(plan.watchdog_in),
+                }
             }
             let term_at = stopped.is_none().then(|| now + plan.term_in);
-            // Once the lock is someone else's, the safe time is over and the
-            // command gets its grace period from the loss; otherwise it dies
-            // when the safe time ends.
-            let kill_for_lease = match kill_after_loss {
-                Some(at) => Some(at),
-                None => stopped.as_ref().map(|_| now + plan.kill_in),
-            };
             let kill_at = if killed {
                 None
             } else {
-                [kill_for_lease, kill_after_signals]
-                    .into_iter()
-                    .flatten()
-                    .min()
+                kill.due_at(now, &plan, stopped.is_some())
             };
             tokio::select! {
                 status = command.wait() => return Ended { status, stopped },
@@ -170,23 +189,27 @@ impl Supervisor<'_> {
                     }
                     if signal == Signal::SIGTERM {
                         terms_received += 1;
-                        if terms_received == 2 && kill_after_signals.is_none() {
+                        if terms_received == 2 && kill.after_signals.is_none() {
                             eprintln!(
                                 "lockctl: second SIGTERM: SIGKILL to the command in {} unless it exits",
                                 duration(self.grace)
                             );
-                            kill_after_signals = Some(now + self.grace);
+                            kill.after_signals = Some(now + self.grace);
                         }
                     }
                 }
                 reason = &mut lost, if !lost_seen => {
                     lost_seen = true;
-                    if matches!(reason, LostReason::Stolen { .. } | LostReason::Released) {
-                        // Someone else may hold the lock already: stop now.
-                        kill_after_loss = Some(now + self.grace);
+                    let stolen = matches!(reason, LostReason::Stolen { .. } | LostReason::Released);
+                    if stolen {
+                        // Someone else may hold the lock already: the command
+                        // gets its grace period from now, no more.
+                        kill.after_loss = Some(now + self.grace);
                     }
                     if stopped.is_none() {
-                        self.terminate(command, &format!("lock lost ({reason})"), self.grace);
+                        let why = format!("lock lost ({reason})");
+                        let kill_in = if stolen { self.grace } else { plan.kill_in };
+                        self.terminate(command, &why, kill_in);
                         stopped = Some(reason.to_string());
                     }
                 }
@@ -198,20 +221,18 @@ impl Supervisor<'_> {
                             "heartbeats have failed; the lease is safe for {} more",
                             duration(left)
                         );
-                        self.terminate(command, &why, left);
+                        self.terminate(command, &why, Plan::new(left, self.grace).kill_in);
                         stopped = Some(why);
                     }
                 }
                 () = child::sleep_until(kill_at) => {
+                    // Re-checked: a heartbeat may have moved the safe time on.
                     let now = Instant::now();
-                    let due = kill_after_signals.is_some_and(|at| now >= at)
-                        || match kill_after_loss {
-                            Some(at) => now >= at,
-                            None => self.guard.remaining().is_zero(),
-                        };
-                    if due {
+                    let plan = Plan::new(self.guard.remaining(), self.grace);
+                    if kill.due_at(now, &plan, stopped.is_some()).is_some_and(|at| at <= now) {
                         eprintln!("lockctl: the command is still running: sending SIGKILL");
                         command.signal(Signal::SIGKILL);
+                        watchdog.disarm();
                         killed = true;
                     }
                 }
@@ -220,11 +241,50 @@ impl Supervisor<'_> {
         }
     }
 
+    /// The command has exited; processes it started in its process group
+    /// may still run. They get SIGTERM and, after the grace period (or at
+    /// once when the lock is no longer trusted), SIGKILL, before the lock is
+    /// released. (Only a command in its own group: in `--foreground` the
+    /// group is lockctl's.)
+    async fn stop_leftovers(&self, command: &Running, watchdog: &mut Watchdog, stopped: bool) {
+        if !command.group_left() {
+            return;
+        }
+        let give = if stopped {
+            Duration::ZERO
+        } else {
+            Plan::new(self.guard.remaining(), self.grace)
+                .kill_in
+                .min(self.grace)
+        };
+        eprintln!(
+            "lockctl: the command exited but left processes in its process group: \
+             sending them SIGTERM, SIGKILL in {}",
+            duration(give)
+        );
+        command.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + give;
+        while command.group_left() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if command.group_left() {
+            command.signal(Signal::SIGKILL);
+            watchdog.disarm();
+            // Killed processes leave the group at once (their parent, or
+            // init, reaps them); wait for that, briefly.
+            let settle = Instant::now() + Duration::from_secs(1);
+            while command.group_left() && Instant::now() < settle {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+
     fn terminate(&self, command: &Running, why: &str, kill_in: Duration) {
         eprintln!(
-            "lockctl: lock {} can no longer be trusted ({why}): sending SIGTERM to the command, SIGKILL in {}",
-            self.guard.key(),
-            duration(kill_in.min(self.grace))
+            "lockctl: lock {} can no longer be trusted ({}): sending SIGTERM to the command, SIGKILL in {}",
+            crate::output::printable(&self.guard.key().to_string()),
+            crate::output::printable(why),
+            duration(kill_in)
         );
         command.signal(Signal::SIGTERM);
     }
