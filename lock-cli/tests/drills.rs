@@ -48,7 +48,7 @@ fn via<'a>(proxy: &'a str, args: &[&'a str]) -> Vec<&'a str> {
 /// second's first. Returns the gap.
 fn next_holder_starts_after_the_first_command_is_gone(
     env: &Env,
-    first: Process,
+    mut first: Process,
     first_log: &Path,
     expected_first_code: Option<i32>,
 ) -> Duration {
@@ -63,6 +63,15 @@ fn next_holder_starts_after_the_first_command_is_gone(
             "run", "job", "--wait", "30s", "--lease", "3s", "--", "sh", "-c", &script,
         ],
     );
+    // When the first lockctl exits (wall clock, as the commands' stamps).
+    let deadline = Instant::now() + LIMIT;
+    let first_exited = loop {
+        if first.child.try_wait().unwrap().is_some() {
+            break std::time::SystemTime::now();
+        }
+        assert!(Instant::now() < deadline, "the first lockctl did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    };
     let second = second.finish(LIMIT);
     assert_eq!(second.code, Some(0), "{second:?}");
     let first = first.finish(LIMIT);
@@ -76,7 +85,15 @@ fn next_holder_starts_after_the_first_command_is_gone(
         Duration::from_nanos(u64::try_from(last - next).unwrap())
     );
     let gap = Duration::from_nanos(u64::try_from(next - last).unwrap());
-    println!("the next holder's command started {gap:?} after the first's last sign of life");
+    let exited = first_exited
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    println!(
+        "the next holder's command started {gap:?} after the first's last sign of life; \
+         the first lockctl exited {:?} after it",
+        Duration::from_nanos(u64::try_from(exited.saturating_sub(last)).unwrap())
+    );
     gap
 }
 
