@@ -97,7 +97,7 @@ impl Raw {
             lease: self.lease,
             released,
             fence,
-            data: None,
+            data: lock_core::DataUpdate::Keep,
             expires_at: None,
         }
     }

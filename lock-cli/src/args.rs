@@ -197,6 +197,11 @@ pub struct TakeArgs {
     /// than a command line may hold)
     #[arg(long, value_name = "PATH", conflicts_with = "data")]
     pub data_file: Option<std::path::PathBuf>,
+
+    /// Remove the data the previous holder left (by default it is kept, and
+    /// the command finds it with `lockctl show`)
+    #[arg(long, conflicts_with_all = ["data", "data_file"])]
+    pub clear_data: bool,
 }
 
 /// `run`.

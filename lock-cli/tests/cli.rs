@@ -831,3 +831,21 @@ fn a_table_of_another_layout_is_explained_with_what_to_run() {
         );
     }
 }
+
+#[test]
+fn the_next_holder_keeps_the_data_unless_it_clears_it() {
+    let Some(env) = Env::with_table("keep-data") else {
+        return;
+    };
+    let out = env.run(&["run", "job", "--data", "checkpoint 7", "--", "true"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = env.run(&["run", "job", "--", "true"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let shown = env.run(&["-o", "json", "show", "job"]).json();
+    assert_eq!(shown["data"], "checkpoint 7", "{shown}");
+    assert_eq!(shown["fence"], 2);
+    let out = env.run(&["run", "job", "--clear-data", "--", "true"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let shown = env.run(&["-o", "json", "show", "job"]).json();
+    assert_eq!(shown["data"], serde_json::Value::Null, "{shown}");
+}

@@ -107,7 +107,7 @@ impl Shared {
         options: AcquireOptions,
     ) -> Result<LockGuard, LockError> {
         self.ensure_running()?;
-        self.validate_input(&key, options.data.as_deref())?;
+        self.validate_input(&key, options.data.bytes())?;
         if options.reentrant
             && let Some(guard) = self.share(&key)
         {

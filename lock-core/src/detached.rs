@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::held::Held;
 use crate::shared::Shared;
 use crate::{
-    Expect, Fence, FenceUpdate, LeaseState, LockError, LockInfo, LockKey, LockRecord, LostReason,
-    NewRecord, Outcome, Rvn, StoreError,
+    DataUpdate, Expect, Fence, FenceUpdate, LeaseState, LockError, LockInfo, LockKey, LockRecord,
+    LostReason, NewRecord, Outcome, Rvn, StoreError,
 };
 
 /// A lock this client acquired and then stopped maintaining with
@@ -59,9 +59,9 @@ impl DetachedLock {
         &self.owner
     }
 
-    /// The data stored with the lock.
-    pub fn data(&self) -> Option<&[u8]> {
-        self.data.as_deref()
+    /// The data stored with the lock (as [`LockView::data`](crate::LockView::data)).
+    pub fn data(&self) -> Option<Vec<u8>> {
+        self.data.clone()
     }
 
     /// The safe time that was left when the lock was detached (zero if it was
@@ -215,7 +215,7 @@ impl Shared {
                         lease: record.lease,
                         released: true,
                         fence: FenceUpdate::Keep,
-                        data: record.data.clone(),
+                        data: DataUpdate::Keep,
                         expires_at: None,
                     };
                     match self

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::held::Held;
+use crate::release::Leaving;
 use crate::shared::Shared;
 use crate::{DetachedLock, Fence, LeaseState, LockError, LockKey, LostReason, Takeover};
 
@@ -35,9 +36,24 @@ impl LockView {
         &self.inner.config.owner
     }
 
-    /// The data stored with the lock, as last written by this client.
+    /// The data stored with the lock: as the acquire found or wrote it, then as
+    /// this client last wrote it.
     pub fn data(&self) -> Option<Vec<u8>> {
         self.held.state().data.clone()
+    }
+
+    /// Replace the data stored with the lock. One conditional write, which also
+    /// extends the lease. Works from any handle of the acquisition, including
+    /// the [`LockView`] that [`with_lock`](crate::LockClient::with_lock) hands
+    /// its work.
+    pub async fn set_data(&self, data: impl Into<Vec<u8>>) -> Result<(), LockError> {
+        self.inner.set_data(&self.held, Some(data.into())).await
+    }
+
+    /// Remove the data stored with the lock (one conditional write, which also
+    /// extends the lease).
+    pub async fn clear_data(&self) -> Result<(), LockError> {
+        self.inner.set_data(&self.held, None).await
     }
 
     /// The expired lock this acquisition took over (its owner, fence and data),
@@ -119,15 +135,9 @@ impl LockGuard {
         }
     }
 
-    /// A clonable read-only handle to this acquisition.
+    /// A clonable handle to this acquisition: read its state, update its data.
     pub fn view(&self) -> LockView {
         self.view.clone()
-    }
-
-    /// Replace the data stored with the lock. One conditional write, which also
-    /// extends the lease.
-    pub async fn set_data(&self, data: Option<Vec<u8>>) -> Result<(), LockError> {
-        self.view.inner.set_data(&self.view.held, data).await
     }
 
     /// Release the lock, keeping the record (marked released, fence kept) so the
@@ -140,8 +150,32 @@ impl LockGuard {
     /// it finishes, the release goes on in the background.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.active = false;
-        let delete = self.view.held.delete_on_release;
-        self.view.inner.release(&self.view.held, delete).await
+        let leaving = Leaving::as_acquired(&self.view.held);
+        self.view.inner.release(&self.view.held, leaving).await
+    }
+
+    /// Release the lock and leave `data` with it, in the same write (a final
+    /// checkpoint, a result for the next holder; what the Java client's
+    /// `ReleaseLockOptions.data` does). The next acquire finds it, as it keeps
+    /// the stored data unless told otherwise. The lock is not handed to another
+    /// task of this client in place of the write. With delete-on-release the
+    /// record, data included, is deleted.
+    ///
+    /// Data the store cannot take is refused with
+    /// [`LockError::InvalidInput`] before anything is written; the guard is
+    /// then dropped, which releases the lock (without the data) in the
+    /// background.
+    pub async fn release_with_data(mut self, data: impl Into<Vec<u8>>) -> Result<(), LockError> {
+        let data = data.into();
+        self.view
+            .inner
+            .validate_input(&self.view.held.key, Some(&data))?;
+        self.active = false;
+        let leaving = Leaving {
+            delete: self.view.held.delete_on_release,
+            data: Some(data),
+        };
+        self.view.inner.release(&self.view.held, leaving).await
     }
 
     /// Stop heartbeating the lock without releasing it, and hand back what another
@@ -170,7 +204,11 @@ impl LockGuard {
     /// for the key is handed the lock instead (see [`release`](Self::release)).
     pub async fn release_and_delete(mut self) -> Result<(), LockError> {
         self.active = false;
-        self.view.inner.release(&self.view.held, true).await
+        let leaving = Leaving {
+            delete: true,
+            data: None,
+        };
+        self.view.inner.release(&self.view.held, leaving).await
     }
 }
 

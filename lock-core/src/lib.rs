@@ -107,7 +107,7 @@ pub use guard::{LockGuard, LockView};
 pub use info::{LockInfo, LockPage};
 pub use key::LockKey;
 pub use options::{AcquireOptions, ListOptions};
-pub use record::{Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover};
+pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover};
 pub use release::ShutdownReport;
 pub use store::{Capabilities, ConditionalStore, Cursor, Expect, Outcome, Page};
 pub use timing::{LeaseState, LostReason, Observation, Timing};

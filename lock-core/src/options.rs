@@ -2,18 +2,19 @@
 
 use std::time::Duration;
 
-use crate::Cursor;
+use crate::{Cursor, DataUpdate};
 
 /// How one [`acquire`](crate::LockClient::acquire) behaves.
 ///
-/// The default makes one attempt (zero wait budget), stores no data, creates the
-/// record when absent, is not reentrant and keeps the record on release.
+/// The default makes one attempt (zero wait budget), keeps the data stored with
+/// the lock as the previous holder left it, creates the record when absent, is
+/// not reentrant and keeps the record on release.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[must_use]
 pub struct AcquireOptions {
     pub(crate) wait: Duration,
     pub(crate) refresh_period: Option<Duration>,
-    pub(crate) data: Option<Vec<u8>>,
+    pub(crate) data: DataUpdate,
     pub(crate) only_if_exists: bool,
     pub(crate) reentrant: bool,
     pub(crate) delete_on_release: bool,
@@ -21,7 +22,7 @@ pub struct AcquireOptions {
 }
 
 impl AcquireOptions {
-    /// The defaults: one attempt, no data.
+    /// The defaults: one attempt, the stored data kept.
     pub fn new() -> Self {
         Self::default()
     }
@@ -49,10 +50,26 @@ impl AcquireOptions {
         self
     }
 
-    /// Bytes to store with the lock (readable by anyone with
-    /// [`get_lock`](crate::LockClient::get_lock)).
+    /// Store these bytes with the lock, replacing what the previous holder
+    /// left (readable by anyone with [`get_lock`](crate::LockClient::get_lock)).
     pub fn data(mut self, data: impl Into<Vec<u8>>) -> Self {
-        self.data = Some(data.into());
+        self.data = DataUpdate::Replace(data.into());
+        self
+    }
+
+    /// Remove the data the previous holder left.
+    pub fn clear_data(mut self) -> Self {
+        self.data = DataUpdate::Clear;
+        self
+    }
+
+    /// What the acquire does to the stored data, spelt out: [`DataUpdate::Keep`]
+    /// (the default: a job resuming from the previous holder's checkpoint finds
+    /// it in [`LockView::data`](crate::LockView::data) and in
+    /// [`took_over`](crate::LockView::took_over), with no read before the
+    /// acquire to race with), [`DataUpdate::Replace`] or [`DataUpdate::Clear`].
+    pub fn data_update(mut self, update: DataUpdate) -> Self {
+        self.data = update;
         self
     }
 

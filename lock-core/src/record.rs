@@ -86,6 +86,49 @@ pub enum FenceUpdate {
     Keep,
 }
 
+/// What a write does to the data stored with the lock.
+///
+/// A store applies it in the same conditional write as the rest of the record:
+/// `Keep` leaves the stored bytes as they are (none on a record the write
+/// creates), `Replace` stores new bytes, `Clear` removes them.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub enum DataUpdate {
+    /// Leave the stored data as it is. Heartbeats, releases without data, and
+    /// acquires that ask for nothing else: a job that resumes from the previous
+    /// holder's checkpoint reads it from the record it acquired.
+    #[default]
+    Keep,
+    /// Store these bytes, replacing what was there.
+    Replace(Vec<u8>),
+    /// Remove the stored data.
+    Clear,
+}
+
+impl DataUpdate {
+    /// The data a record holds after this update, given what it held before.
+    pub fn apply(&self, before: Option<Vec<u8>>) -> Option<Vec<u8>> {
+        match self {
+            DataUpdate::Keep => before,
+            DataUpdate::Replace(bytes) => Some(bytes.clone()),
+            DataUpdate::Clear => None,
+        }
+    }
+
+    /// The bytes this update writes, if it writes any.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            DataUpdate::Replace(bytes) => Some(bytes),
+            DataUpdate::Keep | DataUpdate::Clear => None,
+        }
+    }
+}
+
+impl<T: Into<Vec<u8>>> From<T> for DataUpdate {
+    fn from(bytes: T) -> Self {
+        DataUpdate::Replace(bytes.into())
+    }
+}
+
 /// One lock record as a store keeps it.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct LockRecord {
@@ -129,8 +172,8 @@ pub struct NewRecord {
     pub released: bool,
     /// What the write does to the fence.
     pub fence: FenceUpdate,
-    /// Bytes to store with the lock (replacing what was there).
-    pub data: Option<Vec<u8>>,
+    /// What the write does to the data stored with the lock.
+    pub data: DataUpdate,
     /// Optional garbage-collection time (wall-clock epoch seconds).
     pub expires_at: Option<u64>,
 }

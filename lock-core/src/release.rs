@@ -13,7 +13,8 @@ use crate::shared::{Background, Shared};
 use crate::turns::Handoff;
 use crate::write::{HeldWrite, WriteEnd};
 use crate::{
-    Expect, FenceUpdate, LockError, LockKey, LostReason, NewRecord, Outcome, Rvn, StoreError,
+    DataUpdate, Expect, FenceUpdate, LockError, LockKey, LostReason, NewRecord, Outcome, Rvn,
+    StoreError,
 };
 
 /// Attempts to release one abandoned acquisition before leaving it to expire.
@@ -33,12 +34,30 @@ pub struct ShutdownReport {
     pub timed_out: Vec<LockKey>,
 }
 
+/// How a lock is left: its record deleted or marked released, and the data the
+/// release writes with it (`None`: the data stays as it is).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Leaving {
+    pub delete: bool,
+    pub data: Option<Vec<u8>>,
+}
+
+impl Leaving {
+    /// As the acquisition asked: delete-on-release or not, data kept.
+    pub fn as_acquired(held: &Held) -> Self {
+        Self {
+            delete: held.delete_on_release,
+            data: None,
+        }
+    }
+}
+
 /// A release whose caller may stop waiting: if its future is dropped before the
 /// release has finished, the release goes on in the background.
 struct FinishInBackground<'a> {
     shared: &'a Arc<Shared>,
     held: &'a Arc<Held>,
-    delete: bool,
+    leaving: Leaving,
     done: bool,
 }
 
@@ -46,7 +65,7 @@ impl Drop for FinishInBackground<'_> {
     fn drop(&mut self) {
         if !self.done {
             self.shared
-                .finish_release_in_background(self.held.clone(), self.delete);
+                .finish_release_in_background(self.held.clone(), self.leaving.clone());
         }
     }
 }
@@ -57,7 +76,7 @@ impl Shared {
     pub(crate) async fn release(
         self: &Arc<Self>,
         held: &Arc<Held>,
-        delete: bool,
+        leaving: Leaving,
     ) -> Result<(), LockError> {
         if !self.last_guard_gone(held) {
             return Ok(());
@@ -65,11 +84,11 @@ impl Shared {
         let mut finish = FinishInBackground {
             shared: self,
             held,
-            delete,
+            leaving: leaving.clone(),
             done: false,
         };
         let span = tracing::info_span!("release", key = %held.key, fence = %held.fence);
-        let result = self.write_release(held, delete).instrument(span).await;
+        let result = self.write_release(held, leaving).instrument(span).await;
         finish.done = true;
         result
     }
@@ -88,21 +107,26 @@ impl Shared {
 
     /// Write the release of `held` (its guards are gone and it is forgotten),
     /// then end its turn: with a hand-off when another task of this client waits
-    /// for the key and the lock is still safely ours.
+    /// for the key and the lock is still safely ours (and the release has no
+    /// data to leave: a hand-off writes nothing).
     pub(crate) async fn write_release(
         &self,
         held: &Arc<Held>,
-        delete: bool,
+        leaving: Leaving,
     ) -> Result<(), LockError> {
         let _writing = held.writing().await;
         let snapshot = held.snapshot();
-        if let Some(handoff) = self.handoff(held, &snapshot) {
+        let handoff = match leaving.data {
+            None => self.handoff(held, &snapshot),
+            Some(_) => None,
+        };
+        if let Some(handoff) = handoff {
             held.mark_lost(LostReason::Released);
             tracing::info!("handed to the next task of this client");
             held.end_turn(Some(handoff));
             return Ok(());
         }
-        let result = self.write_release_locked(held, delete, snapshot).await;
+        let result = self.write_release_locked(held, leaving, snapshot).await;
         held.end_turn(None);
         result
     }
@@ -132,7 +156,7 @@ impl Shared {
     async fn write_release_locked(
         &self,
         held: &Arc<Held>,
-        delete: bool,
+        leaving: Leaving,
         snapshot: crate::held::Snapshot,
     ) -> Result<(), LockError> {
         match &snapshot.lost {
@@ -150,10 +174,10 @@ impl Shared {
         let give_up_at = snapshot
             .expires
             .max(crate::clock::later(now, self.retry_window()));
-        let write = if delete {
+        let write = if leaving.delete {
             HeldWrite::Delete
         } else {
-            HeldWrite::Release
+            HeldWrite::Release(leaving.data)
         };
         match self
             .write_held(held, write, give_up_at, now, snapshot)
@@ -189,20 +213,20 @@ impl Shared {
         if !self.last_guard_gone(&held) {
             return;
         }
-        let delete = held.delete_on_release;
-        self.finish_release_in_background(held, delete);
+        let leaving = Leaving::as_acquired(&held);
+        self.finish_release_in_background(held, leaving);
     }
 
     /// Write the release of `held` (already forgotten, its guards gone) in the
     /// background, where shutdown waits for it and counts it.
-    fn finish_release_in_background(self: &Arc<Self>, held: Arc<Held>, delete: bool) {
+    fn finish_release_in_background(self: &Arc<Self>, held: Arc<Held>, leaving: Leaving) {
         let shared = self.clone();
         let release = {
             let held = held.clone();
             async move {
                 let key = held.key.clone();
                 let span = tracing::info_span!("release", key = %key, fence = %held.fence);
-                let result = shared.write_release(&held, delete).instrument(span).await;
+                let result = shared.write_release(&held, leaving).instrument(span).await;
                 if let Err(error) = &result {
                     tracing::debug!(%key, %error, "background release failed");
                 }
@@ -237,7 +261,7 @@ impl Shared {
                     lease: shared.config.timing.lease,
                     released: true,
                     fence: FenceUpdate::Keep,
-                    data: None,
+                    data: DataUpdate::Keep,
                     expires_at: None,
                 };
                 let mut last_error = None;
@@ -307,7 +331,7 @@ impl Shared {
                 // Not on a tokio runtime: release one after the other.
                 for held in held {
                     held.update(|state| state.stopping = true);
-                    match self.write_release(&held, held.delete_on_release).await {
+                    match self.write_release(&held, Leaving::as_acquired(&held)).await {
                         Ok(()) => report.released.push(held.key.clone()),
                         Err(error) => report.failed.push((held.key.clone(), error)),
                     }
@@ -321,7 +345,9 @@ impl Shared {
                 let shared = self.clone();
                 let key = held.key.clone();
                 let release = async move {
-                    let result = shared.write_release(&held, held.delete_on_release).await;
+                    let result = shared
+                        .write_release(&held, Leaving::as_acquired(&held))
+                        .await;
                     Some((held.key.clone(), result))
                 };
                 running.spawn(Some(key), release, &runtime);

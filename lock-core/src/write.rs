@@ -15,7 +15,8 @@ use crate::clock::Instant;
 use crate::held::{Held, Snapshot};
 use crate::shared::Shared;
 use crate::{
-    Expect, FenceUpdate, LockError, LockRecord, LostReason, NewRecord, Outcome, Rvn, StoreError,
+    DataUpdate, Expect, FenceUpdate, LockError, LockRecord, LostReason, NewRecord, Outcome, Rvn,
+    StoreError,
 };
 
 /// What a held write is for.
@@ -23,10 +24,11 @@ use crate::{
 pub(crate) enum HeldWrite {
     /// Extend the lease, keep the data.
     Heartbeat,
-    /// Replace the data (extends the lease too).
+    /// Replace the data, or clear it with `None` (extends the lease too).
     SetData(Option<Vec<u8>>),
-    /// Mark released, keeping the record and its fence.
-    Release,
+    /// Mark released, keeping the record and its fence, and the data unless
+    /// new data is given.
+    Release(Option<Vec<u8>>),
     /// Delete the record.
     Delete,
 }
@@ -34,7 +36,19 @@ pub(crate) enum HeldWrite {
 impl HeldWrite {
     /// A confirmed write of this kind ends the hold.
     fn releases(&self) -> bool {
-        matches!(self, Self::Release | Self::Delete)
+        matches!(self, Self::Release(_) | Self::Delete)
+    }
+
+    /// What the write does to the stored data. A heartbeat or a release
+    /// without data sends none: the store keeps what is there.
+    fn data_update(&self) -> DataUpdate {
+        match self {
+            Self::SetData(Some(data)) | Self::Release(Some(data)) => {
+                DataUpdate::Replace(data.clone())
+            }
+            Self::SetData(None) => DataUpdate::Clear,
+            Self::Heartbeat | Self::Release(None) | Self::Delete => DataUpdate::Keep,
+        }
     }
 }
 
@@ -110,8 +124,10 @@ impl Shared {
             if is_heartbeat && !snapshot.wants_heartbeat() {
                 return WriteEnd::Stopped;
             }
+            // The data the record holds once this write applies.
             let data = match &write {
                 HeldWrite::SetData(data) => data.clone(),
+                HeldWrite::Release(Some(data)) => Some(data.clone()),
                 _ => snapshot.data,
             };
             let expected = snapshot.rvn;
@@ -154,9 +170,9 @@ impl Shared {
                         owner: self.config.owner.clone(),
                         rvn: rvn.clone(),
                         lease: self.config.timing.lease,
-                        released: matches!(write, HeldWrite::Release),
+                        released: matches!(write, HeldWrite::Release(_)),
                         fence: FenceUpdate::Keep,
-                        data: data.clone(),
+                        data: write.data_update(),
                         expires_at: None,
                     };
                     self.before(
@@ -332,7 +348,7 @@ impl Shared {
             let done = match write {
                 HeldWrite::Heartbeat => true,
                 HeldWrite::SetData(_) => record.data == *data,
-                HeldWrite::Release => record.released,
+                HeldWrite::Release(_) => record.released,
                 HeldWrite::Delete => false,
             };
             held.confirm(rvn, sent, record.data.clone(), done && write.releases());

@@ -232,7 +232,7 @@ async fn a_stolen_lock_is_detected_at_the_next_heartbeat() {
                 lease: LEASE,
                 released: false,
                 fence: FenceUpdate::Next,
-                data: None,
+                data: lock_core::DataUpdate::Keep,
                 expires_at: None,
             },
         )
@@ -559,7 +559,7 @@ async fn data_is_stored_readable_and_updatable() {
             .unwrap()
             .held_by_this_client
     );
-    guard.set_data(Some(b"v2".to_vec())).await.unwrap();
+    guard.set_data(b"v2".to_vec()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let info = b.get_lock("job").await.unwrap().unwrap();
     assert_eq!(
@@ -696,10 +696,7 @@ async fn every_invalid_input_is_a_typed_error_and_writes_nothing() {
     }
     assert_eq!(store.calls(), 0, "{:?}", store.history());
     let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
-    let error = guard
-        .set_data(Some(vec![0u8; 500 * 1024]))
-        .await
-        .unwrap_err();
+    let error = guard.set_data(vec![0u8; 500 * 1024]).await.unwrap_err();
     assert!(matches!(error, LockError::InvalidInput { .. }), "{error:?}");
     assert_eq!(store.writes(), 1);
 }
@@ -1317,4 +1314,135 @@ async fn an_acquire_cancelled_during_a_retried_write_releases_it() {
     assert!(record.released, "{record:?}");
     assert_eq!(record.fence, Fence(2));
     a.shutdown().await.unwrap();
+}
+
+// ---- Data with the lock ------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_keeps_the_data_the_previous_holder_left_unless_told_otherwise() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = client(store.clone(), "b");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    guard.set_data("checkpoint 1").await.unwrap();
+    // Released with a final checkpoint, in the release's own write.
+    let writes = store.writes();
+    guard.release_with_data("checkpoint 2").await.unwrap();
+    assert_eq!(
+        store.writes() - writes,
+        1,
+        "one write releases and stores the data"
+    );
+
+    // The next holder finds it, with no read before the acquire to race with.
+    let guard = b.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(guard.data().as_deref(), Some(&b"checkpoint 2"[..]));
+    let record = store.record(&LockKey::new("job")).unwrap();
+    assert_eq!(record.data.as_deref(), Some(&b"checkpoint 2"[..]));
+    guard.release().await.unwrap();
+
+    // Replace and clear are explicit.
+    let guard = b
+        .acquire("job", AcquireOptions::new().data("fresh"))
+        .await
+        .unwrap();
+    assert_eq!(guard.data().as_deref(), Some(&b"fresh"[..]));
+    guard.release().await.unwrap();
+    let kept = store.record(&LockKey::new("job")).unwrap();
+    assert_eq!(
+        kept.data.as_deref(),
+        Some(&b"fresh"[..]),
+        "a release keeps it"
+    );
+    let guard = b
+        .acquire("job", AcquireOptions::new().clear_data())
+        .await
+        .unwrap();
+    assert_eq!(guard.data(), None);
+    guard.clear_data().await.unwrap();
+    guard.release().await.unwrap();
+    assert_eq!(store.record(&LockKey::new("job")).unwrap().data, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_holders_checkpoint_is_found_by_whoever_takes_over() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    guard.set_data(b"step 41 of 90".to_vec()).await.unwrap();
+    // a stops heartbeating without releasing (crashes).
+    let _ = guard.detach().await.unwrap();
+    let b = client(store.clone(), "b");
+    let taken = tokio::time::timeout(Duration::from_secs(600), b.acquire("job", wait(LEASE * 3)))
+        .await
+        .unwrap()
+        .unwrap();
+    let previous = taken.took_over().expect("a takeover");
+    assert_eq!(previous.data.as_deref(), Some(&b"step 41 of 90"[..]));
+    assert_eq!(taken.data().as_deref(), Some(&b"step 41 of 90"[..]));
+    assert_eq!(taken.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_lock_work_can_update_the_data_through_its_view() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let result = a
+        .with_lock("job", AcquireOptions::new(), |view| async move {
+            for step in 1..=3u8 {
+                view.set_data(vec![step]).await?;
+            }
+            Ok::<_, LockError>(view.data())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(result, Some(vec![3]));
+    let record = store.record(&LockKey::new("job")).unwrap();
+    assert!(record.released);
+    assert_eq!(
+        record.data,
+        Some(vec![3]),
+        "the release kept the last checkpoint"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_with_data_is_written_even_when_a_local_task_waits() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let next = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("job", wait(LEASE)).await })
+    };
+    tokio::task::yield_now().await;
+    guard.release_with_data("for the next task").await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(60), next)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.data().as_deref(), Some(&b"for the next task"[..]));
+    assert_eq!(next.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn data_over_the_store_limit_is_refused_on_release_before_anything_is_written() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let writes = store.writes();
+    let error = guard
+        .release_with_data(vec![0u8; 500 * 1024])
+        .await
+        .unwrap_err();
+    assert!(matches!(error, LockError::InvalidInput { .. }), "{error}");
+    assert_eq!(store.writes(), writes, "nothing written with the data");
+    // The guard is gone: the lock is released without the data, not left
+    // held (and heartbeated) with no guard.
+    assert!(a.held_keys().is_empty(), "{:?}", a.held_keys());
+    let report = a.shutdown().await.unwrap();
+    assert_eq!(report.released, vec![LockKey::new("job")], "{report:?}");
+    assert!(store.record(&LockKey::new("job")).unwrap().released);
 }

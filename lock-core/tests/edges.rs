@@ -264,11 +264,7 @@ async fn after_a_cancelled_set_data(store: &Delayed) -> (LockClient, lock_core::
     let a = client(store.clone(), "a");
     let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
     store.delay_writes(Duration::from_secs(1));
-    let cancelled = timeout(
-        Duration::from_millis(100),
-        guard.set_data(Some(b"v2".to_vec())),
-    )
-    .await;
+    let cancelled = timeout(Duration::from_millis(100), guard.set_data(b"v2".to_vec())).await;
     assert!(cancelled.is_err());
     store.delay_writes(Duration::ZERO);
     (a, guard)
@@ -404,7 +400,7 @@ async fn a_record_with_an_enormous_lease_does_not_panic_a_waiter() {
                 lease: Duration::MAX,
                 released: false,
                 fence: FenceUpdate::Next,
-                data: None,
+                data: lock_core::DataUpdate::Keep,
                 expires_at: None,
             },
         )

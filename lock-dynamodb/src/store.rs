@@ -16,8 +16,8 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, LockKey, LockRecord,
-    NewRecord, Outcome, Page, StoreError,
+    Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, Fence, FenceUpdate, LockKey,
+    LockRecord, NewRecord, Outcome, Page, StoreError,
 };
 
 use crate::errors::StoreConfigError;
@@ -502,7 +502,8 @@ impl DynamoDbStore {
                     Some(item) if !item.is_empty() => Some(self.record(item)?),
                     _ => None,
                 };
-                let old_fence = old.map_or(Fence(0), |r| r.fence);
+                let old_fence = old.as_ref().map_or(Fence(0), |r| r.fence);
+                let data = new.data.apply(old.and_then(|r| r.data));
                 let fence = match new.fence {
                     FenceUpdate::Keep => old_fence,
                     FenceUpdate::Next => Fence(old_fence.0.saturating_add(1)),
@@ -514,7 +515,7 @@ impl DynamoDbStore {
                     lease: new.lease,
                     released: true,
                     fence,
-                    data: new.data,
+                    data,
                     expires_at: new.expires_at,
                 }))
             }
@@ -614,7 +615,7 @@ impl DynamoDbStore {
     ) -> Result<Outcome, StoreError> {
         let layout = &self.inner.layout;
         let key_item = item::key_item(layout, key)?;
-        if new.data.is_some() && layout.data().is_none() {
+        if new.data.bytes().is_some() && layout.data().is_none() {
             return Err(StoreError::invalid(format!(
                 "lock {key} carries data, but the table layout ({}) has no data attribute",
                 layout.preset_name()
@@ -643,8 +644,8 @@ impl DynamoDbStore {
             .map(|(name, encoding)| (name, item::encode_released(encoding, new.released)));
         let data = new
             .data
-            .as_ref()
-            .map(|bytes| AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes.clone())));
+            .bytes()
+            .map(|bytes| AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes)));
         let expires = self.expiry(&new).map(|t| AttributeValue::N(t.to_string()));
 
         let mut sized: Vec<(&str, &AttributeValue)> = vec![
@@ -669,15 +670,17 @@ impl DynamoDbStore {
                 None => remove.push(placeholder),
             }
         }
+        // Data the write keeps is left out of the expression: the item keeps it.
         if let Some(name) = layout.data() {
-            let placeholder = expr.name("#data", name);
-            match &data {
-                Some(value) => {
+            match (&new.data, &data) {
+                (DataUpdate::Replace(_), Some(value)) => {
+                    let placeholder = expr.name("#data", name);
                     set.push(format!("{placeholder} = :data"));
                     expr.value(":data", value.clone());
                     sized.push((name, value));
                 }
-                None => remove.push(placeholder),
+                (DataUpdate::Clear, _) => remove.push(expr.name("#data", name)),
+                _ => {}
             }
         }
         if let Some(name) = layout.expires_at() {

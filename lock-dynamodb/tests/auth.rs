@@ -151,7 +151,7 @@ fn write(owner: &str) -> NewRecord {
         lease: Duration::from_secs(10),
         released: false,
         fence: FenceUpdate::Next,
-        data: None,
+        data: lock_core::DataUpdate::Keep,
         expires_at: None,
     }
 }

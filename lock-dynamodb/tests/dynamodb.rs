@@ -17,8 +17,8 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType, TimeToLiveStatus,
 };
 use lock_core::{
-    AcquireOptions, ConditionalStore, Expect, Fence, FenceUpdate, LockClient, LockError, LockKey,
-    NewRecord, Outcome, Rvn, StoreErrorKind,
+    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockClient,
+    LockError, LockKey, NewRecord, Outcome, Rvn, StoreErrorKind,
 };
 use lock_dynamodb::{DynamoDbStore, Layout, TableError, TableOptions, Timeouts};
 use lock_memory::FaultyStore;
@@ -32,7 +32,7 @@ fn write(owner: &str, released: bool, fence: FenceUpdate) -> NewRecord {
         lease: Duration::from_secs(10),
         released,
         fence,
-        data: None,
+        data: DataUpdate::Keep,
         expires_at: None,
     }
 }
@@ -318,7 +318,7 @@ async fn every_store_operation_on_the_native_layout() {
 
     // Heartbeat on the right version keeps the fence; data is stored.
     let mut beat = write("a", false, FenceUpdate::Keep);
-    beat.data = Some(b"progress".to_vec());
+    beat.data = DataUpdate::Replace(b"progress".to_vec());
     let beaten = applied(
         store
             .put(&key, Expect::Version(held.rvn.clone()), beat.clone())
@@ -343,7 +343,11 @@ async fn every_store_operation_on_the_native_layout() {
     );
     assert!(released.released);
     assert_eq!(released.fence, Fence(1));
-    assert_eq!(released.data, None, "each write replaces the data");
+    assert_eq!(
+        released.data.as_deref(),
+        Some(&b"progress"[..]),
+        "a write that says nothing of the data keeps it"
+    );
 
     // A released key is vacant: the next acquisition gets fence 2.
     let second = applied(
@@ -424,7 +428,7 @@ async fn the_stored_item_has_the_documented_attributes() {
     };
     let key = LockKey::new("job");
     let mut new = write("a", false, FenceUpdate::Next);
-    new.data = Some(vec![1, 2, 3]);
+    new.data = DataUpdate::Replace(vec![1, 2, 3]);
     new.expires_at = Some(4_000_000_000);
     applied(store.put(&key, Expect::Vacant, new.clone()).await.unwrap());
     let item = raw_item(&store, &[("lock_key", "job")]).await.unwrap();
@@ -555,10 +559,13 @@ async fn oversized_keys_and_items_are_refused_before_anything_is_sent() {
     };
     counter.reset();
     let cases = [
-        (LockKey::new("p".repeat(2049)), None),
-        (LockKey::with_sort("p", "s".repeat(1025)), None),
-        (LockKey::new(""), None),
-        (LockKey::new("p"), Some(vec![0u8; 400 * 1024])),
+        (LockKey::new("p".repeat(2049)), DataUpdate::Keep),
+        (LockKey::with_sort("p", "s".repeat(1025)), DataUpdate::Keep),
+        (LockKey::new(""), DataUpdate::Keep),
+        (
+            LockKey::new("p"),
+            DataUpdate::Replace(vec![0u8; 400 * 1024]),
+        ),
     ];
     for (key, data) in cases {
         let mut new = write("a", false, FenceUpdate::Next);
@@ -1141,7 +1148,7 @@ async fn a_server_error_after_the_write_is_ambiguous_and_the_client_recognises_i
     assert_eq!(store.get(&other).await.unwrap().unwrap().owner, "b");
     // A heartbeat whose response is lost, then the release: still ours.
     faults.script("UpdateItem", HttpFault::ServerErrorAfterApply);
-    guard.set_data(Some(b"x".to_vec())).await.unwrap();
+    guard.set_data(b"x".to_vec()).await.unwrap();
     guard.release().await.unwrap();
     assert!(store.get(&other).await.unwrap().unwrap().released);
 }

@@ -16,7 +16,9 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use lock_core::{ConditionalStore, Expect, Fence, FenceUpdate, LockKey, NewRecord, Outcome, Rvn};
+//! use lock_core::{
+//!     ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockKey, NewRecord, Outcome, Rvn,
+//! };
 //! use lock_memory::{Fault, FaultyStore, MemoryStore, Op};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -29,7 +31,7 @@
 //!     lease: Duration::from_secs(10),
 //!     released: false,
 //!     fence: FenceUpdate::Next,
-//!     data: None,
+//!     data: DataUpdate::Keep,
 //!     expires_at: None,
 //! };
 //!

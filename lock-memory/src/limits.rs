@@ -9,7 +9,8 @@ use lock_core::{Capabilities, LockKey, NewRecord, StoreError};
 pub const RECORD_OVERHEAD_BYTES: usize = 64;
 
 /// The size the store charges for writing `new` under `key`: the UTF-8 bytes of
-/// the partition key, sort key, owner and RVN, the data bytes, and
+/// the partition key, sort key, owner and RVN, the data bytes the write stores
+/// (data a write keeps was counted when it was written), and
 /// [`RECORD_OVERHEAD_BYTES`]. A write whose size exceeds
 /// [`Capabilities::max_record_bytes`] is refused as
 /// [`Invalid`](lock_core::StoreErrorKind::Invalid).
@@ -18,7 +19,7 @@ pub fn record_size(key: &LockKey, new: &NewRecord) -> usize {
         + key.sort().map_or(0, str::len)
         + new.owner.len()
         + new.rvn.as_str().len()
-        + new.data.as_ref().map_or(0, Vec::len)
+        + new.data.bytes().map_or(0, <[u8]>::len)
         + RECORD_OVERHEAD_BYTES
 }
 

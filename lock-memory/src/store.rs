@@ -238,6 +238,9 @@ impl MemoryStore {
             return Ok(self.rejected(current));
         }
         let previous = current.map_or(Fence(0), |record| record.fence);
+        let data = new
+            .data
+            .apply(current.and_then(|record| record.data.clone()));
         let fence = match new.fence {
             FenceUpdate::Next => previous.get().checked_add(1).map(Fence).ok_or_else(|| {
                 StoreError::invalid(format!("lock {key}: the fence cannot go past u64::MAX"))
@@ -251,7 +254,7 @@ impl MemoryStore {
             lease: new.lease,
             released: new.released,
             fence,
-            data: new.data,
+            data,
             expires_at: new.expires_at,
         };
         records.insert(key.clone(), record.clone());

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    ConditionalStore, Cursor, Expect, Fence, FenceUpdate, LockKey, LockRecord, NewRecord, Outcome,
-    Rvn, StoreErrorKind,
+    ConditionalStore, Cursor, DataUpdate, Expect, Fence, FenceUpdate, LockKey, LockRecord,
+    NewRecord, Outcome, Rvn, StoreErrorKind,
 };
 use lock_memory::{
     Call, CallResult, Fault, FaultConfig, FaultSource, FaultyStore, MemoryStore, Op,
@@ -24,7 +24,7 @@ fn write(owner: &str, rvn: &str, fence: FenceUpdate) -> NewRecord {
         lease: LEASE,
         released: false,
         fence,
-        data: None,
+        data: DataUpdate::Keep,
         expires_at: None,
     }
 }
@@ -286,11 +286,11 @@ async fn version_must_match_the_stored_rvn() {
 }
 
 #[tokio::test]
-async fn data_and_expiry_are_stored_and_replaced_by_each_write() {
+async fn data_is_stored_kept_and_cleared_and_expiry_replaced_by_each_write() {
     let store = MemoryStore::new();
     let key = LockKey::new("job");
     let new = NewRecord {
-        data: Some(b"v1".to_vec()),
+        data: DataUpdate::Replace(b"v1".to_vec()),
         expires_at: Some(1_700_000_000),
         ..acquire("a", "r1")
     };
@@ -303,8 +303,18 @@ async fn data_and_expiry_are_stored_and_replaced_by_each_write() {
             .await
             .unwrap(),
     );
-    assert_eq!(record.data, None, "a write replaces the data");
+    assert_eq!(
+        record.data.as_deref(),
+        Some(&b"v1"[..]),
+        "a write that says nothing of the data keeps it"
+    );
     assert_eq!(record.expires_at, None);
+    let cleared = NewRecord {
+        data: DataUpdate::Clear,
+        ..heartbeat("a", "r3")
+    };
+    let record = applied(store.put(&key, version("r2"), cleared).await.unwrap());
+    assert_eq!(record.data, None, "a clearing write removes it");
 }
 
 #[tokio::test]
@@ -598,7 +608,7 @@ async fn records_over_the_item_limit_are_invalid_and_nothing_is_written() {
     let store = MemoryStore::new();
     let key = LockKey::new("job");
     let sized = |data_len: usize| NewRecord {
-        data: Some(vec![7u8; data_len]),
+        data: DataUpdate::Replace(vec![7u8; data_len]),
         ..acquire("owner", "rvn")
     };
     // The measure: key + owner + RVN + data + fixed overhead.
@@ -635,7 +645,7 @@ async fn records_over_the_item_limit_are_invalid_and_nothing_is_written() {
     // An oversized heartbeat leaves the stored record alone.
     let before = store.record(&key);
     let big = NewRecord {
-        data: Some(vec![0u8; 500 * 1024]),
+        data: DataUpdate::Replace(vec![0u8; 500 * 1024]),
         ..heartbeat("owner", "rvn2")
     };
     let error = store.put(&key, version("rvn"), big).await.unwrap_err();

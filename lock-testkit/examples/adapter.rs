@@ -72,7 +72,7 @@ impl ConditionalStore for VersionedMap {
     ) -> Result<Outcome, StoreError> {
         // Refuse bad input before anything is written.
         check_key(key)?;
-        if new.data.as_ref().is_some_and(|d| d.len() > MAX_DATA) {
+        if new.data.bytes().is_some_and(|d| d.len() > MAX_DATA) {
             return Err(StoreError::invalid(format!(
                 "lock {key}: data is limited to {MAX_DATA} bytes"
             )));
@@ -85,8 +85,10 @@ impl ConditionalStore for VersionedMap {
                 current: current.cloned(),
             });
         }
-        // The store computes the fence, in the same atomic step as the write.
+        // The store computes the fence, in the same atomic step as the write,
+        // and keeps, replaces or clears the data as the write says.
         let previous = current.map_or(Fence(0), |r| r.fence);
+        let data = new.data.apply(current.and_then(|r| r.data.clone()));
         let fence = match new.fence {
             FenceUpdate::Next => Fence(previous.0 + 1),
             FenceUpdate::Keep => previous,
@@ -98,7 +100,7 @@ impl ConditionalStore for VersionedMap {
             lease: new.lease,
             released: new.released,
             fence,
-            data: new.data,
+            data,
             expires_at: new.expires_at,
         };
         records.insert(key.clone(), record.clone());

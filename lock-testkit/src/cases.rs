@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    ConditionalStore, Expect, Fence, FenceUpdate, LockKey, LockRecord, NewRecord, Outcome, Rvn,
-    StoreError, StoreErrorKind,
+    ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockKey, LockRecord, NewRecord,
+    Outcome, Rvn, StoreError, StoreErrorKind,
 };
 
 /// Why a conformance case failed.
@@ -46,7 +46,7 @@ fn write(owner: &str, fence: FenceUpdate, released: bool) -> NewRecord {
         lease: LEASE,
         released,
         fence,
-        data: None,
+        data: DataUpdate::Keep,
         expires_at: None,
     }
 }
@@ -110,7 +110,20 @@ fn check_written(
         "{what}: released {}",
         record.released
     );
-    ensure!(record.data == new.data, "{what}: data {:?}", record.data);
+    // Data the write kept is checked by `data_is_kept_replaced_and_cleared`.
+    match &new.data {
+        DataUpdate::Replace(bytes) => ensure!(
+            record.data.as_deref() == Some(bytes.as_slice()),
+            "{what}: data {:?}, wrote {bytes:?}",
+            record.data
+        ),
+        DataUpdate::Clear => ensure!(
+            record.data.is_none(),
+            "{what}: data {:?} after clearing it",
+            record.data
+        ),
+        DataUpdate::Keep => {}
+    }
     ensure!(
         record.fence == fence,
         "{what}: fence {}, expected {fence}",
@@ -164,7 +177,7 @@ pub async fn get_of_a_missing_key(store: Arc<dyn ConditionalStore>) -> CaseResul
 pub async fn put_vacant_on_a_new_key(store: Arc<dyn ConditionalStore>) -> CaseResult {
     let key = LockKey::new("new-key");
     let new = NewRecord {
-        data: Some(b"payload \x00\xff".to_vec()),
+        data: DataUpdate::Replace(b"payload \x00\xff".to_vec()),
         expires_at: Some(4_000_000_000),
         ..acquire("alice")
     };
@@ -353,7 +366,7 @@ pub async fn fence_kept_on_heartbeat_and_release(store: Arc<dyn ConditionalStore
     let fence = record.fence;
     for i in 0..3u8 {
         let new = NewRecord {
-            data: Some(vec![i; 16]),
+            data: DataUpdate::Replace(vec![i; 16]),
             expires_at: Some(4_000_000_000 + u64::from(i)),
             ..heartbeat("alice")
         };
@@ -392,6 +405,105 @@ pub async fn fence_kept_on_heartbeat_and_release(store: Arc<dyn ConditionalStore
             "the store says it does not keep released records, but get after release returned {after:?}"
         );
     }
+    Ok(())
+}
+
+/// A write's data update: `Keep` leaves the stored bytes (none on a record it
+/// creates), `Replace` stores new ones, `Clear` removes them; a release that
+/// keeps the data leaves it for the next acquirer when the store keeps released
+/// records; a rejected write changes nothing.
+pub async fn data_is_kept_replaced_and_cleared(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let key = LockKey::new("data-key");
+    let data = |record: &LockRecord| record.data.clone();
+    let created = applied(
+        "acquire keeping nothing",
+        store.put(&key, Expect::Vacant, acquire("alice")).await?,
+    )?;
+    ensure!(
+        data(&created).is_none(),
+        "a new record kept data from nowhere: {:?}",
+        created.data
+    );
+    let set = NewRecord {
+        data: DataUpdate::Replace(b"checkpoint 1".to_vec()),
+        ..heartbeat("alice")
+    };
+    let with = applied(
+        "replace",
+        store.put(&key, Expect::Version(created.rvn), set).await?,
+    )?;
+    ensure!(
+        with.data.as_deref() == Some(&b"checkpoint 1"[..]),
+        "replace: {:?}",
+        with.data
+    );
+    let kept = applied(
+        "heartbeat keeping the data",
+        store
+            .put(&key, Expect::Version(with.rvn.clone()), heartbeat("alice"))
+            .await?,
+    )?;
+    ensure!(
+        kept.data == with.data,
+        "a write that keeps the data changed it: {:?}",
+        kept.data
+    );
+    let read = store.get(&key).await?;
+    ensure!(
+        read.as_ref().and_then(|r| r.data.clone()) == with.data,
+        "get after a keeping write: {read:?}"
+    );
+    // A rejected write changes nothing, whatever its data.
+    let refused = NewRecord {
+        data: DataUpdate::Clear,
+        ..heartbeat("bob")
+    };
+    rejected(
+        "stale clear",
+        store
+            .put(&key, Expect::Version(with.rvn.clone()), refused)
+            .await?,
+    )?;
+    let read = store.get(&key).await?;
+    ensure!(
+        read.as_ref().and_then(|r| r.data.clone()) == with.data,
+        "a rejected write changed the data: {read:?}"
+    );
+    // Released with the data kept: the next acquirer finds it (when the store
+    // keeps released records), then clears it.
+    let released = applied(
+        "release keeping the data",
+        store
+            .put(&key, Expect::Version(kept.rvn), release("alice"))
+            .await?,
+    )?;
+    if !store.capabilities().keeps_released_records {
+        return Ok(());
+    }
+    ensure!(released.data == with.data, "release: {:?}", released.data);
+    let next = applied(
+        "acquire keeping the data",
+        store.put(&key, Expect::Vacant, acquire("bob")).await?,
+    )?;
+    ensure!(
+        next.data == with.data,
+        "the next acquirer did not find the data: {:?}",
+        next.data
+    );
+    let clear = NewRecord {
+        data: DataUpdate::Clear,
+        ..heartbeat("bob")
+    };
+    let cleared = applied(
+        "clear",
+        store.put(&key, Expect::Version(next.rvn), clear).await?,
+    )?;
+    ensure!(cleared.data.is_none(), "clear: {:?}", cleared.data);
+    let read = store.get(&key).await?;
+    ensure!(
+        read.as_ref().is_some_and(|r| r.data.is_none()),
+        "get after clear: {read:?}"
+    );
     Ok(())
 }
 
@@ -658,7 +770,7 @@ pub async fn oversized_input_is_invalid_and_writes_nothing(
     )?;
     let key = LockKey::new("big-record");
     let big = NewRecord {
-        data: Some(vec![7; caps.max_record_bytes + 1]),
+        data: DataUpdate::Replace(vec![7; caps.max_record_bytes + 1]),
         ..acquire("o")
     };
     expect_invalid(

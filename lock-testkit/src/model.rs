@@ -82,7 +82,7 @@ impl ModelStore {
         expect: &Expect,
         new: &NewRecord,
     ) -> Result<Outcome, StoreErrorKind> {
-        if self.refuses(key, new.data.as_deref()) {
+        if self.refuses(key, new.data.bytes()) {
             return Err(StoreErrorKind::Invalid);
         }
         let current = self.records.get(key);
@@ -101,7 +101,7 @@ impl ModelStore {
             lease: new.lease,
             released: new.released,
             fence,
-            data: new.data.clone(),
+            data: new.data.apply(current.and_then(|r| r.data.clone())),
             expires_at: new.expires_at,
         };
         if record.released && !self.caps.keeps_released_records {

@@ -34,42 +34,50 @@ where
     fresh.finish().await;
 }
 
-/// Names of every conformance case, in the order [`run_all`] runs them.
-pub const CASES: &[&str] = &[
-    "get_of_a_missing_key",
-    "put_vacant_on_a_new_key",
-    "put_vacant_on_a_released_key",
-    "put_vacant_on_a_held_key_is_rejected",
-    "put_version_match_and_mismatch",
-    "fence_kept_on_heartbeat_and_release",
-    "delete_with_both_expectations",
-    "list_pages_through_every_record",
-    "compare_and_set_race",
-    "oversized_input_is_invalid_and_writes_nothing",
-    "sort_keys_are_independent_locks",
-];
-
-/// Run every case in turn, each on its own fresh store (for adapters that prefer
-/// one test to one test per case).
-pub async fn run_all<F: StoreFactory + ?Sized>(factory: &F) {
-    use crate::cases::*;
-    run_case(factory, CASES[0], get_of_a_missing_key).await;
-    run_case(factory, CASES[1], put_vacant_on_a_new_key).await;
-    run_case(factory, CASES[2], put_vacant_on_a_released_key).await;
-    run_case(factory, CASES[3], put_vacant_on_a_held_key_is_rejected).await;
-    run_case(factory, CASES[4], put_version_match_and_mismatch).await;
-    run_case(factory, CASES[5], fence_kept_on_heartbeat_and_release).await;
-    run_case(factory, CASES[6], delete_with_both_expectations).await;
-    run_case(factory, CASES[7], list_pages_through_every_record).await;
-    run_case(factory, CASES[8], compare_and_set_race).await;
-    run_case(
-        factory,
-        CASES[9],
-        oversized_input_is_invalid_and_writes_nothing,
-    )
-    .await;
-    run_case(factory, CASES[10], sort_keys_are_independent_locks).await;
+/// The conformance cases, listed once: [`CASES`], [`run_all`] and
+/// [`conformance_suite!`](crate::conformance_suite) are all made from this list
+/// (`$then` is one of this crate's exported macros, given the list after its own
+/// arguments).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases {
+    ($then:ident { $($args:tt)* }) => {
+        $crate::$then! { $($args)* ;
+            get_of_a_missing_key,
+            put_vacant_on_a_new_key,
+            put_vacant_on_a_released_key,
+            put_vacant_on_a_held_key_is_rejected,
+            put_version_match_and_mismatch,
+            fence_kept_on_heartbeat_and_release,
+            data_is_kept_replaced_and_cleared,
+            delete_with_both_expectations,
+            list_pages_through_every_record,
+            compare_and_set_race,
+            oversized_input_is_invalid_and_writes_nothing,
+            sort_keys_are_independent_locks,
+        }
+    };
 }
+
+/// [`CASES`] and [`run_all`] from the case list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __cases_and_run_all {
+    ( ; $($case:ident),+ $(,)?) => {
+        /// Names of every conformance case, in the order [`run_all`] runs them.
+        pub const CASES: &[&str] = &[$(stringify!($case)),+];
+
+        /// Run every case in turn, each on its own fresh store (for adapters that
+        /// prefer one test to one test per case).
+        pub async fn run_all<F: StoreFactory + ?Sized>(factory: &F) {
+            $(
+                run_case(factory, stringify!($case), $crate::cases::$case).await;
+            )+
+        }
+    };
+}
+
+__conformance_cases!(__cases_and_run_all {});
 
 /// Expand into one `#[tokio::test]` per conformance case, each building its store
 /// with the given factory expression (evaluated once per test).
@@ -85,19 +93,7 @@ pub async fn run_all<F: StoreFactory + ?Sized>(factory: &F) {
 #[macro_export]
 macro_rules! conformance_suite {
     ($factory:expr) => {
-        $crate::conformance_suite!($factory;
-            get_of_a_missing_key,
-            put_vacant_on_a_new_key,
-            put_vacant_on_a_released_key,
-            put_vacant_on_a_held_key_is_rejected,
-            put_version_match_and_mismatch,
-            fence_kept_on_heartbeat_and_release,
-            delete_with_both_expectations,
-            list_pages_through_every_record,
-            compare_and_set_race,
-            oversized_input_is_invalid_and_writes_nothing,
-            sort_keys_are_independent_locks,
-        );
+        $crate::__conformance_cases!(conformance_suite { $factory });
     };
     ($factory:expr; $($case:ident),+ $(,)?) => {
         $(

@@ -248,7 +248,7 @@ async fn store_only(locks: usize) -> Result<serde_json::Value, BenchError> {
             lease: lease(),
             released: false,
             fence: FenceUpdate::Next,
-            data: None,
+            data: lock_core::DataUpdate::Keep,
             expires_at: None,
         };
         memory.put(&key(i), Expect::Vacant, new).await?;

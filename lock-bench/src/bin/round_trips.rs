@@ -126,7 +126,7 @@ async fn measure<S: ConditionalStore + Clone>(
                 lease: Duration::from_secs(1),
                 released: false,
                 fence: FenceUpdate::Next,
-                data: None,
+                data: lock_core::DataUpdate::Keep,
                 expires_at: None,
             },
         )

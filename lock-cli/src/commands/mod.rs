@@ -105,6 +105,8 @@ pub async fn take(
         .busy_unless_dead(unless_dead && take.wait.is_zero());
     if let Some(data) = data(take)? {
         options = options.data(data);
+    } else if take.clear_data {
+        options = options.clear_data();
     }
     let progress = Progress::start(client, key);
     let result = tokio::select! {

@@ -722,7 +722,7 @@ mod tests {
             } else {
                 FenceUpdate::Keep
             },
-            data: None,
+            data: lock_core::DataUpdate::Keep,
             expires_at: None,
         };
         let record = LockRecord {

@@ -42,7 +42,8 @@ mod faulty_memory_with_retries {
 #[tokio::test]
 async fn run_all_runs_every_case_in_one_test() {
     lock_testkit::run_all(&MemoryFactory).await;
-    assert_eq!(lock_testkit::CASES.len(), 11);
+    assert_eq!(lock_testkit::CASES.len(), 12);
+    assert!(lock_testkit::CASES.contains(&"data_is_kept_replaced_and_cleared"));
 }
 
 #[tokio::test]
@@ -69,6 +70,9 @@ enum Bug {
     NoSizeLimit,
     /// Listing drops the last record of every page.
     ListDropsRecords,
+    /// A write that keeps the data removes it (the store treats "keep" as
+    /// "no data", as this contract once did).
+    ForgetsData,
 }
 
 #[derive(Debug)]
@@ -97,11 +101,16 @@ impl ConditionalStore for Broken {
                 }
             }
             Bug::NoSizeLimit => {
-                if new.data.as_ref().is_some_and(|d| d.len() > 1000) {
-                    new.data = Some(b"truncated".to_vec());
+                if new.data.bytes().is_some_and(|d| d.len() > 1000) {
+                    new.data = lock_core::DataUpdate::Replace(b"truncated".to_vec());
                 }
             }
             Bug::ListDropsRecords => {}
+            Bug::ForgetsData => {
+                if new.data == lock_core::DataUpdate::Keep {
+                    new.data = lock_core::DataUpdate::Clear;
+                }
+            }
         }
         self.inner.put(key, expect, new).await
     }
@@ -163,6 +172,10 @@ async fn the_cases_fail_on_broken_stores() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("listed"), "{e}");
+    let e = cases::data_is_kept_replaced_and_cleared(broken(Bug::ForgetsData))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("keeps the data changed it"), "{e}");
 }
 
 #[tokio::test]

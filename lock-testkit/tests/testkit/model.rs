@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use lock_core::{
-    Capabilities, ConditionalStore, Expect, FenceUpdate, LockKey, NewRecord, Rvn, StoreErrorKind,
+    Capabilities, ConditionalStore, DataUpdate, Expect, FenceUpdate, LockKey, NewRecord, Rvn,
+    StoreErrorKind,
 };
 use lock_memory::{FaultConfig, FaultyStore, MemoryStore};
 use lock_testkit::RetryingStore;
@@ -81,9 +82,11 @@ impl ReferenceStateMachine for Reference {
     fn transitions(state: &Self::State) -> BoxedStrategy<Self::Transition> {
         let rvn = Rvn::from_stored(format!("rvn-{}", state.writes));
         let data = prop_oneof![
-            3 => Just(None),
-            3 => prop::collection::vec(any::<u8>(), 0..48).prop_map(Some),
-            1 => prop::collection::vec(any::<u8>(), MAX_RECORD + 1..MAX_RECORD + 40).prop_map(Some),
+            2 => Just(DataUpdate::Keep),
+            2 => Just(DataUpdate::Clear),
+            3 => prop::collection::vec(any::<u8>(), 0..48).prop_map(DataUpdate::Replace),
+            1 => prop::collection::vec(any::<u8>(), MAX_RECORD + 1..MAX_RECORD + 40)
+                .prop_map(DataUpdate::Replace),
         ];
         let put = (
             key_strategy(),
