@@ -6,6 +6,7 @@
 //! (remembered across acquires, see `sightings`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use smallvec::SmallVec;
 use tracing::Instrument;
@@ -35,6 +36,8 @@ type Candidates = SmallVec<[(Rvn, Instant); 1]>;
 struct Attempt<'a> {
     shared: &'a Arc<Shared>,
     key: &'a LockKey,
+    /// The lease this acquire writes (the client's, or its own).
+    lease: Duration,
     writes: Candidates,
     turn: Option<Turn>,
     handed: Option<Handoff>,
@@ -53,7 +56,8 @@ impl Drop for Attempt<'_> {
             }
         }
         if !rvns.is_empty() {
-            self.shared.release_abandoned(self.key.clone(), rvns);
+            self.shared
+                .release_abandoned(self.key.clone(), rvns, self.lease);
         }
         // The turn goes to the next waiter as this is dropped.
     }
@@ -108,6 +112,10 @@ impl Shared {
     ) -> Result<LockGuard, LockError> {
         self.ensure_running()?;
         self.validate_input(&key, options.data.bytes())?;
+        if let Some(lease) = options.lease {
+            self.config.check_acquire_lease(lease)?;
+        }
+        let lease = options.lease.unwrap_or(self.config.timing.lease);
         if options.reentrant
             && let Some(guard) = self.share(&key)
         {
@@ -120,6 +128,7 @@ impl Shared {
         let mut attempt = Attempt {
             shared: self,
             key: &key,
+            lease,
             writes: Candidates::new(),
             turn: None,
             handed: None,
@@ -225,7 +234,7 @@ impl Shared {
         let new = NewRecord {
             owner: self.config.owner.clone(),
             rvn: rvn.clone(),
-            lease: self.config.timing.lease,
+            lease: attempt.lease,
             released: false,
             fence: FenceUpdate::Next,
             data: options.data.clone(),
@@ -362,7 +371,7 @@ impl Shared {
                     // safe: the attempt's drop releases the write by its RVN in
                     // the background (shutdown waits for that), so one that
                     // applied is not left held.
-                    let resolving = timing.lease.min(self.retry_window());
+                    let resolving = attempt.lease.min(self.retry_window());
                     let resolve_until = attempt
                         .writes
                         .iter()
@@ -406,7 +415,8 @@ impl Shared {
                     .as_ref()
                     .filter(|(rvn, _)| *rvn == record.rvn)
                     .map(|(_, previous)| previous.clone());
-                if timing.lease_state(sent, record.lease, now).is_safe() {
+                let ours = self.config.timing_for(record.lease);
+                if ours.lease_state(sent, record.lease, now).is_safe() {
                     tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
                     attempt.handed = None;
                     let turn = attempt.turn.take();
@@ -548,7 +558,7 @@ impl Shared {
             options.delete_on_release,
             record.rvn,
             sent,
-            self.config.timing.lease,
+            self.config.lock_timing(record.lease),
             record.data,
         )
         .with_turn(turn, took_over);

@@ -246,7 +246,10 @@ impl LockClientBuilder {
         let weak = Arc::downgrade(&shared);
         shared.turns.on_orphaned(Box::new(move |key, rvn| {
             if let Some(shared) = weak.upgrade() {
-                shared.release_abandoned(key, vec![rvn]);
+                // The hand-off's own lease is not known here: the client's
+                // bounds the clean-up (it is released at once if reachable).
+                let lease = shared.config.timing.lease;
+                shared.release_abandoned(key, vec![rvn], lease);
             }
         }));
         Ok(LockClient { inner: shared })

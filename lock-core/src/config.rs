@@ -15,6 +15,9 @@ pub(crate) struct ClientConfig {
     pub owner: String,
     pub timing: Timing,
     pub heartbeat_period: Duration,
+    /// The safety margin as set on the builder; `None`: a tenth of each lease,
+    /// at most 1 s (so a per-acquire lease gets a margin of its own size).
+    pub margin_setting: Option<Duration>,
     pub refresh_period: Duration,
     pub heartbeat_rate_limit: Option<u32>,
     pub retry_base: Duration,
@@ -144,43 +147,18 @@ impl LockClientBuilder {
     /// Check every setting; writes nothing.
     pub(crate) fn validate(&self) -> Result<ClientConfig, ConfigError> {
         let lease = self.lease;
-        if lease.is_zero() {
-            return Err(ConfigError::ZeroLease);
-        }
-        if lease > MAX_LEASE {
-            return Err(ConfigError::LeaseTooLong {
-                lease,
-                max: MAX_LEASE,
-            });
-        }
         if !(0.0..0.5).contains(&self.max_drift) || !self.max_drift.is_finite() {
             return Err(ConfigError::BadDrift {
                 drift: self.max_drift,
             });
         }
-        let margin = self
-            .safety_margin
-            .unwrap_or_else(|| (lease / 10).min(Duration::from_secs(1)));
         let timing = Timing {
             lease,
             max_drift: self.max_drift,
-            safety_margin: margin,
+            safety_margin: self.safety_margin.unwrap_or_else(|| default_margin(lease)),
         };
-        let safe = timing.safe_time();
-        if safe.is_zero() {
-            return Err(ConfigError::NoSafeTime {
-                lease,
-                drift: self.max_drift,
-                margin,
-            });
-        }
         let heartbeat = self.heartbeat_period.unwrap_or(lease / 4);
-        if heartbeat.is_zero() {
-            return Err(ConfigError::ZeroHeartbeat);
-        }
-        if heartbeat >= safe {
-            return Err(ConfigError::HeartbeatTooSlow { heartbeat, safe });
-        }
+        check_lease(&timing, heartbeat)?;
         let refresh = self
             .refresh_period
             .unwrap_or_else(|| Duration::from_secs(1).min(lease / 4));
@@ -199,12 +177,87 @@ impl LockClientBuilder {
             owner,
             timing,
             heartbeat_period: heartbeat,
+            margin_setting: self.safety_margin,
             refresh_period: refresh,
             heartbeat_rate_limit: self.heartbeat_rate_limit,
             retry_base: self.retry_base,
             retry_max: self.retry_max,
             shutdown_timeout: self.shutdown_timeout,
         })
+    }
+}
+
+/// The safety margin when none is set: a tenth of the lease, at most 1 s.
+fn default_margin(lease: Duration) -> Duration {
+    (lease / 10).min(Duration::from_secs(1))
+}
+
+/// The rules every lease a client writes must meet, the client's own and a
+/// per-acquire one alike: not zero, at most [`MAX_LEASE`], a safe time left
+/// after drift and margin, and heartbeats more often than the safe time.
+fn check_lease(timing: &Timing, heartbeat: Duration) -> Result<(), ConfigError> {
+    let lease = timing.lease;
+    if lease.is_zero() {
+        return Err(ConfigError::ZeroLease);
+    }
+    if lease > MAX_LEASE {
+        return Err(ConfigError::LeaseTooLong {
+            lease,
+            max: MAX_LEASE,
+        });
+    }
+    let safe = timing.safe_time();
+    if safe.is_zero() {
+        return Err(ConfigError::NoSafeTime {
+            lease,
+            drift: timing.max_drift,
+            margin: timing.safety_margin,
+        });
+    }
+    if heartbeat.is_zero() {
+        return Err(ConfigError::ZeroHeartbeat);
+    }
+    if heartbeat >= safe {
+        return Err(ConfigError::HeartbeatTooSlow { heartbeat, safe });
+    }
+    Ok(())
+}
+
+impl ClientConfig {
+    /// The timing of a lock held with `lease`: the client's drift bound, and
+    /// its margin (a tenth of `lease`, at most 1 s, unless the builder set one).
+    pub(crate) fn timing_for(&self, lease: Duration) -> Timing {
+        if lease == self.timing.lease {
+            return self.timing;
+        }
+        Timing {
+            lease,
+            max_drift: self.timing.max_drift,
+            safety_margin: self.margin_setting.unwrap_or_else(|| default_margin(lease)),
+        }
+    }
+
+    /// How often a lock held with `lease` is heartbeaten: the client's period,
+    /// scaled to the lease (a quarter of it by default).
+    pub(crate) fn heartbeat_period_for(&self, lease: Duration) -> Duration {
+        if lease == self.timing.lease {
+            return self.heartbeat_period;
+        }
+        let ratio = self.heartbeat_period.as_secs_f64() / self.timing.lease.as_secs_f64();
+        Duration::try_from_secs_f64(lease.as_secs_f64() * ratio).unwrap_or(self.heartbeat_period)
+    }
+
+    /// The timing of a lock held with `lease`.
+    pub(crate) fn lock_timing(&self, lease: Duration) -> crate::held::LockTiming {
+        crate::held::LockTiming {
+            timing: self.timing_for(lease),
+            heartbeat_period: self.heartbeat_period_for(lease),
+        }
+    }
+
+    /// Check a per-acquire lease against the rules the client's own meets.
+    pub(crate) fn check_acquire_lease(&self, lease: Duration) -> Result<(), ConfigError> {
+        check_lease(&self.timing_for(lease), self.heartbeat_period_for(lease))
     }
 }
 

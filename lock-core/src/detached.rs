@@ -95,7 +95,7 @@ impl Shared {
         // the store holds once this client stops writing.
         let _writing = held.writing().await;
         let now = self.clock.now();
-        let lease_state = held.lease_state(&self.config.timing, now);
+        let lease_state = held.lease_state(now);
         let state = held.state();
         if let LeaseState::Lost { reason } = lease_state {
             return Err(LockError::Lost {

@@ -67,8 +67,7 @@ impl LockView {
 
     /// How far the lease can be trusted now.
     pub fn state(&self) -> LeaseState {
-        self.held
-            .lease_state(&self.inner.config.timing, self.inner.clock.now())
+        self.held.lease_state(self.inner.clock.now())
     }
 
     /// True while the lease is safe.
@@ -89,22 +88,14 @@ impl LockView {
     /// released. It does not borrow the guard.
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
         let view = self.clone();
-        async move {
-            view.held
-                .until(&view.inner.config.timing, view.inner.clock.as_ref(), false)
-                .await
-        }
+        async move { view.held.until(view.inner.clock.as_ref(), false).await }
     }
 
     /// A future that resolves as soon as the lease is no longer safe (in danger or
     /// lost), with [`LostReason::InDanger`] or the loss reason.
     pub fn until_unsafe(&self) -> impl Future<Output = LostReason> + Send + 'static {
         let view = self.clone();
-        async move {
-            view.held
-                .until(&view.inner.config.timing, view.inner.clock.as_ref(), true)
-                .await
-        }
+        async move { view.held.until(view.inner.clock.as_ref(), true).await }
     }
 }
 

@@ -33,7 +33,7 @@ impl Shared {
         if !self.registry.is_served() {
             self.start_heartbeats();
         }
-        self.registry.hold(held, sent, self.config.heartbeat_period);
+        self.registry.hold(held, sent, held.heartbeat_period);
     }
 
     /// Start the heartbeat task, or restart one that ended (its runtime went away,
@@ -175,7 +175,7 @@ async fn heartbeat(inner: Arc<Shared>, held: Arc<Held>) -> Option<(Arc<Held>, In
             .await
         {
             WriteEnd::Confirmed => {
-                let next = held.state().confirmed_send + inner.config.heartbeat_period;
+                let next = held.state().confirmed_send + held.heartbeat_period;
                 tracing::trace!("heartbeat confirmed");
                 Some(next)
             }

@@ -11,12 +11,25 @@ use crate::slot::SlotCell;
 use crate::turns::{Handoff, Phase, Turn};
 use crate::{Fence, LeaseState, LockKey, LostReason, Rvn, Takeover, Timing};
 
+/// A held lock's timing: its lease, with the client's drift bound and a margin
+/// for that lease, and how often it is heartbeaten.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LockTiming {
+    pub timing: Timing,
+    pub heartbeat_period: Duration,
+}
+
 /// One acquisition held by this client.
 #[derive(Debug)]
 pub(crate) struct Held {
     pub key: LockKey,
     pub fence: Fence,
     pub delete_on_release: bool,
+    /// This lock's timing: the lease it was acquired with (the client's, or the
+    /// acquire's own), the client's drift bound and a margin for that lease.
+    pub timing: Timing,
+    /// How often it is heartbeaten (the client's period, scaled to its lease).
+    pub heartbeat_period: Duration,
     /// The expired lock this acquisition took over, if it did.
     pub took_over: Option<Takeover>,
     /// The key's turn among this client's acquires, held until the lock's
@@ -82,20 +95,26 @@ impl Held {
         delete_on_release: bool,
         rvn: Rvn,
         confirmed_send: Instant,
-        lease: Duration,
+        lock_timing: LockTiming,
         data: Option<Vec<u8>>,
     ) -> Self {
+        let LockTiming {
+            timing,
+            heartbeat_period,
+        } = lock_timing;
         Self {
             key,
             fence,
             delete_on_release,
+            timing,
+            heartbeat_period,
             took_over: None,
             turn: Mutex::new(None),
             write: tokio::sync::Mutex::new(()),
             state: Mutex::new(HeldState {
                 rvn,
                 confirmed_send,
-                lease,
+                lease: timing.lease,
                 data,
                 lost: None,
                 guards: 1,
@@ -236,7 +255,8 @@ impl Held {
     }
 
     /// The holder's view at `now`.
-    pub fn lease_state(&self, timing: &Timing, now: Instant) -> LeaseState {
+    pub fn lease_state(&self, now: Instant) -> LeaseState {
+        let timing = &self.timing;
         let state = self.state();
         if let Some(reason) = &state.lost {
             return LeaseState::Lost {
@@ -254,12 +274,8 @@ impl Held {
 
     /// Resolve with the reason once the lease is lost, or (with `stop_at_danger`)
     /// once it is no longer safe.
-    pub async fn until(
-        &self,
-        timing: &Timing,
-        clock: &dyn Clock,
-        stop_at_danger: bool,
-    ) -> LostReason {
+    pub async fn until(&self, clock: &dyn Clock, stop_at_danger: bool) -> LostReason {
+        let timing = &self.timing;
         let mut changes = self.subscribe();
         loop {
             let now = clock.now();

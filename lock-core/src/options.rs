@@ -15,6 +15,7 @@ pub struct AcquireOptions {
     pub(crate) wait: Duration,
     pub(crate) refresh_period: Option<Duration>,
     pub(crate) data: DataUpdate,
+    pub(crate) lease: Option<Duration>,
     pub(crate) only_if_exists: bool,
     pub(crate) reentrant: bool,
     pub(crate) delete_on_release: bool,
@@ -47,6 +48,20 @@ impl AcquireOptions {
     /// Poll period while waiting, overriding the client's refresh period.
     pub fn refresh_period(mut self, period: Duration) -> Self {
         self.refresh_period = Some(period);
+        self
+    }
+
+    /// Hold this lock with its own lease instead of the client's: a 10 s leader
+    /// lock and a 10 min batch lock from one client. Heartbeats scale with it
+    /// (the client's period × this lease / the client's lease: a quarter of it
+    /// by default) and so does the safety margin unless the client set one;
+    /// the lease is written in the record, so waiters wait it out. It must
+    /// meet the client's own rules (a safe time left after drift and margin,
+    /// longer than a heartbeat period; at most a year), or the acquire fails
+    /// with [`LockError::InvalidConfig`](crate::LockError::InvalidConfig)
+    /// before anything is written.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
         self
     }
 

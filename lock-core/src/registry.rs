@@ -299,7 +299,14 @@ mod tests {
             false,
             crate::Rvn::fresh(),
             base,
-            Duration::from_secs(20),
+            crate::held::LockTiming {
+                timing: crate::Timing {
+                    lease: Duration::from_secs(20),
+                    max_drift: 0.01,
+                    safety_margin: Duration::from_secs(1),
+                },
+                heartbeat_period: Duration::from_secs(5),
+            },
             None,
         ))
     }

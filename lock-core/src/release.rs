@@ -5,6 +5,7 @@
 //! of an acquire that gave up with writes in flight, and `shutdown()`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::Instrument;
 
@@ -244,13 +245,18 @@ impl Shared {
     /// each may hold the lock for a full lease with nobody heartbeating it.
     /// Release each, conditional on its RVN, so waiters need not wait the lease
     /// out. A write that did not apply is rejected and nothing changes.
-    pub(crate) fn release_abandoned(self: &Arc<Self>, key: LockKey, rvns: Vec<Rvn>) {
+    pub(crate) fn release_abandoned(
+        self: &Arc<Self>,
+        key: LockKey,
+        rvns: Vec<Rvn>,
+        lease: Duration,
+    ) {
         let shared = self.clone();
         let name = key.clone();
         let cleanup = async move {
             // Past a lease the write, if it applied, has expired for every waiter
             // anyway; a store that hangs must not keep this task (and the client) alive.
-            let give_up = shared.after(shared.config.timing.lease);
+            let give_up = shared.after(lease);
             // The last error of a write that could not be released: shutdown
             // reports it (the lock may stay held until its lease ends).
             let mut unreleased: Option<StoreError> = None;
@@ -258,7 +264,7 @@ impl Shared {
                 let new = NewRecord {
                     owner: shared.config.owner.clone(),
                     rvn: Rvn::fresh(),
-                    lease: shared.config.timing.lease,
+                    lease,
                     released: true,
                     fence: FenceUpdate::Keep,
                     data: DataUpdate::Keep,

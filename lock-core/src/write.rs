@@ -169,7 +169,7 @@ impl Shared {
                     let new = NewRecord {
                         owner: self.config.owner.clone(),
                         rvn: rvn.clone(),
-                        lease: self.config.timing.lease,
+                        lease: held.timing.lease,
                         released: matches!(write, HeldWrite::Release(_)),
                         fence: FenceUpdate::Keep,
                         data: write.data_update(),

@@ -1446,3 +1446,93 @@ async fn data_over_the_store_limit_is_refused_on_release_before_anything_is_writ
     assert_eq!(report.released, vec![LockKey::new("job")], "{report:?}");
     assert!(store.record(&LockKey::new("job")).unwrap().released);
 }
+
+// ---- A lease per acquire -----------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn one_client_holds_a_short_and_a_long_lock_each_with_its_own_lease() {
+    let store = MemoryStore::new();
+    // The client's lease is 10 s (heartbeat every 2 s, margin 0.5 s).
+    let a = client(store.clone(), "a");
+    let leader = a
+        .acquire(
+            "leader",
+            AcquireOptions::new().lease(Duration::from_secs(3)),
+        )
+        .await
+        .unwrap();
+    let batch = a
+        .acquire(
+            "batch",
+            AcquireOptions::new().lease(Duration::from_secs(600)),
+        )
+        .await
+        .unwrap();
+    let record = |key: &str| store.record(&LockKey::new(key)).unwrap();
+    assert_eq!(record("leader").lease, Duration::from_secs(3));
+    assert_eq!(record("batch").lease, Duration::from_secs(600));
+
+    // Each is heartbeaten for its own lease: the 3 s lock every 0.6 s (the
+    // client's 2 s per 10 s), the 600 s lock every 120 s.
+    let (leader_rvn, batch_rvn) = (record("leader").rvn, record("batch").rvn);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(leader.is_safe() && batch.is_safe());
+    assert_ne!(
+        record("leader").rvn,
+        leader_rvn,
+        "the short lock was heartbeaten"
+    );
+    assert_eq!(record("batch").rvn, batch_rvn, "the long lock not yet");
+    assert_eq!(
+        record("leader").lease,
+        Duration::from_secs(3),
+        "heartbeats keep its lease"
+    );
+    assert!(
+        batch.remaining() > Duration::from_secs(500),
+        "{:?}",
+        batch.remaining()
+    );
+
+    // A waiter waits out the lease in the record: 3 s × 1.01 for the leader
+    // lock, not the 10 s of either client.
+    let _ = leader.detach().await.unwrap();
+    let b = client(store.clone(), "b");
+    let started = Instant::now();
+    let taken = tokio::time::timeout(
+        Duration::from_secs(600),
+        b.acquire("leader", wait(Duration::from_secs(60))),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(3030) && waited < Duration::from_secs(5),
+        "took over after {waited:?}"
+    );
+    assert_eq!(taken.fence(), Fence(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_per_acquire_lease_that_breaks_the_clients_rules_is_refused_before_anything_is_written() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    for (lease, expected) in [
+        (Duration::ZERO, "greater than zero"),
+        // The client's explicit margin (0.5 s) leaves no safe time.
+        (Duration::from_millis(400), "safe"),
+        (Duration::from_secs(400 * 24 * 3600), "longest"),
+    ] {
+        let error = a
+            .acquire("job", AcquireOptions::new().lease(lease))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, LockError::InvalidConfig(_)),
+            "{lease:?}: {error}"
+        );
+        assert!(error.to_string().contains(expected), "{lease:?}: {error}");
+    }
+    assert_eq!(store.calls(), 0, "nothing was sent");
+}
