@@ -184,6 +184,71 @@ impl LockClient {
         })
     }
 
+    /// Every lock (of one partition, with [`ListOptions::partition`]) as a
+    /// stream, fetching one page of [`ListOptions::limit`] records at a time as
+    /// it is read: what a hand-written loop over [`list_locks`](Self::list_locks)
+    /// and its cursors does. A failed page ends the stream with its error.
+    ///
+    /// ```
+    /// use futures_util::TryStreamExt;
+    /// use lock_core::{AcquireOptions, ListOptions, LockClient};
+    /// use lock_memory::MemoryStore;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let client = LockClient::builder(MemoryStore::new()).build()?;
+    /// let _a = client.acquire("a", AcquireOptions::new()).await?;
+    /// let _b = client.acquire("b", AcquireOptions::new()).await?;
+    /// let locks: Vec<_> = client.list_all(ListOptions::new().limit(1)).try_collect().await?;
+    /// assert_eq!(locks.len(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn list_all(
+        &self,
+        options: ListOptions,
+    ) -> futures_core::stream::BoxStream<'static, Result<LockInfo, LockError>> {
+        struct Paging {
+            client: LockClient,
+            options: ListOptions,
+            page: std::vec::IntoIter<LockInfo>,
+            done: bool,
+        }
+        let start = Paging {
+            client: self.clone(),
+            options,
+            page: Vec::new().into_iter(),
+            done: false,
+        };
+        // Boxed: a stream that is `Unpin` and names its type is what callers
+        // can keep in a struct or call `next()` on; a page costs a round trip
+        // anyway.
+        Box::pin(futures_util::stream::unfold(
+            start,
+            |mut paging| async move {
+                loop {
+                    if let Some(info) = paging.page.next() {
+                        return Some((Ok(info), paging));
+                    }
+                    if paging.done {
+                        return None;
+                    }
+                    match paging.client.list_locks(paging.options.clone()).await {
+                        Ok(page) => {
+                            paging.done = page.next.is_none();
+                            paging.options.cursor = page.next;
+                            paging.page = page.locks.into_iter();
+                        }
+                        Err(error) => {
+                            paging.done = true;
+                            return Some((Err(error), paging));
+                        }
+                    }
+                }
+            },
+        ))
+    }
+
     /// Release `key` if its record still carries `version`, whoever wrote it:
     /// the way to release a lock taken by another process (or by this one and
     /// then [detached](LockGuard::detach)) that handed on its version.

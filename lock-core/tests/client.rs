@@ -1536,3 +1536,59 @@ async fn a_per_acquire_lease_that_breaks_the_clients_rules_is_refused_before_any
     }
     assert_eq!(store.calls(), 0, "nothing was sent");
 }
+
+// ---- Listing -----------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn list_all_streams_every_lock_fetching_page_by_page() {
+    use futures_util::{StreamExt, TryStreamExt};
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let mut guards = Vec::new();
+    for key in ["a1", "a2", "a3", "a4", "a5"] {
+        guards.push(a.acquire(key, AcquireOptions::new()).await.unwrap());
+    }
+    for sort in ["x", "y"] {
+        guards.push(
+            a.acquire(LockKey::with_sort("p", sort), AcquireOptions::new())
+                .await
+                .unwrap(),
+        );
+    }
+    let reads = store.calls();
+    let all: Vec<_> = a
+        .list_all(lock_core::ListOptions::new().limit(2))
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 7);
+    assert!(all.iter().all(|info| info.held_by_this_client));
+    assert_eq!(store.calls() - reads, 4, "pages of 2: 4 list calls");
+    let partition: Vec<_> = a
+        .list_all(lock_core::ListOptions::new().partition("p").limit(1))
+        .try_collect()
+        .await
+        .unwrap();
+    let keys: Vec<String> = partition.iter().map(|info| info.key.to_string()).collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys.iter().all(|key| key.starts_with('p')), "{keys:?}");
+
+    // Read lazily: taking one record fetches one page.
+    let before = store.calls();
+    let first = a
+        .list_all(lock_core::ListOptions::new().limit(2))
+        .next()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(store.calls() - before, 1);
+    assert!(first.held_by_this_client);
+
+    // A failing page ends the stream with its error.
+    let faulty = FaultyStore::new(store.clone(), 11);
+    let b = client(faulty.clone(), "b");
+    faulty.set_unavailable(true);
+    let items: Vec<_> = b.list_all(lock_core::ListOptions::new()).collect().await;
+    assert_eq!(items.len(), 1);
+    assert!(matches!(items[0], Err(LockError::List { .. })), "{items:?}");
+}

@@ -17,21 +17,13 @@ pub async fn show(global: &Global, args: &ShowArgs) -> Result<u8, CliError> {
 
 /// Print every lock (of one partition), sorted by key.
 pub async fn list(global: &Global, args: &ListArgs) -> Result<u8, CliError> {
+    use futures_util::TryStreamExt;
     let client = global.client(None).await?;
-    let mut locks = Vec::new();
-    let mut cursor = None;
-    loop {
-        let mut options = ListOptions::new().cursor(cursor);
-        if let Some(partition) = &args.partition {
-            options = options.partition(partition.clone());
-        }
-        let page = client.list_locks(options).await?;
-        locks.extend(page.locks);
-        cursor = page.next;
-        if cursor.is_none() {
-            break;
-        }
+    let mut options = ListOptions::new();
+    if let Some(partition) = &args.partition {
+        options = options.partition(partition.clone());
     }
+    let mut locks: Vec<_> = client.list_all(options).try_collect().await?;
     locks.sort_by(|a, b| a.key.cmp(&b.key));
     output::locks(global.output, &locks)?;
     Ok(OK)
