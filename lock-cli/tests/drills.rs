@@ -101,78 +101,59 @@ fn proxy(env: &Env) -> FaultProxy {
     FaultProxy::start(&env.endpoint).unwrap()
 }
 
-#[test]
-fn a_partitioned_holder_whose_command_ignores_sigterm_is_killed_before_the_next_holder_starts() {
-    let Some(env) = Env::with_table("ignores-term") else {
+/// The partition drill: `lockctl run job ARGS -- sh -c SCRIPT` reaches the
+/// emulator through a fault proxy; once the command has written its first
+/// timestamp to the log `script` is made with, the holder is partitioned and
+/// the next holder, going direct, must start only after the command is gone.
+fn partitioned_holder(prefix: &str, args: &[&str], script: impl FnOnce(&Path) -> String) {
+    let Some(env) = Env::with_table(prefix) else {
         return;
     };
     let proxy = proxy(&env);
     let url = proxy.url();
     let log = env.path("first");
-    let script = ticking("trap '' TERM;", &log);
-    let first = env.spawn(
-        "first",
-        &via(
-            &url,
-            &["run", "job", "--lease", "3s", "--", "sh", "-c", &script],
-        ),
-    );
+    let script = script(&log);
+    let mut run = vec!["run", "job"];
+    run.extend_from_slice(args);
+    run.extend(["--", "sh", "-c", &script]);
+    let first = env.spawn("first", &via(&url, &run));
     wait_for_file(&log, LIMIT);
     proxy.set(ProxyMode::Blackhole);
     next_holder_starts_after_the_first_command_is_gone(&env, first, &log, Some(4));
 }
 
 #[test]
+fn a_partitioned_holder_whose_command_ignores_sigterm_is_killed_before_the_next_holder_starts() {
+    partitioned_holder("ignores-term", &["--lease", "3s"], |log| {
+        ticking("trap '' TERM;", log)
+    });
+}
+
+#[test]
 fn a_partitioned_holder_whose_command_needs_two_seconds_to_stop_is_gone_before_the_next_holder() {
-    let Some(env) = Env::with_table("slow-stop") else {
-        return;
-    };
-    let proxy = proxy(&env);
-    let url = proxy.url();
-    let log = env.path("first");
     // On SIGTERM it goes on writing for 2 s, then exits.
-    let cleanup = format!(
-        "trap 'i=0; while [ $i -lt 20 ]; do date +%s%N >> {log}; sleep 0.1; i=$((i+1)); done; exit 0' TERM;",
-        log = log.display()
+    partitioned_holder(
+        "slow-stop",
+        &["--lease", "8s", "--grace", "2500ms"],
+        |log| {
+            let cleanup = format!(
+                "trap 'i=0; while [ $i -lt 20 ]; do date +%s%N >> {log}; sleep 0.1; i=$((i+1)); done; exit 0' TERM;",
+                log = log.display()
+            );
+            ticking(&cleanup, log)
+        },
     );
-    let script = ticking(&cleanup, &log);
-    let first = env.spawn(
-        "first",
-        &via(
-            &url,
-            &[
-                "run", "job", "--lease", "8s", "--grace", "2500ms", "--", "sh", "-c", &script,
-            ],
-        ),
-    );
-    wait_for_file(&log, LIMIT);
-    proxy.set(ProxyMode::Blackhole);
-    next_holder_starts_after_the_first_command_is_gone(&env, first, &log, Some(4));
 }
 
 #[test]
 fn a_partitioned_holder_whose_command_leaves_a_child_that_ignores_sigterm_is_gone_before_the_next_holder()
  {
-    let Some(env) = Env::with_table("leftover-child") else {
-        return;
-    };
-    let proxy = proxy(&env);
-    let url = proxy.url();
-    let log = env.path("first");
     // The command (a shell that dies on SIGTERM) runs a child that ignores it:
     // when the command is gone, its child is not.
-    let child = ticking("trap '' TERM;", &log).replace('\'', "'\\''");
-    let script = format!("sh -c '{child}'");
-    let first = env.spawn(
-        "first",
-        &via(
-            &url,
-            &["run", "job", "--lease", "3s", "--", "sh", "-c", &script],
-        ),
-    );
-    wait_for_file(&log, LIMIT);
-    proxy.set(ProxyMode::Blackhole);
-    next_holder_starts_after_the_first_command_is_gone(&env, first, &log, Some(4));
+    partitioned_holder("leftover-child", &["--lease", "3s"], |log| {
+        let child = ticking("trap '' TERM;", log).replace('\'', "'\\''");
+        format!("sh -c '{child}'")
+    });
 }
 
 #[test]

@@ -22,7 +22,9 @@ use lock_core::{
 };
 use lock_dynamodb::{DynamoDbStore, Layout, TableError, TableOptions, Timeouts};
 use lock_memory::FaultyStore;
-use support::{CallCounter, FaultInjector, HttpFault, fresh_store, fresh_store_with, same_table};
+use support::{
+    CallCounter, FaultInjector, HttpFault, client, fresh_store, fresh_store_with, same_table,
+};
 use tokio::sync::Barrier;
 
 fn write(owner: &str, released: bool, fence: FenceUpdate) -> NewRecord {
@@ -64,15 +66,6 @@ async fn raw_item(
         request = request.key(*name, AttributeValue::S((*value).into()));
     }
     request.send().await.unwrap().item().cloned()
-}
-
-fn client(store: impl ConditionalStore, owner: &str, lease: Duration) -> LockClient {
-    LockClient::builder(store)
-        .owner(owner)
-        .lease(lease)
-        .refresh_period(Duration::from_millis(100))
-        .build()
-        .unwrap()
 }
 
 // ---------------------------------------------------------------- the emulator itself

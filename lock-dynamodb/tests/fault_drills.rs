@@ -15,7 +15,7 @@ use lock_dynamodb::{DynamoDbStore, Layout, Timeouts};
 use lock_testkit::proxy::{FaultProxy, ProxyMode, ScriptedFault};
 use tokio::time::{Instant, timeout};
 
-use support::{fresh_store, sdk_config};
+use support::{client, fresh_store, sdk_config};
 
 /// Every wait on a future that might never resolve is bounded by this.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -42,15 +42,6 @@ fn proxied(store: &DynamoDbStore) -> (FaultProxy, DynamoDbStore) {
         .build_with_config(sdk_config(&proxy.url()))
         .expect("valid store configuration");
     (proxy, via)
-}
-
-fn client(store: impl ConditionalStore, owner: &str, lease: Duration) -> LockClient {
-    LockClient::builder(store)
-        .owner(owner)
-        .lease(lease)
-        .refresh_period(Duration::from_millis(100))
-        .build()
-        .unwrap()
 }
 
 /// Wait until `done` holds, polling, at most `LIMIT`.

@@ -248,3 +248,17 @@ impl lock_testkit::StoreFactory for TableFactory {
         Ok(Some(lock_testkit::FreshStore::with_cleanup(store, cleanup)))
     }
 }
+
+/// A lock client on `store` with `lease` and a 100 ms poll, as the tests use.
+pub fn client(
+    store: impl lock_core::ConditionalStore,
+    owner: &str,
+    lease: std::time::Duration,
+) -> lock_core::LockClient {
+    lock_core::LockClient::builder(store)
+        .owner(owner)
+        .lease(lease)
+        .refresh_period(std::time::Duration::from_millis(100))
+        .build()
+        .expect("valid client settings")
+}
