@@ -45,16 +45,18 @@ impl LockClient {
         self.inner.config.timing.lease
     }
 
-    /// This client's timing: lease, clock drift bound and safety margin, from
-    /// which [`Timing::safe_time`](crate::Timing::safe_time) (how long after a
-    /// confirmed write a holder trusts its lease) follows. For tools that must
-    /// plan within the safe time, as `lockctl run` plans when to stop its
-    /// command.
+    /// This client's timing: its lease, clock drift bound and safety margin,
+    /// from which [`Timing::safe_time`](crate::Timing::safe_time) (how long
+    /// after a confirmed write a holder trusts its lease) follows, for the
+    /// locks it takes with its own lease. A lock acquired with
+    /// [`AcquireOptions::lease`](crate::AcquireOptions::lease) has its own:
+    /// [`LockView::timing`](crate::LockView::timing).
     pub fn timing(&self) -> crate::Timing {
         self.inner.config.timing
     }
 
-    /// How often this client heartbeats each lock it holds.
+    /// How often this client heartbeats a lock held with the client's lease
+    /// (a lock with its own lease: [`LockView::heartbeat_period`](crate::LockView::heartbeat_period)).
     pub fn heartbeat_period(&self) -> Duration {
         self.inner.config.heartbeat_period
     }
@@ -234,6 +236,18 @@ impl LockClient {
                         return None;
                     }
                     match paging.client.list_locks(paging.options.clone()).await {
+                        Ok(page) if page.next.is_some() && page.next == paging.options.cursor => {
+                            // A store that hands back the cursor it was given
+                            // would page forever.
+                            paging.done = true;
+                            let error = LockError::List {
+                                partition: paging.options.partition.clone(),
+                                source: crate::StoreError::other(
+                                    "the store returned the same listing cursor twice",
+                                ),
+                            };
+                            return Some((Err(error), paging));
+                        }
                         Ok(page) => {
                             paging.done = page.next.is_none();
                             paging.options.cursor = page.next;

@@ -1,5 +1,5 @@
-//! [`LockGuard`], the proof of holding a lock, and [`LockView`], a cheap read-only
-//! handle to the same acquisition.
+//! [`LockGuard`], the proof of holding a lock, and [`LockView`], a cheap handle
+//! to the same acquisition (its state, its data).
 
 use std::future::Future;
 use std::ops::Deref;
@@ -11,7 +11,8 @@ use crate::release::Leaving;
 use crate::shared::Shared;
 use crate::{DetachedLock, Fence, LeaseState, LockError, LockKey, LostReason, Takeover};
 
-/// A cheap, clonable, read-only handle to a held lock: what
+/// A cheap, clonable handle to a held lock, to read its state and update its
+/// data: what
 /// [`with_lock`](crate::LockClient::with_lock) hands its closure, and what a
 /// [`LockGuard`] derefs to.
 #[derive(Clone, Debug)]
@@ -29,6 +30,24 @@ impl LockView {
     /// The fencing token of this acquisition: pass it to the resource you protect.
     pub fn fence(&self) -> Fence {
         self.held.fence
+    }
+
+    /// The lease this lock was acquired with: the client's, or the acquire's
+    /// own ([`AcquireOptions::lease`](crate::AcquireOptions::lease)).
+    pub fn lease(&self) -> Duration {
+        self.held.timing.lease
+    }
+
+    /// This lock's timing (its lease, the drift bound and its safety margin),
+    /// from which [`Timing::safe_time`](crate::Timing::safe_time) follows: plan
+    /// work that must finish under the lock from this, not from the client's.
+    pub fn timing(&self) -> crate::Timing {
+        self.held.timing
+    }
+
+    /// How often this lock is heartbeaten.
+    pub fn heartbeat_period(&self) -> Duration {
+        self.held.heartbeat_period
     }
 
     /// This client's owner name, as written in the record.
@@ -149,18 +168,38 @@ impl LockGuard {
     /// checkpoint, a result for the next holder; what the Java client's
     /// `ReleaseLockOptions.data` does). The next acquire finds it, as it keeps
     /// the stored data unless told otherwise. The lock is not handed to another
-    /// task of this client in place of the write. With delete-on-release the
-    /// record, data included, is deleted.
+    /// task of this client in place of the write. While other reentrant guards
+    /// of the acquisition are alive, this one stores the data (one write,
+    /// like [`set_data`](LockView::set_data)) and is dropped; the last guard's
+    /// release keeps it.
     ///
-    /// Data the store cannot take is refused with
-    /// [`LockError::InvalidInput`] before anything is written; the guard is
-    /// then dropped, which releases the lock (without the data) in the
-    /// background.
+    /// Refused with [`LockError::InvalidInput`] before anything is written
+    /// when the data would not outlive the release (delete-on-release, or a
+    /// store that deletes released records, such as python-dynamodb-lock's
+    /// layout) or the store cannot take it; the guard is then dropped, which
+    /// releases the lock (without the data) in the background.
     pub async fn release_with_data(mut self, data: impl Into<Vec<u8>>) -> Result<(), LockError> {
         let data = data.into();
-        self.view
-            .inner
-            .validate_input(&self.view.held.key, Some(&data))?;
+        let inner = &self.view.inner;
+        let held = &self.view.held;
+        inner.validate_input(&held.key, Some(&data))?;
+        if held.delete_on_release || !inner.caps.keeps_released_records {
+            return Err(LockError::InvalidInput {
+                reason: format!(
+                    "lock {}: data left by a release would be deleted with the record \
+                     (delete-on-release, or a store that deletes released records); \
+                     store it with set_data before the release instead",
+                    held.key
+                ),
+                source: None,
+            });
+        }
+        if held.state().guards > 1 {
+            // Not the last guard: its release writes nothing, so store the
+            // data now; the last guard's release keeps it.
+            self.view.set_data(data).await?;
+            return self.release().await;
+        }
         self.active = false;
         let leaving = Leaving {
             delete: self.view.held.delete_on_release,

@@ -59,7 +59,9 @@ impl AcquireOptions {
     /// meet the client's own rules (a safe time left after drift and margin,
     /// longer than a heartbeat period; at most a year), or the acquire fails
     /// with [`LockError::InvalidConfig`](crate::LockError::InvalidConfig)
-    /// before anything is written.
+    /// before anything is written. (A reentrant acquire that joins an
+    /// acquisition of this client takes it as it is, lease and data: this
+    /// option and the data options do not apply to it.)
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
         self
@@ -67,6 +69,8 @@ impl AcquireOptions {
 
     /// Store these bytes with the lock, replacing what the previous holder
     /// left (readable by anyone with [`get_lock`](crate::LockClient::get_lock)).
+    /// An acquire that fails after its write applied (its answer lost) has
+    /// still replaced it: the clean-up releases the record as written.
     pub fn data(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.data = DataUpdate::Replace(data.into());
         self

@@ -1592,3 +1592,64 @@ async fn list_all_streams_every_lock_fetching_page_by_page() {
     assert_eq!(items.len(), 1);
     assert!(matches!(items[0], Err(LockError::List { .. })), "{items:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn release_with_data_from_an_inner_reentrant_guard_stores_it_for_the_last_release() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let outer = a
+        .acquire("job", AcquireOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    let inner = a
+        .acquire("job", AcquireOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    inner
+        .release_with_data("from the inner guard")
+        .await
+        .unwrap();
+    assert!(outer.is_safe(), "the outer guard still holds the lock");
+    assert_eq!(outer.data().as_deref(), Some(&b"from the inner guard"[..]));
+    outer.release().await.unwrap();
+    let record = store.record(&LockKey::new("job")).unwrap();
+    assert!(record.released);
+    assert_eq!(record.data.as_deref(), Some(&b"from the inner guard"[..]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_with_data_is_refused_where_the_release_deletes_the_record() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a
+        .acquire("job", AcquireOptions::new().delete_on_release(true))
+        .await
+        .unwrap();
+    let writes = store.writes();
+    let error = guard.release_with_data("lost").await.unwrap_err();
+    assert!(matches!(error, LockError::InvalidInput { .. }), "{error}");
+    assert!(error.to_string().contains("set_data"), "{error}");
+    assert_eq!(store.writes(), writes, "nothing written before the refusal");
+    // The guard is gone: the lock is released (deleted) in the background.
+    a.shutdown().await.unwrap();
+    assert!(store.record(&LockKey::new("job")).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_with_its_own_lease_reports_its_own_timing() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a
+        .acquire("job", AcquireOptions::new().lease(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(guard.lease(), Duration::from_secs(60));
+    assert_eq!(guard.timing().lease, Duration::from_secs(60));
+    assert_eq!(guard.heartbeat_period(), Duration::from_secs(12));
+    assert_eq!(a.timing().lease, LEASE);
+    assert!(
+        guard.remaining() > a.timing().safe_time(),
+        "{:?}",
+        guard.remaining()
+    );
+}

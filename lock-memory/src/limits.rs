@@ -9,9 +9,9 @@ use lock_core::{Capabilities, LockKey, NewRecord, StoreError};
 pub const RECORD_OVERHEAD_BYTES: usize = 64;
 
 /// The size the store charges for writing `new` under `key`: the UTF-8 bytes of
-/// the partition key, sort key, owner and RVN, the data bytes the write stores
-/// (data a write keeps was counted when it was written), and
-/// [`RECORD_OVERHEAD_BYTES`]. A write whose size exceeds
+/// the partition key, sort key, owner and RVN, the data bytes the write stores,
+/// and [`RECORD_OVERHEAD_BYTES`]. (The store adds the data a write keeps
+/// before comparing with the limit.) A write whose size exceeds
 /// [`Capabilities::max_record_bytes`] is refused as
 /// [`Invalid`](lock_core::StoreErrorKind::Invalid).
 pub fn record_size(key: &LockKey, new: &NewRecord) -> usize {
@@ -69,8 +69,9 @@ pub(crate) fn check_size(
     caps: &Capabilities,
     key: &LockKey,
     new: &NewRecord,
+    kept_data: usize,
 ) -> Result<(), StoreError> {
-    let size = record_size(key, new);
+    let size = record_size(key, new) + kept_data;
     if size > caps.max_record_bytes {
         return Err(StoreError::invalid(format!(
             "lock {key}: the record takes {size} bytes (key, owner, RVN, data and \

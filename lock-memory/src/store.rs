@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, LockKey, LockRecord,
-    NewRecord, Outcome, Page, StoreError,
+    Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, Fence, FenceUpdate, LockKey,
+    LockRecord, NewRecord, Outcome, Page, StoreError,
 };
 use tokio::time::Instant;
 
@@ -232,8 +232,15 @@ impl MemoryStore {
         new: NewRecord,
     ) -> Result<Outcome, StoreError> {
         limits::check_key(&self.caps, key)?;
-        limits::check_size(&self.caps, key, &new)?;
         let current = records.get(key);
+        // Data the write keeps counts towards the record it leaves.
+        let kept = match new.data {
+            DataUpdate::Keep => current
+                .and_then(|record| record.data.as_ref())
+                .map_or(0, Vec::len),
+            DataUpdate::Replace(_) | DataUpdate::Clear => 0,
+        };
+        limits::check_size(&self.caps, key, &new, kept)?;
         if !holds(expect, current) {
             return Ok(self.rejected(current));
         }

@@ -652,6 +652,19 @@ async fn records_over_the_item_limit_are_invalid_and_nothing_is_written() {
     assert_eq!(error.kind(), StoreErrorKind::Invalid);
     assert_eq!(store.record(&key), before);
 
+    // Data a write keeps counts too: a longer owner name on top of a record
+    // at the limit would leave a record over it.
+    let longer_owner = NewRecord {
+        owner: "a-longer-owner".into(),
+        ..heartbeat("owner", "rvn3")
+    };
+    let error = store
+        .put(&key, version("rvn"), longer_owner)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Invalid, "{error}");
+    assert_eq!(store.record(&key), before);
+
     // A configured limit applies the same way.
     let small = MemoryStore::builder().max_record_bytes(100).build();
     let error = small

@@ -356,7 +356,8 @@ pub async fn put_version_match_and_mismatch(store: Arc<dyn ConditionalStore>) ->
     Ok(())
 }
 
-/// Heartbeats and release keep the fence; every write replaces data and expiry.
+/// Heartbeats and release keep the fence; each write replaces the data it carries
+/// and the expiry.
 pub async fn fence_kept_on_heartbeat_and_release(store: Arc<dyn ConditionalStore>) -> CaseResult {
     let key = LockKey::new("kept-key");
     let mut record = applied(
