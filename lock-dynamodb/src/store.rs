@@ -378,6 +378,71 @@ impl DynamoDbStore {
         &self.inner.layout
     }
 
+    /// An upper bound on the bytes DynamoDB counts for the item that `new`
+    /// leaves under `key`, for capacity planning: one write request unit
+    /// covers an item of up to 1 KB, and a conditional write, applied or
+    /// rejected, is billed by the larger of the item before and after. Counts
+    /// the key, every attribute the write sets, the expiry it would write and
+    /// the fence, numbers at their largest (21 bytes); data the write keeps
+    /// (`DataUpdate::Keep`) is not in `new`: add its length. Sends nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_core::{DataUpdate, FenceUpdate, LockKey, NewRecord, Rvn};
+    /// use lock_dynamodb::{DynamoDbStore, Layout};
+    ///
+    /// let config = aws_sdk_dynamodb::config::Builder::new()
+    ///     .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+    ///     .region(aws_sdk_dynamodb::config::Region::new("us-east-1"));
+    /// let store = DynamoDbStore::builder("locks").build_with_config(config)?;
+    /// let heartbeat = NewRecord {
+    ///     owner: "web-3.eu-west-1.compute.internal-1a2b3c4d".into(),
+    ///     rvn: Rvn::fresh(),
+    ///     lease: Duration::from_secs(20),
+    ///     released: false,
+    ///     fence: FenceUpdate::Keep,
+    ///     data: DataUpdate::Keep,
+    ///     expires_at: None,
+    /// };
+    /// let size = store.item_size(&LockKey::new("nightly-report"), &heartbeat)?;
+    /// assert!(size <= 1024, "one write unit per heartbeat: {size} bytes");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn item_size(&self, key: &LockKey, new: &NewRecord) -> Result<usize, StoreError> {
+        let layout = &self.inner.layout;
+        let key_item = item::key_item(layout, key)?;
+        let (lease_name, lease_encoding) = layout.lease();
+        let mut attributes: Vec<(&str, AttributeValue)> = vec![
+            (layout.owner(), AttributeValue::S(new.owner.clone())),
+            (layout.rvn(), AttributeValue::S(new.rvn.as_str().to_owned())),
+            (lease_name, item::encode_lease(lease_encoding, new.lease)),
+            (layout.fence(), AttributeValue::N(String::new())),
+        ];
+        if let Some((name, encoding)) = layout.released()
+            && let Some(value) = item::encode_released(encoding, new.released)
+        {
+            attributes.push((name, value));
+        }
+        if let (Some(name), Some(bytes)) = (layout.data(), new.data.bytes()) {
+            attributes.push((
+                name,
+                AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes)),
+            ));
+        }
+        if let (Some(name), Some(at)) = (layout.expires_at(), self.expiry(new)) {
+            attributes.push((name, AttributeValue::N(at.to_string())));
+        }
+        Ok(key_item
+            .iter()
+            .map(|(name, value)| item::attribute_size(name, value))
+            .chain(
+                attributes
+                    .iter()
+                    .map(|(name, value)| item::attribute_size(name, value)),
+            )
+            .sum())
+    }
+
     /// The underlying SDK client (for example to inspect items in tests).
     pub fn client(&self) -> &Client {
         &self.inner.client

@@ -1503,3 +1503,37 @@ async fn a_store_on_the_users_client_keeps_its_settings_but_never_resends_a_cond
     assert!(sent.iter().any(|call| call == "GetItem"), "{sent:?}");
     guard.release().await.unwrap();
 }
+
+#[test]
+fn a_lock_without_data_costs_one_write_unit_per_write_on_every_layout() {
+    let owner = "ip-10-0-123-45.eu-west-1.compute.internal-worker-7-1a2b3c4d5e6f";
+    let key = LockKey::with_sort("p".repeat(100), "s".repeat(60));
+    for layout in [
+        Layout::native().with_sort_key("sk"),
+        Layout::python_dynamodb_lock(),
+        Layout::java_lock_client().with_sort_key("sortKey"),
+    ] {
+        let store = DynamoDbStore::builder("locks")
+            .layout(layout.clone())
+            .build_with_config(
+                aws_sdk_dynamodb::config::Builder::new()
+                    .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                    .region(aws_sdk_dynamodb::config::Region::new("us-east-1")),
+            )
+            .unwrap();
+        for (released, fence) in [
+            (false, FenceUpdate::Next),
+            (false, FenceUpdate::Keep),
+            (true, FenceUpdate::Keep),
+        ] {
+            let mut new = write(owner, released, fence);
+            new.lease = Duration::from_secs(365 * 24 * 3600);
+            let size = store.item_size(&key, &new).unwrap();
+            assert!(
+                size <= 1024,
+                "{}: a write without data is {size} bytes, over one write unit",
+                layout.preset_name()
+            );
+        }
+    }
+}
