@@ -49,15 +49,19 @@ struct Attempt<'a> {
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
         let mut rvns: Vec<Rvn> = self.writes.drain(..).map(|(rvn, _)| rvn).collect();
+        // The clean-up is bounded by the longest lease among what it releases.
+        let mut lease = self.lease;
         if let Some(handed) = self.handed.take() {
             match self.turn.as_mut() {
                 Some(turn) if turn.has_waiters() => turn.hand_off(handed),
-                _ => rvns.push(handed.rvn),
+                _ => {
+                    lease = lease.max(handed.lease);
+                    rvns.push(handed.rvn);
+                }
             }
         }
         if !rvns.is_empty() {
-            self.shared
-                .release_abandoned(self.key.clone(), rvns, self.lease);
+            self.shared.release_abandoned(self.key.clone(), rvns, lease);
         }
         // The turn goes to the next waiter as this is dropped.
     }

@@ -323,14 +323,13 @@ impl LockClientBuilder {
         let shared = Arc::new(Shared::new(store, clock, config));
         // A hand-off whose waiter left before taking it is released by its RVN.
         let weak = Arc::downgrade(&shared);
-        shared.turns.on_orphaned(Box::new(move |key, rvn| {
-            if let Some(shared) = weak.upgrade() {
-                // The hand-off's own lease is not known here: the client's
-                // bounds the clean-up (it is released at once if reachable).
-                let lease = shared.config.timing.lease;
-                shared.release_abandoned(key, vec![rvn], lease);
-            }
-        }));
+        shared
+            .turns
+            .on_orphaned(Box::new(move |key, handoff: crate::turns::Handoff| {
+                if let Some(shared) = weak.upgrade() {
+                    shared.release_abandoned(key, vec![handoff.rvn], handoff.lease);
+                }
+            }));
         Ok(LockClient { inner: shared })
     }
 }

@@ -151,6 +151,7 @@ impl Shared {
         }
         Some(Handoff {
             rvn: state.rvn.clone(),
+            lease: state.lease,
         })
     }
 

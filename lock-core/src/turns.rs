@@ -27,6 +27,9 @@ use crate::{LockKey, Rvn};
 #[derive(Clone, Debug)]
 pub(crate) struct Handoff {
     pub rvn: Rvn,
+    /// The lease that version was written with: how long it holds the lock if
+    /// nobody takes the hand-off (what bounds its clean-up).
+    pub lease: std::time::Duration,
 }
 
 /// What the current holder of a turn is doing; read by a fail-fast acquire that
@@ -53,7 +56,7 @@ impl Phase {
 
 /// What becomes of a hand-off nobody took (the waiter it was left for gave up
 /// or was cancelled before taking it): the client releases the lock by that RVN.
-pub(crate) type Orphaned = Box<dyn Fn(LockKey, Rvn) + Send + Sync>;
+pub(crate) type Orphaned = Box<dyn Fn(LockKey, Handoff) + Send + Sync>;
 
 /// The turns of every key this client is acquiring, holding or releasing now.
 /// A key leaves the map when its last turn ends and nobody waits for it, so the
@@ -230,7 +233,7 @@ impl Line {
         if let Some(handoff) = baton.take() {
             drop(baton);
             match orphaned.get() {
-                Some(release) => release(key.clone(), handoff.rvn),
+                Some(release) => release(key.clone(), handoff),
                 None => tracing::debug!(%key, "a hand-off nobody took expires with its lease"),
             }
         }
@@ -318,7 +321,10 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert!(first.has_waiters());
-        first.hand_off(Handoff { rvn: Rvn::fresh() });
+        first.hand_off(Handoff {
+            rvn: Rvn::fresh(),
+            lease: std::time::Duration::from_secs(20),
+        });
         drop(first);
         for task in tasks {
             task.await.unwrap();

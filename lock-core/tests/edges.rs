@@ -929,3 +929,36 @@ async fn shutdown_names_an_abandoned_acquire_write_it_could_not_release() {
     assert!(named, "{report:?}");
     assert!(!store.record(&key("job")).unwrap().released);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_orphaned_handoff_of_a_long_lease_lock_is_released_for_as_long_as_that_lease() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 12);
+    // The client's lease is 10 s; this lock's own is 60 s.
+    let a = client(faulty.clone(), "a");
+    let leader = a
+        .acquire(
+            "leader",
+            AcquireOptions::new().lease(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    let waiter = waiting(&a, "leader", Duration::from_secs(120));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    leader.release().await.unwrap();
+    // The store is slow as the waiter is cancelled: the orphaned hand-off's
+    // clean-up write takes 30 s. It is waited for past the client's 10 s
+    // lease, as the record holds the lock for 60 s.
+    faulty.script(
+        lock_memory::Op::Put,
+        lock_memory::Fault::Delay(Duration::from_secs(30)),
+    );
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    let record = store.record(&key("leader")).unwrap();
+    assert!(
+        record.released,
+        "released by the slow clean-up, 30 s in: {record:?}"
+    );
+}
