@@ -1,4 +1,6 @@
-//! Local hand-off latency on the memory store: how long from a holder's
+//! Local hand-off latency on the memory store (and through DynamoDB when
+//! `LOCK_DYNAMODB_ENDPOINT` is set: `./scripts/bench-vs-python` starts moto):
+//! how long from a holder's
 //! `release()` until the next task waiting for the key holds it, when both tasks
 //! share one client (queued inside the client, handed the lock in one write),
 //! side by side in one run with the same hand-off between two clients (the
@@ -28,7 +30,15 @@ const BUCKETS: usize = 1_000_000;
 /// The polling waiter's refresh period.
 const POLL: Duration = Duration::from_millis(10);
 
-fn client(store: &MemoryStore, owner: &str) -> Result<LockClient, BenchError> {
+/// Rounds of each row through DynamoDB (every hand-off is a round trip).
+const DYNAMODB_ROUNDS: usize = 400;
+/// Polled rounds through DynamoDB.
+const DYNAMODB_POLLED_ROUNDS: usize = 100;
+
+fn client<S: lock_core::ConditionalStore + Clone>(
+    store: &S,
+    owner: &str,
+) -> Result<LockClient, BenchError> {
     Ok(LockClient::builder(store.clone())
         .owner(owner)
         .lease(Duration::from_secs(20))
@@ -108,49 +118,83 @@ fn row(name: &str, histogram: &Histogram, base: Duration) -> String {
     )
 }
 
+/// The three rows on `store`: a local hand-off, a hand-off between two
+/// clients, and one task's uncontended cycle.
+async fn rows<S: lock_core::ConditionalStore + Clone>(
+    store: &S,
+    rounds: usize,
+    polled_rounds: usize,
+    title: &str,
+) -> Result<(), BenchError> {
+    let one = client(store, "one")?;
+    let solo = uncontended(one.clone(), rounds).await?;
+    let local = ping_pong(one.clone(), one.clone(), rounds).await?;
+    let two = client(store, "two")?;
+    let polled = ping_pong(one.clone(), two.clone(), polled_rounds).await?;
+    one.shutdown().await?;
+    two.shutdown().await?;
+    let base = local.quantile(0.5);
+    println!("{title} ({}):\n", machine());
+    println!("| from release() to the next holder | n | p50 | p99 | max | p50 / local hand-off |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    println!(
+        "{}",
+        row(
+            "two tasks of one client (hand-off, one write)",
+            &local,
+            base
+        )
+    );
+    println!(
+        "{}",
+        row(
+            &format!("two clients, waiter polling every {POLL:?} (jittered)"),
+            &polled,
+            base
+        )
+    );
+    println!(
+        "{}",
+        row(
+            "for scale: one task's acquire + release, uncontended",
+            &solo,
+            base
+        )
+    );
+    println!();
+    Ok(())
+}
+
 fn main() -> Result<(), BenchError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()?;
     runtime.block_on(async {
-        let store = MemoryStore::new();
-        let one = client(&store, "one")?;
-        let solo = uncontended(one.clone(), ROUNDS).await?;
-        let local = ping_pong(one.clone(), one.clone(), ROUNDS).await?;
-        let two = client(&store, "two")?;
-        let polled = ping_pong(one.clone(), two.clone(), POLLED_ROUNDS).await?;
-        one.shutdown().await?;
-        two.shutdown().await?;
-        let base = local.quantile(0.5);
-        println!("Local hand-off on the memory store ({}):\n", machine());
-        println!(
-            "| from release() to the next holder | n | p50 | p99 | max | p50 / local hand-off |"
-        );
-        println!("| --- | --- | --- | --- | --- | --- |");
-        println!(
-            "{}",
-            row(
-                "two tasks of one client (hand-off, one write)",
-                &local,
-                base
+        rows(
+            &MemoryStore::new(),
+            ROUNDS,
+            POLLED_ROUNDS,
+            "Local hand-off on the memory store",
+        )
+        .await?;
+        if let Some(endpoint) = lock_bench::dynamodb_endpoint() {
+            let table = lock_bench::unique_table("handoff");
+            let store = lock_bench::fresh_dynamodb_store(
+                &endpoint,
+                &table,
+                lock_dynamodb::Layout::native(),
+                None,
             )
-        );
-        println!(
-            "{}",
-            row(
-                &format!("two clients, waiter polling every {POLL:?} (jittered)"),
-                &polled,
-                base
+            .await?;
+            rows(
+                &store,
+                DYNAMODB_ROUNDS,
+                DYNAMODB_POLLED_ROUNDS,
+                &format!("Local hand-off through DynamoDB at {endpoint} (native layout)"),
             )
-        );
-        println!(
-            "{}",
-            row(
-                "for scale: one task's acquire + release, uncontended",
-                &solo,
-                base
-            )
-        );
+            .await?;
+            store.delete_table(Duration::from_secs(10)).await?;
+        }
         Ok(())
     })
 }
