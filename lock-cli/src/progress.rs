@@ -113,14 +113,16 @@ async fn report(
         if terminal {
             let _ = write!(
                 stderr,
-                "\r\x1b[2Klockctl: waiting for lock {key}: {}, waited {waited}",
+                "\r\x1b[2Klockctl: waiting for lock {}: {}, waited {waited}",
+                crate::output::printable(&key.to_string()),
                 holder.0
             );
             let _ = stderr.flush();
         } else if last_holder.as_ref() != Some(&holder) {
             let _ = writeln!(
                 stderr,
-                "lockctl: waiting for lock {key}: {} (waited {waited})",
+                "lockctl: waiting for lock {}: {} (waited {waited})",
+                crate::output::printable(&key.to_string()),
                 holder.0
             );
         }

@@ -596,8 +596,9 @@ fn control_characters_from_the_store_never_reach_the_terminal() {
         );
         assert!(out.stdout.contains("evil\\u{1b}[2J"), "{:?}", out.stdout);
     }
-    // A waiter's progress and error name the holder the same way.
-    let out = env.run(&["run", "job\u{1b}[31m", "--wait", "1s", "--", "true"]);
+    // A waiter's progress (printed once a second) and error name the key and
+    // the holder the same way.
+    let out = env.run(&["run", "job\u{1b}[31m", "--wait", "2500ms", "--", "true"]);
     assert_eq!(out.code, Some(3), "{out:?}");
     assert!(!out.stderr.contains('\u{1b}'), "{:?}", out.stderr);
 }

@@ -120,7 +120,8 @@ pub async fn take(
         Ok(guard) => {
             progress
                 .finish(Some(&format!(
-                    "acquired lock {key} (fence {})",
+                    "acquired lock {} (fence {})",
+                    crate::output::printable(&key.to_string()),
                     guard.fence()
                 )))
                 .await;

@@ -96,7 +96,9 @@ async fn hold_and_run(
             // The command has ended: release at once.
             if let Err(error) = guard.release().await {
                 eprintln!(
-                    "lockctl: warning: releasing lock {key} failed ({error}); it is freed when its lease runs out"
+                    "lockctl: warning: releasing lock {} failed ({}); it is freed when its lease runs out",
+                    crate::output::printable(&key.to_string()),
+                    crate::output::printable(&error.to_string())
                 );
             }
             Ok(child::exit_code(status))
@@ -106,7 +108,11 @@ async fn hold_and_run(
 
 async fn release_quietly(guard: LockGuard, key: &str) {
     if let Err(error) = guard.release().await {
-        eprintln!("lockctl: warning: releasing lock {key} failed: {error}");
+        eprintln!(
+            "lockctl: warning: releasing lock {} failed: {}",
+            crate::output::printable(key),
+            crate::output::printable(&error.to_string())
+        );
     }
 }
 
