@@ -309,24 +309,30 @@ async fn silence(mut client: TcpStream) {
     while matches!(client.read(&mut sink).await, Ok(n) if n > 0) {}
 }
 
-/// Partition an open connection: the server never sees the rest of it (its
-/// side is closed, so it does not wait for a request body that will not come)
-/// and the client hears nothing more until it gives up.
-async fn partition(client: TcpStream, server: TcpStream, shared: &Shared) {
-    shared.count(|s| s.blackholed += 1);
-    drop(server);
-    silence(client).await;
-}
-
-/// What the proxy does to a connection that the mode breaks, if it does.
-fn break_connection(client: TcpStream, shared: &Shared, mode: ProxyMode) -> Option<TcpStream> {
+/// What `mode` does to a connection (with `server`, its side towards the
+/// server once connected): a blackhole partitions it (the server never sees
+/// the rest, so it does not wait for a request body that will not come; the
+/// client hears nothing more until it gives up), a reset resets it; both end
+/// it (`None`). Any other mode lets it go on.
+async fn under_mode(
+    client: TcpStream,
+    server: Option<TcpStream>,
+    shared: &Shared,
+    mode: ProxyMode,
+) -> Option<(TcpStream, Option<TcpStream>)> {
     match mode {
+        ProxyMode::Blackhole => {
+            shared.count(|s| s.blackholed += 1);
+            drop(server);
+            silence(client).await;
+            None
+        }
         ProxyMode::Reset => {
             shared.count(|s| s.reset_before_forwarding += 1);
             reset(client);
             None
         }
-        _ => Some(client),
+        _ => Some((client, server)),
     }
 }
 
@@ -340,14 +346,9 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
         reset(client);
         return;
     }
-    let Some(mut client) = break_connection(client, &shared, shared.mode()) else {
+    let Some((mut client, _)) = under_mode(client, None, &shared, shared.mode()).await else {
         return;
     };
-    if shared.mode() == ProxyMode::Blackhole {
-        shared.count(|s| s.blackholed += 1);
-        silence(client).await;
-        return;
-    }
     let Ok(mut server) = TcpStream::connect(shared.upstream).await else {
         reset(client);
         return;
@@ -368,15 +369,12 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
                     }
                     Ok(n) => n,
                 };
-                let mode = shared.mode();
-                if mode == ProxyMode::Blackhole {
-                    partition(client, server, &shared).await;
-                    return;
-                }
-                let Some(still_open) = break_connection(client, &shared, mode) else {
+                let Some((still_open, Some(to_server))) =
+                    under_mode(client, Some(server), &shared, shared.mode()).await
+                else {
                     return;
                 };
-                client = still_open;
+                (client, server) = (still_open, to_server);
                 if server.write_all(&from_client[..n]).await.is_err() {
                     reset(client);
                     return;
@@ -399,18 +397,15 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
                     reset(client);
                     return;
                 }
-                match mode {
-                    ProxyMode::Blackhole => {
-                        partition(client, server, &shared).await;
-                        return;
-                    }
-                    ProxyMode::DelayReplies(delay) => tokio::time::sleep(delay).await,
-                    _ => {}
+                if let ProxyMode::DelayReplies(delay) = mode {
+                    tokio::time::sleep(delay).await;
                 }
-                let Some(still_open) = break_connection(client, &shared, mode) else {
+                let Some((still_open, Some(to_server))) =
+                    under_mode(client, Some(server), &shared, mode).await
+                else {
                     return;
                 };
-                client = still_open;
+                (client, server) = (still_open, to_server);
                 if client.write_all(&from_server[..n]).await.is_err() {
                     return;
                 }
@@ -422,15 +417,12 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
                 // A partition or a reset reaches open connections at once, not
                 // only when they next carry data (an idle pooled connection
                 // included).
-                let mode = shared.mode();
-                if mode == ProxyMode::Blackhole {
-                    partition(client, server, &shared).await;
-                    return;
-                }
-                let Some(still_open) = break_connection(client, &shared, mode) else {
+                let Some((still_open, Some(to_server))) =
+                    under_mode(client, Some(server), &shared, shared.mode()).await
+                else {
                     return;
                 };
-                client = still_open;
+                (client, server) = (still_open, to_server);
             }
         }
     }
