@@ -26,8 +26,8 @@ use lock_core::Timing;
 /// to DynamoDB and the heartbeat period are of the same size as the lease.
 pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
-/// The longest lease: 365 days (the lock client's own bound).
-pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The longest lease: the lock client's own bound (365 days).
+pub use lock_core::MAX_LEASE;
 
 /// The default grace period is a quarter of the lease, at most this.
 const DEFAULT_GRACE_CAP: Duration = Duration::from_secs(10);

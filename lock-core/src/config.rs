@@ -7,7 +7,7 @@ use crate::{Clock, ConditionalStore, ConfigError, Timing, TokioClock};
 
 /// The longest lease a client may write: a year. Longer leases are almost
 /// certainly a unit mistake, and stores keep leases in milliseconds.
-pub(crate) const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Validated settings of one [`LockClient`](crate::LockClient).
 #[derive(Clone, Debug)]

@@ -100,7 +100,7 @@ mod write;
 
 pub use client::LockClient;
 pub use clock::{Clock, DriftingClock, Instant, TokioClock};
-pub use config::LockClientBuilder;
+pub use config::{LockClientBuilder, MAX_LEASE};
 pub use detached::DetachedLock;
 pub use error::{ConfigError, LockError, StoreError, StoreErrorKind};
 pub use guard::{LockGuard, LockView};
