@@ -647,15 +647,22 @@ async fn a_handoff_whose_waiter_is_cancelled_before_taking_it_is_released() {
     assert!(b.try_acquire("leader").await.unwrap().is_some());
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_takeover_whose_reply_was_lost_still_says_whom_it_took_over() {
+/// A dead holder's lock, and client "a" behind a fault injector (seeded with
+/// `seed`) whose vacant write is refused (held) and whose takeover applies
+/// with its reply lost.
+async fn takeover_reply_lost(seed: u64) -> (FaultyStore<MemoryStore>, LockClient) {
     let store = MemoryStore::new();
     dead_holder(&store).await;
-    let faulty = FaultyStore::new(store.clone(), 3);
-    // The vacant write is refused (held); the takeover applies, its reply lost.
+    let faulty = FaultyStore::new(store, seed);
     faulty.script(lock_memory::Op::Put, lock_memory::Fault::Pass);
     faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
     let a = client(faulty.clone(), "a");
+    (faulty, a)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_takeover_whose_reply_was_lost_still_says_whom_it_took_over() {
+    let (faulty, a) = takeover_reply_lost(3).await;
     let guard = timeout(PATIENCE, a.acquire("job", wait(LEASE * 2)))
         .await
         .unwrap()
@@ -882,14 +889,9 @@ async fn a_release_after_a_lapsed_lease_and_a_takeover_is_stolen_even_with_a_hea
 
 #[tokio::test(start_paused = true)]
 async fn a_busy_unless_dead_takeover_whose_reply_was_lost_is_resolved_not_abandoned() {
-    let store = MemoryStore::new();
-    dead_holder(&store).await;
-    let faulty = FaultyStore::new(store.clone(), 9);
-    // The vacant write is refused (held); after watching the dead holder for
-    // its lease, the takeover applies and its reply is lost.
-    faulty.script(lock_memory::Op::Put, lock_memory::Fault::Pass);
-    faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
-    let a = client(faulty.clone(), "a");
+    // After watching the dead holder for its lease, the takeover applies and
+    // its reply is lost.
+    let (faulty, a) = takeover_reply_lost(9).await;
     let guard = timeout(
         PATIENCE,
         a.acquire("job", AcquireOptions::new().busy_unless_dead(true)),
