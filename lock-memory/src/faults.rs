@@ -143,6 +143,7 @@ fn clamp(p: f64) -> f64 {
 
 /// Why a fault was injected.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+#[non_exhaustive]
 pub enum FaultSource {
     /// The store was switched off with
     /// [`set_unavailable`](crate::FaultyStore::set_unavailable).
@@ -151,6 +152,9 @@ pub enum FaultSource {
     Script,
     /// Drawn from the seeded generator and the [`FaultConfig`].
     Random,
+    /// A write beyond the
+    /// [write capacity](crate::FaultyStore::with_write_capacity).
+    Capacity,
 }
 
 /// What the injector did to one call.

@@ -14,6 +14,7 @@ use lock_core::{
 };
 use tokio::time::Instant;
 
+use crate::capacity::{Bucket, WriteCapacity};
 use crate::faults::{Fault, FaultConfig, FaultEvent, FaultSource};
 use crate::history::Bounded;
 use crate::{DEFAULT_HISTORY_CAPACITY, Op};
@@ -28,7 +29,9 @@ use crate::{DEFAULT_HISTORY_CAPACITY, Op};
 ///    `Unavailable` at once and never reaches the store.
 /// 2. Otherwise the first [scripted](Self::script) fault queued for this
 ///    [`Op`] is consumed and injected.
-/// 3. Otherwise a fault and a delay are drawn from the seeded generator and the
+/// 3. Otherwise a write (`put`, `delete`) beyond the
+///    [write capacity](Self::with_write_capacity), if one is set, is throttled.
+/// 4. Otherwise a fault and a delay are drawn from the seeded generator and the
 ///    [`FaultConfig`] for reads (`get`, `list`) or writes (`put`, `delete`).
 ///
 /// Given the seed and the order of calls, the faults injected are always the
@@ -50,6 +53,8 @@ struct State {
     writes: FaultConfig,
     script: VecDeque<(Op, Fault)>,
     unavailable: bool,
+    /// The write-capacity limit, if any.
+    capacity: Option<Bucket>,
     events: Bounded<FaultEvent>,
     /// Calls and disturbed calls since the last `clear_faults`, counted apart from
     /// `events` so they stay exact when it drops events or keeps none.
@@ -103,6 +108,7 @@ impl<S> FaultyStore<S> {
                 writes: FaultConfig::NONE,
                 script: VecDeque::new(),
                 unavailable: false,
+                capacity: None,
                 events: Bounded::new(DEFAULT_HISTORY_CAPACITY),
                 calls: 0,
                 injected: 0,
@@ -165,6 +171,21 @@ impl<S> FaultyStore<S> {
     /// Change the random faults for `put` and `delete` from now on.
     pub fn set_write_faults(&self, config: FaultConfig) {
         self.state().writes = config;
+    }
+
+    /// Limit writes to `capacity` (a token bucket in tokio time): a `put` or
+    /// `delete` beyond it fails with `Throttled` before it reaches the store and
+    /// consumes nothing, as DynamoDB throttles a table or partition over its
+    /// write capacity. Scripted faults and outages come first and are not
+    /// charged; random faults are drawn only for writes within the capacity.
+    pub fn with_write_capacity(self, capacity: WriteCapacity) -> Self {
+        self.set_write_capacity(Some(capacity));
+        self
+    }
+
+    /// Set (a full bucket) or remove the write-capacity limit from now on.
+    pub fn set_write_capacity(&self, capacity: Option<WriteCapacity>) {
+        self.state().capacity = capacity.map(|capacity| Bucket::new(capacity, Instant::now()));
     }
 
     /// Queue `fault` for the next call of `op` that finds no earlier fault queued
@@ -238,6 +259,11 @@ impl<S> FaultyStore<S> {
                 .remove(index)
                 .map_or(Fault::Pass, |(_, fault)| fault);
             (fault, FaultSource::Script, None)
+        } else if op.is_write()
+            && let Some(bucket) = state.capacity.as_mut()
+            && !bucket.take(Instant::now())
+        {
+            (Fault::Throttled, FaultSource::Capacity, None)
         } else {
             let config = if op.is_write() {
                 state.writes

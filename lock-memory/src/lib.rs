@@ -94,6 +94,7 @@
 #![deny(missing_docs)]
 
 mod builder;
+mod capacity;
 mod cursor;
 mod faults;
 mod faulty;
@@ -102,6 +103,7 @@ mod limits;
 mod store;
 
 pub use builder::MemoryStoreBuilder;
+pub use capacity::WriteCapacity;
 pub use faults::{Fault, FaultConfig, FaultEvent, FaultSource};
 pub use faulty::FaultyStore;
 pub use history::{Call, CallResult, DEFAULT_HISTORY_CAPACITY, HistoryEntry, Op};
