@@ -397,6 +397,16 @@ pub fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// The `q` quantile (0 to 1, nearest rank) of `values`; NaN when empty.
+pub fn quantile(values: &mut [f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((values.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+    values[rank.min(values.len() - 1)]
+}
+
 /// The DynamoDB endpoint the bench programs use (`LOCK_DYNAMODB_ENDPOINT`, set by
 /// `./scripts/bench-vs-python`), if any.
 pub fn dynamodb_endpoint() -> Option<String> {

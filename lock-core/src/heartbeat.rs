@@ -1,11 +1,11 @@
 //! One heartbeat task per client for all held locks: it takes the due ones from
-//! the registry's schedule, rate limited, and runs each heartbeat concurrently
-//! with its own retries.
+//! the registry's schedule, sends them earliest deadline first as the pacing
+//! allows (`pacing`), and runs each heartbeat concurrently with its own retries
+//! (a throttled one comes back to the task, to go again in its turn).
 
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tracing::Instrument;
@@ -13,6 +13,7 @@ use tracing::Instrument;
 use crate::LostReason;
 use crate::clock::Instant;
 use crate::held::Held;
+use crate::pacing::Pacer;
 use crate::registry::Registry;
 use crate::shared::{AbortOnDrop, Shared};
 use crate::write::{HeldWrite, WriteEnd};
@@ -53,7 +54,12 @@ impl Shared {
         let task = spawn(
             Arc::downgrade(self),
             self.clock.clone(),
-            self.config.heartbeat_rate_limit,
+            Pacer::new(
+                self.config.heartbeat_rate_limit,
+                self.config.retry_base,
+                self.config.retry_max,
+                self.clock.now(),
+            ),
             self.registry.clone(),
         );
         if restarted {
@@ -84,7 +90,7 @@ impl Shared {
 fn spawn(
     shared: Weak<Shared>,
     clock: Arc<dyn crate::Clock>,
-    rate: Option<u32>,
+    pacer: Pacer,
     registry: Arc<Registry>,
 ) -> AbortOnDrop {
     registry.served.store(true, Ordering::Release);
@@ -92,52 +98,133 @@ fn spawn(
     AbortOnDrop(tokio::spawn(
         async move {
             let serving = serving;
-            run(shared, serving.0.clone(), clock, rate).await;
+            run(shared, serving.0.clone(), clock, pacer).await;
         }
         .instrument(tracing::debug_span!("heartbeats")),
     ))
 }
 
-/// The task: take the due locks, start each one's heartbeat (rate limited),
-/// schedule the next one as each ends, sleep until the earliest is due.
+/// A lock whose heartbeat is due, waiting for a slot: the heap yields the one
+/// whose safe time ends first (then the first to arrive), so under a rate limit
+/// or throttling a lock nearer its deadline never waits behind later ones.
+struct Ready {
+    /// The end of its safe time when it became due.
+    deadline: Instant,
+    /// The end of its lease: past it the heartbeat goes without a slot (it
+    /// gives up without a request, and the lock is lost).
+    expires: Instant,
+    seq: u64,
+    held: Weak<Held>,
+}
+
+impl Ready {
+    fn new(held: &Arc<Held>, seq: u64) -> Self {
+        let (deadline, expires) = held.deadlines();
+        Self {
+            deadline,
+            expires,
+            seq,
+            held: Arc::downgrade(held),
+        }
+    }
+}
+
+impl PartialEq for Ready {
+    fn eq(&self, other: &Self) -> bool {
+        (self.deadline, self.seq) == (other.deadline, other.seq)
+    }
+}
+
+impl Eq for Ready {}
+
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ready {
+    /// Reversed: `BinaryHeap` is a max-heap, and the earliest deadline goes first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.deadline, other.seq).cmp(&(self.deadline, self.seq))
+    }
+}
+
+/// How one heartbeat ended, for the task.
+enum Beat {
+    /// Confirmed: heartbeat again at this instant.
+    Confirmed(Arc<Held>, Instant),
+    /// Throttled: send it again in its turn.
+    Throttled(Arc<Held>),
+    /// No more heartbeats for this lock (lost, stopped, released).
+    Done,
+}
+
+/// The task: take the due locks, send their heartbeats earliest deadline first
+/// as the pacing allows (the client's rate limit; a slower pace once the store
+/// throttles), schedule the next one as each is confirmed, sleep until the next
+/// is due or the next slot opens.
 async fn run(
     inner: Weak<Shared>,
     schedule: Arc<Registry>,
     clock: Arc<dyn crate::Clock>,
-    rate: Option<u32>,
+    mut pacer: Pacer,
 ) {
-    let spacing = rate.map(|per_second| Duration::from_secs(1) / per_second.max(1));
-    let mut running: JoinSet<Option<(Arc<Held>, Instant)>> = JoinSet::new();
+    let mut ready: BinaryHeap<Ready> = BinaryHeap::new();
+    let mut arrivals: u64 = 0;
+    let mut running: JoinSet<Beat> = JoinSet::new();
     // Which lock each running heartbeat is for: a heartbeat that panics (a store
     // that panics) returns nothing, and its lock must not be left unheartbeaten
     // while its guard still looks held.
     let mut beating: HashMap<tokio::task::Id, Arc<Held>> = HashMap::new();
-    let mut next_slot = clock.now();
     loop {
         let now = clock.now();
         for held in schedule.take_due(now) {
-            if !held.wants_heartbeat() {
+            if held.wants_heartbeat() {
+                arrivals += 1;
+                ready.push(Ready::new(&held, arrivals));
+            }
+        }
+        let mut next_slot = None;
+        while let Some(first) = ready.peek() {
+            let expired = first.expires <= now;
+            let Some(held) = first.held.upgrade().filter(|held| held.wants_heartbeat()) else {
+                ready.pop();
                 continue;
+            };
+            if !expired && let Err(at) = pacer.take(now) {
+                next_slot = Some(at);
+                break;
             }
-            if let Some(spacing) = spacing {
-                if next_slot > now {
-                    schedule.schedule(&held, next_slot);
-                    continue;
-                }
-                next_slot = next_slot.max(now) + spacing;
-            }
+            ready.pop();
             let Some(inner) = inner.upgrade() else { return };
             let task = running.spawn(heartbeat(inner, held.clone()));
             beating.insert(task.id(), held);
         }
-        let next_due = schedule.arm();
+        let wake = [
+            schedule.arm(),
+            next_slot,
+            ready.peek().map(|first| first.expires),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         tokio::select! {
             () = schedule.wake.notified() => {}
             Some(done) = running.join_next_with_id(), if !running.is_empty() => match done {
-                Ok((id, next)) => {
+                Ok((id, beat)) => {
                     beating.remove(&id);
-                    if let Some((held, at)) = next {
-                        schedule.schedule(&held, at);
+                    match beat {
+                        Beat::Confirmed(held, at) => {
+                            pacer.confirmed(clock.now());
+                            schedule.schedule(&held, at);
+                        }
+                        Beat::Throttled(held) => {
+                            pacer.throttled(clock.now());
+                            arrivals += 1;
+                            ready.push(Ready::new(&held, arrivals));
+                        }
+                        Beat::Done => {}
                     }
                 }
                 Err(failed) => {
@@ -149,7 +236,7 @@ async fn run(
                     }
                 }
             },
-            () = sleep_until_due(clock.as_ref(), next_due), if next_due.is_some() => {}
+            () = sleep_until_due(clock.as_ref(), wake), if wake.is_some() => {}
         }
     }
 }
@@ -160,11 +247,11 @@ async fn sleep_until_due(clock: &dyn crate::Clock, due: Option<Instant>) {
     }
 }
 
-/// One heartbeat of one lock, with retries until the lease runs out. Returns when
-/// to heartbeat next, or `None` when the lock is no longer heartbeaten.
-async fn heartbeat(inner: Arc<Shared>, held: Arc<Held>) -> Option<(Arc<Held>, Instant)> {
+/// One heartbeat of one lock, with retries until the lease runs out (a throttle
+/// goes back to the task). Says when to heartbeat next.
+async fn heartbeat(inner: Arc<Shared>, held: Arc<Held>) -> Beat {
     let span = tracing::debug_span!("heartbeat", key = %held.key, fence = %held.fence);
-    let next = async {
+    async {
         let _writing = held.writing().await;
         // Read under the write lock; a lock released meanwhile ends as `Stopped`.
         let snapshot = held.snapshot();
@@ -177,28 +264,31 @@ async fn heartbeat(inner: Arc<Shared>, held: Arc<Held>) -> Option<(Arc<Held>, In
             WriteEnd::Confirmed => {
                 let next = held.state().confirmed_send + held.heartbeat_period;
                 tracing::trace!("heartbeat confirmed");
-                Some(next)
+                Beat::Confirmed(held.clone(), next)
             }
             WriteEnd::Stolen { owner } => {
                 tracing::warn!(owner = owner.as_deref().unwrap_or("-"), "lock lost: stolen");
                 inner.lose(&held, LostReason::Stolen { owner });
-                None
+                Beat::Done
             }
             WriteEnd::GaveUp(error) => {
                 let error = error.map(|e| e.to_string()).unwrap_or_default();
                 tracing::warn!(%error, "lock lost: lease expired before a heartbeat was confirmed");
                 inner.lose(&held, LostReason::Expired);
-                None
+                Beat::Done
             }
             WriteEnd::Failed(error) => {
                 tracing::warn!(%error, "lock lost: the store refused the heartbeat");
                 inner.lose(&held, LostReason::Expired);
-                None
+                Beat::Done
             }
-            WriteEnd::Stopped => None,
+            WriteEnd::Stopped => Beat::Done,
+            WriteEnd::Throttled(_) => {
+                tracing::debug!("heartbeat throttled; sent again in its turn");
+                Beat::Throttled(held.clone())
+            }
         }
     }
     .instrument(span)
-    .await;
-    next.map(|at| (held, at))
+    .await
 }

@@ -208,6 +208,16 @@ impl Held {
         }
     }
 
+    /// The end of the safe time and the end of the lease, counted from the
+    /// latest confirmed write.
+    pub fn deadlines(&self) -> (Instant, Instant) {
+        let state = self.state();
+        (
+            later(state.confirmed_send, self.timing.safe_time_for(state.lease)),
+            later(state.confirmed_send, state.lease),
+        )
+    }
+
     /// Give up one guard; true when it was the last, and the lock is now
     /// stopping (no more heartbeats; the caller forgets it and releases it).
     pub fn drop_guard(&self) -> bool {

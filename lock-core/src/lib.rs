@@ -87,6 +87,7 @@ mod held;
 mod info;
 mod key;
 mod options;
+mod pacing;
 mod record;
 mod registry;
 mod release;

@@ -203,7 +203,9 @@ impl Shared {
                     StoreError::unavailable("release did not complete before its deadline")
                 }),
             }),
-            WriteEnd::Failed(error) => Err(LockError::from_store(&held.key, error)),
+            WriteEnd::Failed(error) | WriteEnd::Throttled(error) => {
+                Err(LockError::from_store(&held.key, error))
+            }
             WriteEnd::Stopped => Ok(()),
         }
     }

@@ -66,6 +66,10 @@ pub(crate) enum WriteEnd {
     Failed(StoreError),
     /// Release began while a heartbeat was retrying.
     Stopped,
+    /// A heartbeat the store throttled (not applied): the heartbeat task sends
+    /// it again in its turn, earliest deadline first, at a pace the store takes.
+    /// (Other writes retry a throttle themselves.)
+    Throttled(StoreError),
 }
 
 impl Shared {
@@ -222,6 +226,11 @@ impl Shared {
             if !error.is_retryable() && !is_heartbeat {
                 return WriteEnd::Failed(error);
             }
+            // Retrying a throttled heartbeat here would compete with every other
+            // lock's for the capacity the store has; the task decides who goes.
+            if is_heartbeat && error.kind() == crate::StoreErrorKind::Throttled {
+                return WriteEnd::Throttled(error);
+            }
             tracing::debug!(key = %held.key, attempt, error = %error, "store error on held write, retrying");
             let pause = self.backoff(attempt);
             attempt = attempt.saturating_add(1);
@@ -288,7 +297,9 @@ impl Shared {
                     reason: LostReason::Expired,
                 })
             }
-            WriteEnd::Failed(error) => Err(LockError::from_store(&held.key, error)),
+            WriteEnd::Failed(error) | WriteEnd::Throttled(error) => {
+                Err(LockError::from_store(&held.key, error))
+            }
         }
     }
 

@@ -20,7 +20,13 @@ impl WriteCapacity {
     /// are not finite or below zero count as zero (every write throttled); a burst
     /// below one still lets single writes through at the rate.
     pub fn new(per_second: f64, burst: f64) -> Self {
-        let sane = |value: f64| if value.is_finite() { value.max(0.0) } else { 0.0 };
+        let sane = |value: f64| {
+            if value.is_finite() {
+                value.max(0.0)
+            } else {
+                0.0
+            }
+        };
         Self {
             per_second: sane(per_second),
             burst: sane(burst).max(1.0),
