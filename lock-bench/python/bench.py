@@ -5,6 +5,7 @@ layout, against the endpoint in LOCK_DYNAMODB_ENDPOINT. Prints one JSON object.
     bench.py uncontended SECONDS
     bench.py contended SECONDS WORKERS SECTION_MS [POLL_MS]
     bench.py report RESULTS.jsonl      # the table of both libraries and the ratios
+    bench.py distance-report RESULTS.jsonl  # the uncontended cycle at each added RTT
 
 Client CPU is this process's user + system time (resource.getrusage, all
 threads) during the measured loop.
@@ -62,9 +63,14 @@ def uncontended(seconds):
     start = time.monotonic()
     deadline = start + seconds
     cycles = 0
+    acquires, releases = [], []
     while time.monotonic() < deadline:
+        started = time.monotonic()
         lock = client.acquire_lock(KEY)
+        acquired = time.monotonic()
         lock.release(best_effort=False)
+        acquires.append((acquired - started) * 1e3)
+        releases.append((time.monotonic() - acquired) * 1e3)
         cycles += 1
     elapsed = time.monotonic() - start
     used = cpu() - cpu_before
@@ -79,7 +85,26 @@ def uncontended(seconds):
         "per_second": cycles / elapsed,
         "cpu_s": used,
         "cpu_ms_per_op": used * 1e3 / max(cycles, 1),
+        "acquire_p50_ms": quantile(acquires, 0.5),
+        "acquire_p99_ms": quantile(acquires, 0.99),
+        "release_p50_ms": quantile(releases, 0.5),
+        "release_p99_ms": quantile(releases, 0.99),
+        "added_rtt_ms": added_rtt_ms(),
     }
+
+
+def quantile(values, q):
+    """The q quantile (nearest rank) of values, as the Rust side computes it."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round((len(ordered) - 1) * q)))]
+
+
+def added_rtt_ms():
+    """The round-trip time ./scripts/bench-vs-python --distance added (a label)."""
+    value = os.environ.get("BENCH_ADDED_RTT_MS")
+    return float(value) if value else None
 
 
 def contended(seconds, workers, section_ms, poll_ms):
@@ -219,10 +244,34 @@ def report(path):
                 name, library, fmt(row["per_second"]), fmt(row["cpu_ms_per_op"], 2), handoff, ratio_ops, ratio_cpu, speedup))
 
 
+def distance_report(path):
+    """The uncontended cycle at each added round-trip time: latencies, cycles/s
+    and the ratios of this project over python-dynamodb-lock."""
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    print("| added RTT | library | acquire p50 / p99 | release p50 / p99 | cycles/s | acquire p50 ratio | cycles/s ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for rtt in sorted({row["added_rtt_ms"] for row in rows}):
+        members = [row for row in rows if row["added_rtt_ms"] == rtt]
+        python = next((r for r in members if r["library"].startswith("python")), None)
+        for row in members:
+            rust = not row["library"].startswith("python")
+            ratio_latency = ratio_ops = "-"
+            if rust and python:
+                ratio_latency = "%.2fx" % (row["acquire_p50_ms"] / python["acquire_p50_ms"])
+                ratio_ops = "%.2fx" % (row["per_second"] / python["per_second"])
+            library = row["library"] + (" (%s layout)" % row["layout"] if rust else "")
+            print("| %g ms | %s | %.1f / %.1f ms | %.1f / %.1f ms | %.1f | %s | %s |" % (
+                rtt, library, row["acquire_p50_ms"], row["acquire_p99_ms"],
+                row["release_p50_ms"], row["release_p99_ms"], row["per_second"], ratio_latency, ratio_ops))
+
+
 def main(argv):
     mode = argv[1]
     if mode == "report":
         report(argv[2])
+        return
+    if mode == "distance-report":
+        distance_report(argv[2])
         return
     seconds = float(argv[2])
     if mode == "uncontended":

@@ -11,7 +11,8 @@
 //!   cut half-way through a request is closed towards the server, so the server
 //!   never waits for the rest of a request that will not come.)
 //! * [`ProxyMode::DelayReplies`]: requests go through at once; each reply is
-//!   held back for a while, as on a slow or congested link.
+//!   held back for a while (once per reply, however many chunks it comes in),
+//!   as on a slow or distant link.
 //! * [`ProxyMode::LoseReplies`]: requests reach the server, which applies them;
 //!   the client's connection is reset when the reply arrives, so the client
 //!   cannot know whether its write applied.
@@ -358,6 +359,10 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
     let mut from_client = vec![0u8; 16 * 1024];
     let mut from_server = vec![0u8; 16 * 1024];
     let (mut client_open, mut server_open) = (true, true);
+    // A reply may come in several chunks (headers, then body): only its first
+    // waits out a delay, so every request sees the delay once, as on a link
+    // with that much more round-trip time.
+    let mut reply_begun = false;
     while client_open || server_open {
         tokio::select! {
             read = client.read(&mut from_client), if client_open => {
@@ -375,6 +380,7 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
                     return;
                 };
                 (client, server) = (still_open, to_server);
+                reply_begun = false;
                 if server.write_all(&from_client[..n]).await.is_err() {
                     reset(client);
                     return;
@@ -397,9 +403,12 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
                     reset(client);
                     return;
                 }
-                if let ProxyMode::DelayReplies(delay) = mode {
+                if let ProxyMode::DelayReplies(delay) = mode
+                    && !reply_begun
+                {
                     tokio::time::sleep(delay).await;
                 }
+                reply_begun = true;
                 let Some((still_open, Some(to_server))) =
                     under_mode(client, Some(server), &shared, mode).await
                 else {

@@ -55,9 +55,14 @@ async fn uncontended(
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
     let mut cycles: u64 = 0;
+    let (mut acquires, mut releases) = (Vec::new(), Vec::new());
     while Instant::now() < deadline {
+        let started = Instant::now();
         let guard = client.acquire(KEY, AcquireOptions::new()).await?;
+        let acquired = Instant::now();
         guard.release().await?;
+        acquires.push((acquired - started).as_secs_f64() * 1e3);
+        releases.push(acquired.elapsed().as_secs_f64() * 1e3);
         cycles += 1;
     }
     let elapsed = start.elapsed().as_secs_f64();
@@ -73,7 +78,18 @@ async fn uncontended(
         "per_second": cycles as f64 / elapsed,
         "cpu_s": cpu,
         "cpu_ms_per_op": cpu * 1e3 / cycles.max(1) as f64,
+        "acquire_p50_ms": lock_bench::quantile(&mut acquires, 0.5),
+        "acquire_p99_ms": lock_bench::quantile(&mut acquires, 0.99),
+        "release_p50_ms": lock_bench::quantile(&mut releases, 0.5),
+        "release_p99_ms": lock_bench::quantile(&mut releases, 0.99),
+        "added_rtt_ms": added_rtt_ms(),
     }))
+}
+
+/// The round-trip time `./scripts/bench-vs-python --distance` added in front of
+/// the endpoint (a label for the report; the proxy adds it).
+fn added_rtt_ms() -> Option<f64> {
+    std::env::var("BENCH_ADDED_RTT_MS").ok()?.parse().ok()
 }
 
 #[derive(Debug, Default)]

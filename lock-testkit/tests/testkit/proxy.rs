@@ -187,6 +187,41 @@ async fn delayed_replies_arrive_after_the_delay() {
     assert!(started.elapsed() >= delay, "{:?}", started.elapsed());
 }
 
+/// A reply that comes in two chunks (as HTTP headers, then a body) waits out
+/// the delay once, not once per chunk: the delay is added round-trip time.
+#[tokio::test]
+async fn a_reply_in_several_chunks_is_delayed_once() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut lines = BufReader::new(read).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let _ = write.write_all(b"ok ").await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let _ = write.write_all(format!("{line}\n").as_bytes()).await;
+                }
+            });
+        }
+    });
+    let proxy = FaultProxy::start(&upstream).unwrap();
+    let delay = Duration::from_millis(300);
+    proxy.set(ProxyMode::DelayReplies(delay));
+    let mut stream = connect(&proxy).await;
+    for request in ["a", "b"] {
+        let started = Instant::now();
+        assert_eq!(
+            ask(&mut stream, request, LIMIT).await,
+            Ok(format!("ok {request}"))
+        );
+        let took = started.elapsed();
+        // Once: 300 ms + 20 ms between the chunks; twice would be 620 ms.
+        assert!(took >= delay && took < delay * 2, "{took:?}");
+    }
+}
+
 #[tokio::test]
 async fn reset_some_fails_about_that_fraction_half_before_and_half_after_the_server() {
     let (upstream, seen) = line_server().await;
