@@ -13,8 +13,14 @@
 //!   memory store with simulated latency: heartbeat CPU, lateness, memory per lock.
 //! * `src/bin/side_by_side.rs` with `python/bench.py`, run by
 //!   `./scripts/bench-vs-python`: this client and python-dynamodb-lock on one
-//!   moto server.
+//!   moto server (`src/bin/delay_proxy.rs` adds round-trip time in front of it).
+//! * `src/bin/throttled_heartbeats.rs`: 10,000 locks on a memory store with a
+//!   write-capacity limit, in paused time: who is lost, who falls in danger.
+//! * `src/bin/store_cpu.rs`: client CPU per request through the real DynamoDB
+//!   store and the bare SDK, against the [`canned`] responder.
 #![deny(missing_docs)]
+
+pub mod canned;
 
 use std::fmt;
 use std::sync::Arc;

@@ -4,7 +4,12 @@
 //! ```sh
 //! cargo run -p lock-bench --release --bin heartbeat_scale            # 1,000 and 10,000 locks
 //! cargo run -p lock-bench --release --bin heartbeat_scale -- 50000   # any counts
+//! STORE=dynamodb cargo run -p lock-bench --release --bin heartbeat_scale  # through the AWS SDK
 //! ```
+//!
+//! With `STORE=dynamodb` the locks are held through the real `DynamoDbStore`
+//! (the AWS SDK's whole request path) against `lock_bench::canned`, a responder
+//! in another process whose CPU is not counted, instead of the memory store.
 //!
 //! Each count runs in a fresh child process (so resident memory starts clean),
 //! with the default timings (lease 20 s, heartbeat every 5 s; `LEASE_SECS`
@@ -135,15 +140,35 @@ fn bare_store() -> MemoryStore {
     MemoryStore::builder().history_capacity(0).build()
 }
 
+/// Whether the locks are held through the real DynamoDB store (`STORE=dynamodb`:
+/// the AWS SDK against the canned responder in another process) or on the
+/// memory store with simulated latency (the default).
+fn through_dynamodb() -> bool {
+    std::env::var("STORE").is_ok_and(|store| store == "dynamodb")
+}
+
 async fn run(locks: usize) -> Result<serde_json::Value, BenchError> {
+    if through_dynamodb() {
+        let responder = lock_bench::canned::spawn_child("--serve-canned")?;
+        let store = lock_bench::canned::store(&responder.endpoint)?;
+        run_on(locks, store).await
+    } else {
+        // Neither the store's history nor the injector's record of events is kept.
+        let faulty = FaultyStore::new(bare_store(), 7)
+            .with_history_capacity(0)
+            .with_faults(FaultConfig::NONE.with_delay(LATENCY.0, LATENCY.1));
+        run_on(locks, faulty).await
+    }
+}
+
+async fn run_on<S: ConditionalStore>(
+    locks: usize,
+    store: S,
+) -> Result<serde_json::Value, BenchError> {
     let lease = lease();
     let period = lease / 4;
-    // Neither the store's history nor the injector's record of events is kept.
-    let faulty = FaultyStore::new(bare_store(), 7)
-        .with_history_capacity(0)
-        .with_faults(FaultConfig::NONE.with_delay(LATENCY.0, LATENCY.1));
     let recorder = Arc::new(Recorder {
-        inner: faulty,
+        inner: store,
         start: Instant::now(),
         period,
         last: (0..locks).map(|_| AtomicU64::new(0)).collect(),
@@ -277,12 +302,18 @@ fn number(value: &serde_json::Value, field: &str) -> f64 {
 
 fn main() -> Result<(), BenchError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--serve-canned") {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()?;
+        return runtime.block_on(lock_bench::canned::serve_child());
+    }
     if let [mode, locks] = args.as_slice()
         && (mode == "--child" || mode == "--store-only")
     {
         let locks: usize = locks.parse()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
+            .enable_all()
             .build()?;
         let result = runtime.block_on(async {
             if mode == "--child" {
@@ -299,10 +330,17 @@ fn main() -> Result<(), BenchError> {
     } else {
         args.iter().map(|a| a.parse()).collect::<Result<_, _>>()?
     };
+    let store = if through_dynamodb() {
+        "DynamoDB store (AWS SDK) against the canned responder in another process".to_owned()
+    } else {
+        format!(
+            "memory store with {}–{} ms latency per call",
+            LATENCY.0.as_millis(),
+            LATENCY.1.as_millis()
+        )
+    };
     println!(
-        "Heartbeat scale: one client, current-thread runtime, memory store with {}–{} ms latency per call, lease {:?} ({})",
-        LATENCY.0.as_millis(),
-        LATENCY.1.as_millis(),
+        "Heartbeat scale: one client, current-thread runtime, {store}, lease {:?} ({})",
         lease(),
         lock_bench::machine()
     );
@@ -313,7 +351,12 @@ fn main() -> Result<(), BenchError> {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for locks in counts {
         let r = child("--child", locks)?;
-        let s = child("--store-only", locks)?;
+        // Through DynamoDB the records live in the responder, not here.
+        let s = if through_dynamodb() {
+            serde_json::json!({ "store_rss_per_lock_b": 0.0 })
+        } else {
+            child("--store-only", locks)?
+        };
         let period_ms = number(&r, "period_s") * 1e3;
         let p99 = number(&r, "lateness_p99_ms");
         let core = number(&r, "core_fraction");
