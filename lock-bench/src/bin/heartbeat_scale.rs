@@ -330,6 +330,9 @@ fn main() -> Result<(), BenchError> {
     } else {
         args.iter().map(|a| a.parse()).collect::<Result<_, _>>()?
     };
+    // Through the AWS SDK every heartbeat is a signed HTTP request: the goal
+    // there is a quarter of a core (0.1 ms of CPU per request at 2,000/s).
+    let core_goal = if through_dynamodb() { 0.25 } else { 0.1 };
     let store = if through_dynamodb() {
         "DynamoDB store (AWS SDK) against the canned responder in another process".to_owned()
     } else {
@@ -362,8 +365,10 @@ fn main() -> Result<(), BenchError> {
         let core = number(&r, "core_fraction");
         let per_lock = number(&r, "rss_per_lock_b");
         let store = number(&s, "store_rss_per_lock_b");
-        let met =
-            p99 < period_ms * 0.1 && core < 0.1 && per_lock < 2048.0 && number(&r, "lost") == 0.0;
+        let met = p99 < period_ms * 0.1
+            && core < core_goal
+            && per_lock < 2048.0
+            && number(&r, "lost") == 0.0;
         println!(
             "| {locks} | {:.0} | {:.1} % | {:.1} µs | {:.1} ms | {:.1} ms | {:.1} ms | {:.2} % | {:.0} B | {:.0} B | {} | {} |",
             number(&r, "beats_in_window") / number(&r, "window_s"),
@@ -382,7 +387,8 @@ fn main() -> Result<(), BenchError> {
     }
     println!();
     println!(
-        "Goal: p99 lateness under 10 % of the period, under 10 % of a core, under 2 KiB per lock, none lost."
+        "Goal: p99 lateness under 10 % of the period, under {:.0} % of a core, under 2 KiB per lock, none lost.",
+        core_goal * 100.0
     );
     Ok(())
 }
