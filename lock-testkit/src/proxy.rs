@@ -118,6 +118,9 @@ struct Shared {
     stats: Mutex<ProxyStats>,
     rng: Mutex<Option<(u64, fastrand::Rng)>>,
     script: Mutex<std::collections::VecDeque<ScriptedFault>>,
+    /// Replies still to lose, on whichever connection they come
+    /// ([`FaultProxy::lose_next_replies`]).
+    replies_to_lose: Mutex<u64>,
 }
 
 impl Shared {
@@ -127,6 +130,18 @@ impl Shared {
 
     fn count(&self, update: impl FnOnce(&mut ProxyStats)) {
         update(&mut self.stats.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// Whether a scripted lost reply is due ([`FaultProxy::lose_next_replies`]),
+    /// counting it off if so.
+    fn take_reply_to_lose(&self) -> bool {
+        let mut left = self
+            .replies_to_lose
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let due = *left > 0;
+        *left = left.saturating_sub(1);
+        due
     }
 
     /// The fate of a connection accepted now.
@@ -190,6 +205,7 @@ impl FaultProxy {
             stats: Mutex::new(ProxyStats::default()),
             rng: Mutex::new(None),
             script: Mutex::new(std::collections::VecDeque::new()),
+            replies_to_lose: Mutex::new(0),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -243,6 +259,18 @@ impl FaultProxy {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .extend(std::iter::repeat_n(fault, connections));
+    }
+
+    /// Lose the next `replies` replies from the server, on connections already
+    /// open or new, whatever the mode: each connection is reset when its reply
+    /// arrives. For servers that keep connections open (PostgreSQL), where
+    /// [`fail_next`](Self::fail_next) reaches only new connections.
+    pub fn lose_next_replies(&self, replies: u64) {
+        *self
+            .shared
+            .replies_to_lose
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) += replies;
     }
 
     /// The current mode.
@@ -396,7 +424,10 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
                     Ok(n) => n,
                 };
                 let mode = shared.mode();
-                if fate == ConnectionFate::LoseReply || mode == ProxyMode::LoseReplies {
+                if fate == ConnectionFate::LoseReply
+                    || mode == ProxyMode::LoseReplies
+                    || shared.take_reply_to_lose()
+                {
                     // The server has answered, so the request applied; the
                     // client learns nothing.
                     shared.count(|s| s.replies_lost += 1);

@@ -145,6 +145,26 @@ async fn lose_replies_applies_the_request_and_resets_the_client() {
     assert_eq!(proxy.stats().replies_lost, 1);
 }
 
+/// `lose_next_replies` reaches a connection that is already open (as a
+/// PostgreSQL pool's are), loses exactly that many replies, and then lets
+/// traffic through again.
+#[tokio::test]
+async fn lose_next_replies_reaches_open_connections_and_counts_down() {
+    let (upstream, seen) = line_server().await;
+    let proxy = FaultProxy::start(&upstream).unwrap();
+    let mut open = connect(&proxy).await;
+    assert_eq!(ask(&mut open, "a", LIMIT).await, Ok("ok a".into()));
+    proxy.lose_next_replies(1);
+    assert_eq!(
+        ask(&mut open, "b", LIMIT).await,
+        Err(std::io::ErrorKind::ConnectionReset)
+    );
+    assert_eq!(*seen.lock().unwrap(), ["a", "b"], "the server applied it");
+    let mut fresh = connect(&proxy).await;
+    assert_eq!(ask(&mut fresh, "c", LIMIT).await, Ok("ok c".into()));
+    assert_eq!(proxy.stats().replies_lost, 1);
+}
+
 #[tokio::test]
 async fn blackhole_is_silent_both_ways_until_the_client_gives_up_and_heals_for_new_connections() {
     let (upstream, seen) = line_server().await;

@@ -1,0 +1,210 @@
+//! The SQL of every operation, written once per table when the store is built.
+//!
+//! Each state change is one statement, sent with its parameter types (the
+//! extended protocol's unnamed statement: parse, bind and execute in one round
+//! trip, and nothing prepared to outlive it, so transaction-mode poolers work).
+//!
+//! Every conditional statement has the same shape:
+//!
+//! ```text
+//! WITH current AS MATERIALIZED (SELECT ... WHERE key FOR UPDATE),   -- lock the row, read its latest version
+//!      written AS (INSERT/UPDATE/DELETE ... decided on that row ... RETURNING ...)
+//! SELECT true, written.* UNION ALL SELECT false, current.* WHERE nothing was written
+//! ```
+//!
+//! `FOR UPDATE` makes the row's latest committed version the one the
+//! condition is decided on (READ COMMITTED re-reads a row that changed since the
+//! statement's snapshot, after waiting for its writer), and keeps it locked until
+//! the statement commits, so the returned row on a rejection is the row that
+//! made the condition fail. docs/postgres.md gives the whole argument.
+
+use crate::errors::StoreConfigError;
+
+/// The columns of a record, in the order every statement returns them.
+pub(crate) const COLUMNS: &str =
+    "partition_key, sort_key, owner, rvn, lease_ms, released, fence, data, expires_at";
+
+/// A validated table name: `table` or `schema.table`, each a plain identifier.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct TableName {
+    /// As the user wrote it.
+    pub(crate) plain: String,
+    /// Quoted for SQL (`"schema"."table"`): the case is kept as written.
+    pub(crate) quoted: String,
+}
+
+impl TableName {
+    pub(crate) fn parse(name: &str) -> Result<Self, StoreConfigError> {
+        let parts: Vec<&str> = name.split('.').collect();
+        let valid = |part: &str| {
+            !part.is_empty()
+                && part.len() <= 63
+                && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !part.starts_with(|c: char| c.is_ascii_digit())
+        };
+        if parts.len() > 2 || !parts.iter().all(|part| valid(part)) {
+            return Err(StoreConfigError::InvalidTableName { name: name.into() });
+        }
+        let quoted = parts
+            .iter()
+            .map(|part| format!("\"{part}\""))
+            .collect::<Vec<_>>()
+            .join(".");
+        Ok(Self {
+            plain: name.into(),
+            quoted,
+        })
+    }
+}
+
+/// The statements of one table.
+#[derive(Clone, Debug)]
+pub(crate) struct Statements {
+    pub(crate) get: String,
+    pub(crate) put_vacant: String,
+    pub(crate) put_version: String,
+    pub(crate) delete_vacant: String,
+    pub(crate) delete_version: String,
+    pub(crate) list_all: String,
+    pub(crate) list_partition: String,
+    pub(crate) create: String,
+}
+
+// Parameters of the writes: $1 partition key, $2 sort key ('' for none),
+// $3 owner, $4 rvn, $5 lease in ms, $6 released, $7 whether the fence steps,
+// $8 what happens to the data (0 keep, 1 replace, 2 clear), $9 the new data,
+// $10 expiry, $11 the expected rvn (version writes only).
+const KEY: &str = "partition_key = $1 AND sort_key = $2";
+const DATA: &str = "CASE $8::int4 WHEN 0 THEN t.data WHEN 1 THEN $9::bytea ELSE NULL END";
+const FENCE: &str = "CASE WHEN $7::bool THEN t.fence + 1 ELSE t.fence END";
+
+impl Statements {
+    pub(crate) fn new(table: &TableName) -> Self {
+        let t = &table.quoted;
+        let current =
+            format!("current AS MATERIALIZED (SELECT {COLUMNS} FROM {t} WHERE {KEY} FOR UPDATE)");
+        let outcome = |written: &str| {
+            format!(
+                "SELECT true AS applied, {COLUMNS} FROM {written} \
+                 UNION ALL \
+                 SELECT false, {COLUMNS} FROM current WHERE NOT EXISTS (SELECT 1 FROM {written})"
+            )
+        };
+        let returning = format!("RETURNING {}", qualified("t"));
+        // A vacant key: absent (insert, fence 1 or 0) or released (update). The
+        // conflict branch locks the row and decides on its latest version.
+        let put_vacant = format!(
+            "WITH {current}, written AS (\
+                 INSERT INTO {t} AS t ({COLUMNS}) \
+                 VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::bool THEN 1 ELSE 0 END, \
+                         CASE WHEN $8::int4 = 1 THEN $9::bytea END, $10) \
+                 ON CONFLICT (partition_key, sort_key) DO UPDATE SET \
+                     owner = EXCLUDED.owner, rvn = EXCLUDED.rvn, lease_ms = EXCLUDED.lease_ms, \
+                     released = EXCLUDED.released, fence = {FENCE}, data = {DATA}, \
+                     expires_at = EXCLUDED.expires_at \
+                 WHERE t.released \
+                 {returning}) {}",
+            outcome("written")
+        );
+        // A version: decided on the locked row (`current`), not on the
+        // statement's snapshot, so a version written since is seen.
+        let put_version = format!(
+            "WITH {current}, written AS (\
+                 UPDATE {t} AS t SET owner = $3, rvn = $4, lease_ms = $5, released = $6, \
+                     fence = {FENCE}, data = {DATA}, expires_at = $10 \
+                 FROM current \
+                 WHERE t.partition_key = current.partition_key AND t.sort_key = current.sort_key \
+                     AND current.rvn = $11 \
+                 {returning}) {}",
+            outcome("written")
+        );
+        let delete = |condition: &str| {
+            format!(
+                "WITH {current}, written AS (\
+                     DELETE FROM {t} AS t USING current \
+                     WHERE t.partition_key = current.partition_key AND t.sort_key = current.sort_key \
+                         AND {condition} \
+                     {returning}) {}",
+                outcome("written")
+            )
+        };
+        Self {
+            get: format!("SELECT {COLUMNS} FROM {t} WHERE {KEY}"),
+            put_vacant,
+            put_version,
+            delete_vacant: delete("current.released"),
+            delete_version: delete("current.rvn = $3"),
+            // Keyset paging: $1/$2 the last key of the previous page ('' and ''
+            // before the first: every partition key is longer than '').
+            list_all: format!(
+                "SELECT {COLUMNS} FROM {t} WHERE (partition_key, sort_key) > ($1, $2) \
+                 ORDER BY partition_key, sort_key LIMIT $3"
+            ),
+            list_partition: format!(
+                "SELECT {COLUMNS} FROM {t} WHERE partition_key = $1 AND sort_key > $2 \
+                 ORDER BY sort_key LIMIT $3"
+            ),
+            create: format!(
+                "CREATE TABLE IF NOT EXISTS {t} (\
+                     partition_key text NOT NULL, \
+                     sort_key text NOT NULL, \
+                     owner text NOT NULL, \
+                     rvn text NOT NULL, \
+                     lease_ms bigint NOT NULL, \
+                     released boolean NOT NULL, \
+                     fence bigint NOT NULL, \
+                     data bytea, \
+                     expires_at bigint, \
+                     PRIMARY KEY (partition_key, sort_key))"
+            ),
+        }
+    }
+}
+
+/// `COLUMNS` qualified by a table alias.
+fn qualified(alias: &str) -> String {
+    COLUMNS
+        .split(", ")
+        .map(|column| format!("{alias}.{column}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_are_plain_identifiers_quoted_as_written() {
+        assert_eq!(TableName::parse("locks").unwrap().quoted, "\"locks\"");
+        assert_eq!(
+            TableName::parse("ops.Locks_2").unwrap().quoted,
+            "\"ops\".\"Locks_2\""
+        );
+        for bad in [
+            "",
+            "a.b.c",
+            "1locks",
+            "locks;drop",
+            "lo\"cks",
+            ".locks",
+            &"x".repeat(64),
+        ] {
+            assert!(TableName::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn every_statement_names_the_table_once_per_use_and_returns_the_columns_in_order() {
+        let statements = Statements::new(&TableName::parse("locks").unwrap());
+        assert!(statements.put_version.contains("FOR UPDATE"));
+        assert!(
+            statements
+                .put_vacant
+                .contains("ON CONFLICT (partition_key, sort_key)")
+        );
+        assert!(statements.delete_version.contains("current.rvn = $3"));
+        assert!(statements.get.starts_with(&format!("SELECT {COLUMNS} ")));
+    }
+}

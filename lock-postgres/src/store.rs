@@ -1,0 +1,571 @@
+//! [`PostgresStore`]: the [`ConditionalStore`] on one PostgreSQL table, and its
+//! builder.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use lock_core::{
+    Capabilities, ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page,
+    StoreError,
+};
+use tokio_postgres::Row;
+use tokio_postgres::types::{ToSql, Type};
+
+use crate::errors::{Stage, StoreConfigError, classify, classify_pool, transport};
+use crate::row::{
+    self, MAX_PARTITION_KEY_BYTES, MAX_RECORD_BYTES, MAX_SORT_KEY_BYTES, WriteValues,
+};
+use crate::sql::{Statements, TableName};
+
+/// How long the store waits, and how long it lets the server work.
+///
+/// Keep `reply` well below the shortest lease you use: the client can only
+/// trust a heartbeat that returned.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct Timeouts {
+    /// Opening a connection (TCP, TLS and login), and waiting for a free one
+    /// in the pool.
+    pub connect: Duration,
+    /// The server cancels a statement that runs longer (`statement_timeout`,
+    /// set on every connection the store opens); a cancelled statement is
+    /// rolled back.
+    pub statement: Duration,
+    /// The client stops waiting for a reply this long after sending; a write
+    /// without a reply may have applied (ambiguous) and its connection is
+    /// closed. At least `statement`.
+    pub reply: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(1),
+            statement: Duration::from_secs(2),
+            reply: Duration::from_millis(2500),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Set the connect timeout.
+    pub fn with_connect(mut self, timeout: Duration) -> Self {
+        self.connect = timeout;
+        self
+    }
+    /// Set the server's statement timeout.
+    pub fn with_statement(mut self, timeout: Duration) -> Self {
+        self.statement = timeout;
+        self
+    }
+    /// Set how long the client waits for a reply.
+    pub fn with_reply(mut self, timeout: Duration) -> Self {
+        self.reply = timeout;
+        self
+    }
+
+    fn validate(&self) -> Result<(), StoreConfigError> {
+        for (which, value) in [
+            ("connect", self.connect),
+            ("statement", self.statement),
+            ("reply", self.reply),
+        ] {
+            if value.is_zero() {
+                return Err(StoreConfigError::ZeroTimeout { which });
+            }
+        }
+        if self.reply < self.statement {
+            return Err(StoreConfigError::ReplyBeforeStatement {
+                reply: self.reply,
+                statement: self.statement,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Builds a [`PostgresStore`]; start with [`PostgresStore::builder`].
+#[derive(Clone, Debug)]
+pub struct PostgresStoreBuilder {
+    table: String,
+    timeouts: Timeouts,
+    max_connections: usize,
+}
+
+impl PostgresStoreBuilder {
+    /// Timeouts for every statement (see [`Timeouts`]).
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Most connections the store's own pool opens (default 16). Statements on
+    /// one connection wait for each other; a client holding many locks sends
+    /// heartbeats on as many connections as are free.
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections;
+        self
+    }
+
+    /// A store with a pool of its own, connecting with a connection string
+    /// (`postgres://user:password@host:port/database` or `host=... user=...`)
+    /// without TLS. Nothing is connected until the first statement.
+    ///
+    /// For TLS, build a `deadpool_postgres::Pool` with your TLS connector and
+    /// use [`build_with_pool`](Self::build_with_pool).
+    pub fn build_from_url(self, url: &str) -> Result<PostgresStore, StoreConfigError> {
+        let config = tokio_postgres::Config::from_str(url).map_err(|error| {
+            StoreConfigError::InvalidUrl {
+                reason: error.to_string(),
+            }
+        })?;
+        self.build_with_config(config)
+    }
+
+    /// A store with a pool of its own from a parsed configuration (no TLS). The
+    /// store sets the connect timeout and the server's `statement_timeout` on
+    /// it.
+    pub fn build_with_config(
+        self,
+        mut config: tokio_postgres::Config,
+    ) -> Result<PostgresStore, StoreConfigError> {
+        self.timeouts.validate()?;
+        if self.max_connections == 0 {
+            return Err(StoreConfigError::NoConnections);
+        }
+        let statement_ms = self.timeouts.statement.as_millis();
+        let options = match config.get_options() {
+            Some(existing) => format!("{existing} -c statement_timeout={statement_ms}"),
+            None => format!("-c statement_timeout={statement_ms}"),
+        };
+        config.options(options);
+        config.connect_timeout(self.timeouts.connect);
+        if config.get_application_name().is_none() {
+            config.application_name("lock-postgres");
+        }
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(self.max_connections)
+            .wait_timeout(Some(self.timeouts.connect))
+            .create_timeout(Some(self.timeouts.connect))
+            .recycle_timeout(Some(self.timeouts.connect))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|error| StoreConfigError::Pool {
+                reason: error.to_string(),
+            })?;
+        self.finish(Connections::Pool(pool))
+    }
+
+    /// A store on your own pool (with your TLS, sizes and settings). The store
+    /// cannot set `statement_timeout` on your connections: set it in the pool's
+    /// configuration or on the role (`ALTER ROLE ... SET statement_timeout`);
+    /// the reply timeout applies either way.
+    pub fn build_with_pool(self, pool: Pool) -> Result<PostgresStore, StoreConfigError> {
+        self.timeouts.validate()?;
+        self.finish(Connections::Pool(pool))
+    }
+
+    /// A store on one connection you opened (tokio-postgres pipelines
+    /// concurrent statements on it). As with [`build_with_pool`](Self::build_with_pool),
+    /// set `statement_timeout` yourself. A connection that fails stays failed:
+    /// prefer a pool for long-running clients.
+    pub fn build_with_client(
+        self,
+        client: Arc<tokio_postgres::Client>,
+    ) -> Result<PostgresStore, StoreConfigError> {
+        self.timeouts.validate()?;
+        self.finish(Connections::Client(client))
+    }
+
+    fn finish(self, connections: Connections) -> Result<PostgresStore, StoreConfigError> {
+        let table = TableName::parse(&self.table)?;
+        Ok(PostgresStore {
+            inner: Arc::new(Inner {
+                statements: Statements::new(&table),
+                table,
+                timeouts: self.timeouts,
+                connections,
+            }),
+        })
+    }
+}
+
+/// Where statements go.
+#[derive(Debug)]
+enum Connections {
+    Pool(Pool),
+    Client(Arc<tokio_postgres::Client>),
+}
+
+/// One connection for one statement.
+// One lives on the stack for the length of a statement; boxing the pooled
+// object would cost an allocation per statement to save a few moves.
+#[allow(clippy::large_enum_variant)]
+enum Connection {
+    Pooled(Object),
+    Shared(Arc<tokio_postgres::Client>),
+}
+
+impl Connection {
+    fn client(&self) -> &tokio_postgres::Client {
+        match self {
+            Connection::Pooled(object) => object,
+            Connection::Shared(client) => client,
+        }
+    }
+
+    /// Close a pooled connection instead of returning it to the pool: a
+    /// statement on it is still running or its reply is lost.
+    fn discard(self) {
+        if let Connection::Pooled(object) = self {
+            drop(Object::take(object));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    table: TableName,
+    statements: Statements,
+    timeouts: Timeouts,
+    connections: Connections,
+}
+
+/// A [`ConditionalStore`] on one PostgreSQL table: one statement, one round
+/// trip, per operation. Cheap to clone (the pool is shared).
+///
+/// See the [crate docs](crate) for the statements and how errors map.
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    // The table and timeouts say which store this is; the statements and the
+    // pool's slots would bury them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("table", &self.inner.table.plain)
+            .field("timeouts", &self.inner.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// A builder for a store on `table` (`locks`, or `schema.locks`).
+    pub fn builder(table: impl Into<String>) -> PostgresStoreBuilder {
+        PostgresStoreBuilder {
+            table: table.into(),
+            timeouts: Timeouts::default(),
+            max_connections: 16,
+        }
+    }
+
+    /// The table, as configured.
+    pub fn table(&self) -> &str {
+        &self.inner.table.plain
+    }
+
+    /// The timeouts in force.
+    pub fn timeouts(&self) -> Timeouts {
+        self.inner.timeouts
+    }
+
+    pub(crate) fn quoted_table(&self) -> &str {
+        &self.inner.table.quoted
+    }
+
+    pub(crate) fn statements(&self) -> &Statements {
+        &self.inner.statements
+    }
+
+    async fn connection(&self) -> Result<Connection, StoreError> {
+        match &self.inner.connections {
+            Connections::Pool(pool) => {
+                let object = pool
+                    .get()
+                    .await
+                    .map_err(|error| classify_pool(error, self.table()))?;
+                Ok(Connection::Pooled(object))
+            }
+            Connections::Client(client) => {
+                if client.is_closed() {
+                    return Err(transport(
+                        Stage::Connecting,
+                        "the PostgreSQL connection given to the store is closed".into(),
+                    ));
+                }
+                Ok(Connection::Shared(client.clone()))
+            }
+        }
+    }
+
+    /// Run one statement with typed parameters: one round trip.
+    pub(crate) async fn query(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+        stage: Stage,
+    ) -> Result<Vec<Row>, StoreError> {
+        let connection = self.connection().await?;
+        let sent = tokio::time::timeout(
+            self.inner.timeouts.reply,
+            connection.client().query_typed(sql, params),
+        )
+        .await;
+        match sent {
+            Ok(Ok(rows)) => Ok(rows),
+            Ok(Err(error)) => {
+                if error.as_db_error().is_none() {
+                    // The connection failed, not the statement.
+                    connection.discard();
+                }
+                Err(classify(&error, stage, self.table()))
+            }
+            Err(_elapsed) => {
+                connection.discard();
+                Err(transport(
+                    stage,
+                    format!(
+                        "no reply from PostgreSQL within {:?}",
+                        self.inner.timeouts.reply
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Read the outcome of a conditional statement: its one row (`applied`
+    /// first, then the record), or none when the key is absent.
+    fn outcome(rows: &[Row]) -> Result<Outcome, StoreError> {
+        let Some(row) = rows.first() else {
+            return Ok(Outcome::Rejected { current: None });
+        };
+        let applied: bool = row.try_get(0).map_err(|error| {
+            StoreError::other(format!("unexpected reply from PostgreSQL: {error}"))
+        })?;
+        let record = row::record(row, 1)?;
+        Ok(if applied {
+            Outcome::Applied(record)
+        } else {
+            Outcome::Rejected {
+                current: Some(record),
+            }
+        })
+    }
+}
+
+#[async_trait]
+impl ConditionalStore for PostgresStore {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        row::check_key(key)?;
+        let sort = row::sort_column(key);
+        let rows = self
+            .query(
+                &self.inner.statements.get,
+                &[(&key.partition(), Type::TEXT), (&sort, Type::TEXT)],
+                Stage::Read,
+            )
+            .await?;
+        rows.first().map(|row| row::record(row, 0)).transpose()
+    }
+
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        let values = WriteValues::check(key, &new)?;
+        let partition = key.partition();
+        let sort = row::sort_column(key);
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+            (&partition, Type::TEXT),
+            (&sort, Type::TEXT),
+            (&values.owner, Type::TEXT),
+            (&values.rvn, Type::TEXT),
+            (&values.lease_ms, Type::INT8),
+            (&values.released, Type::BOOL),
+            (&values.next_fence, Type::BOOL),
+            (&values.data_mode, Type::INT4),
+            (&values.data, Type::BYTEA),
+            (&values.expires_at, Type::INT8),
+        ];
+        let expected;
+        let sql = match &expect {
+            Expect::Vacant => &self.inner.statements.put_vacant,
+            Expect::Version(rvn) => {
+                expected = rvn.as_str();
+                params.push((&expected, Type::TEXT));
+                &self.inner.statements.put_version
+            }
+        };
+        let rows = self.query(sql, &params, Stage::Write).await?;
+        Self::outcome(&rows)
+    }
+
+    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+        row::check_key(key)?;
+        let partition = key.partition();
+        let sort = row::sort_column(key);
+        let rows = match &expect {
+            Expect::Vacant => {
+                self.query(
+                    &self.inner.statements.delete_vacant,
+                    &[(&partition, Type::TEXT), (&sort, Type::TEXT)],
+                    Stage::Write,
+                )
+                .await?
+            }
+            Expect::Version(rvn) => {
+                let expected = rvn.as_str();
+                self.query(
+                    &self.inner.statements.delete_version,
+                    &[
+                        (&partition, Type::TEXT),
+                        (&sort, Type::TEXT),
+                        (&expected, Type::TEXT),
+                    ],
+                    Stage::Write,
+                )
+                .await?
+            }
+        };
+        Self::outcome(&rows)
+    }
+
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let (after_partition, after_sort) = match &cursor {
+            Some(cursor) => decode_cursor(cursor)?,
+            None => (String::new(), String::new()),
+        };
+        // One more than asked for tells whether another page follows.
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let fetch = limit.saturating_add(1);
+        let rows = match partition {
+            Some(partition) => {
+                if partition.contains('\0') {
+                    return Err(StoreError::invalid(
+                        "the partition contains a NUL character, which PostgreSQL text cannot store",
+                    ));
+                }
+                self.query(
+                    &self.inner.statements.list_partition,
+                    &[
+                        (&partition, Type::TEXT),
+                        (&after_sort, Type::TEXT),
+                        (&fetch, Type::INT8),
+                    ],
+                    Stage::Read,
+                )
+                .await?
+            }
+            None => {
+                self.query(
+                    &self.inner.statements.list_all,
+                    &[
+                        (&after_partition, Type::TEXT),
+                        (&after_sort, Type::TEXT),
+                        (&fetch, Type::INT8),
+                    ],
+                    Stage::Read,
+                )
+                .await?
+            }
+        };
+        let mut records = rows
+            .iter()
+            .map(|row| row::record(row, 0))
+            .collect::<Result<Vec<_>, _>>()?;
+        let more = records.len() as i64 > limit;
+        records.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        let next = match records.last() {
+            Some(last) if more => Some(encode_cursor(&last.key)),
+            _ => None,
+        };
+        Ok(Page { records, next })
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+            .with_returns_current_on_conflict(true)
+            .with_sort_keys(true)
+            .with_key_limits(MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES)
+            .with_max_record_bytes(MAX_RECORD_BYTES)
+            .with_keeps_released_records(true)
+            .with_stores_expiry(true)
+    }
+}
+
+/// A cursor is the last key of the page, as a JSON pair.
+fn encode_cursor(key: &LockKey) -> Cursor {
+    Cursor(serde_json::json!([key.partition(), row::sort_column(key)]).to_string())
+}
+
+fn decode_cursor(cursor: &Cursor) -> Result<(String, String), StoreError> {
+    serde_json::from_str::<(String, String)>(&cursor.0).map_err(|_| {
+        StoreError::invalid(format!(
+            "listing cursor {:?} was not made by this store; start the listing again without one",
+            cursor.0
+        ))
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_foreign_ones_are_invalid() {
+        let key = LockKey::with_sort("a\"b", "c,d");
+        let cursor = encode_cursor(&key);
+        assert_eq!(
+            decode_cursor(&cursor).unwrap(),
+            ("a\"b".to_owned(), "c,d".to_owned())
+        );
+        let error = decode_cursor(&Cursor("s3:abc".into())).unwrap_err();
+        assert_eq!(error.kind(), lock_core::StoreErrorKind::Invalid);
+    }
+
+    #[test]
+    fn bad_configuration_is_refused_before_anything_connects() {
+        let url = "postgres://u:p@127.0.0.1:1/db";
+        let error = PostgresStore::builder("bad name")
+            .build_from_url(url)
+            .unwrap_err();
+        assert!(matches!(error, StoreConfigError::InvalidTableName { .. }));
+        let error = PostgresStore::builder("locks")
+            .timeouts(Timeouts::default().with_reply(Duration::from_millis(100)))
+            .build_from_url(url)
+            .unwrap_err();
+        assert!(matches!(
+            error,
+            StoreConfigError::ReplyBeforeStatement { .. }
+        ));
+        let error = PostgresStore::builder("locks")
+            .max_connections(0)
+            .build_from_url(url)
+            .unwrap_err();
+        assert_eq!(error, StoreConfigError::NoConnections);
+        let error = PostgresStore::builder("locks")
+            .build_from_url("postgres://[bad")
+            .unwrap_err();
+        assert!(matches!(error, StoreConfigError::InvalidUrl { .. }));
+    }
+}

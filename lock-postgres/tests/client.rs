@@ -1,0 +1,258 @@
+//! The lock client end to end on the PostgreSQL store: heartbeats, takeover,
+//! release and shutdown; replies lost after a write applied, recognised by RVN;
+//! a partition that leaves writes ambiguous; connections refused.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)] // each test binary uses part of the shared set-up
+mod support;
+
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockClient,
+    LockError, LockKey, NewRecord, Rvn, StoreErrorKind,
+};
+use lock_memory::FaultyStore;
+use lock_postgres::{PostgresStore, Timeouts};
+use lock_testkit::proxy::{FaultProxy, ProxyMode, ScriptedFault};
+use tokio::time::{Instant, timeout};
+
+use support::{client, fresh_store, same_table, url};
+
+/// Every wait on a future that might never resolve is bounded by this.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Timeouts short enough that a lost or blackholed statement fails well inside
+/// the tests' leases.
+fn drill_timeouts() -> Timeouts {
+    Timeouts::default()
+        .with_connect(Duration::from_millis(500))
+        .with_statement(Duration::from_millis(300))
+        .with_reply(Duration::from_millis(500))
+}
+
+/// A fault proxy in front of the test server, and a store on `store`'s table
+/// reaching the server through it with one connection.
+fn proxied(store: &PostgresStore) -> (FaultProxy, PostgresStore) {
+    let url = url().expect("the table was created, so there is a server");
+    let port = std::env::var("LOCK_POSTGRES_PORT").expect("./scripts/test sets LOCK_POSTGRES_PORT");
+    let proxy = FaultProxy::start(&format!("127.0.0.1:{port}")).expect("start the fault proxy");
+    let through = url.replacen(
+        &format!("127.0.0.1:{port}/"),
+        &format!("{}/", proxy.addr()),
+        1,
+    );
+    assert_ne!(through, url, "the test URL names 127.0.0.1:{port}");
+    let via = same_table(store, &through, |b| {
+        b.timeouts(drill_timeouts()).max_connections(1)
+    });
+    (proxy, via)
+}
+
+/// Wait until `done` holds, polling, at most `LIMIT`.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + LIMIT;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn end_to_end_heartbeats_takeover_release_and_shutdown() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let lease = Duration::from_millis(1000);
+    // The holder reaches the table through a switch that can cut it off.
+    let link = FaultyStore::new(same_table(&store, &url().unwrap(), |b| b), 1);
+    let holder = LockClient::builder(link.clone())
+        .owner("holder")
+        .lease(lease)
+        .heartbeat_period(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    let first = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+
+    // Heartbeats keep it across several leases.
+    tokio::time::sleep(lease * 3).await;
+    assert!(guard.is_safe(), "{:?}", guard.state());
+    let later = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert_eq!((later.owner.as_str(), later.fence), ("holder", Fence(1)));
+    assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
+
+    // The holder "crashes" (cut off from the table); a waiter takes over.
+    let waiter = client(store.clone(), "waiter", lease);
+    link.set_unavailable(true);
+    let started = Instant::now();
+    let taken = timeout(
+        LIMIT,
+        waiter.acquire("job", AcquireOptions::new().wait(Duration::from_secs(10))),
+    )
+    .await
+    .expect("bounded")
+    .unwrap();
+    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
+    assert_eq!(taken.fence(), Fence(2));
+    assert!(
+        !guard.is_safe(),
+        "the cut-off holder no longer trusts its lease"
+    );
+    link.set_unavailable(false);
+    drop(guard);
+
+    // Shutdown releases what the waiter holds.
+    let other = waiter
+        .acquire("other", AcquireOptions::new())
+        .await
+        .unwrap();
+    let report = waiter.shutdown().await.unwrap();
+    assert_eq!(report.released.len(), 2, "{report:?}");
+    for key in ["job", "other"] {
+        let record = store.get(&LockKey::new(key)).await.unwrap().unwrap();
+        assert!(record.released, "{record:?}");
+    }
+    assert!(matches!(
+        waiter.acquire("job", AcquireOptions::new()).await,
+        Err(LockError::Shutdown)
+    ));
+    drop((taken, other));
+    holder.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn replies_lost_after_the_write_applied_are_recognised_and_nothing_is_left_held() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    let key = LockKey::new("job");
+    // Open the one connection first: a lost reply must be a statement's.
+    via.get(&key).await.unwrap();
+    let lease = Duration::from_secs(3);
+    let holder = client(via, "holder", lease);
+
+    // Acquire: the write applies, its reply is lost. The client reads its own
+    // write back instead of waiting out "someone's" lease.
+    proxy.lose_next_replies(1);
+    let started = Instant::now();
+    let guard = timeout(
+        LIMIT,
+        holder.acquire(
+            key.clone(),
+            AcquireOptions::new().wait(Duration::from_secs(10)),
+        ),
+    )
+    .await
+    .expect("bounded")
+    .expect("the acquire recognises its own write");
+    assert_eq!(proxy.stats().replies_lost, 1, "{:?}", proxy.stats());
+    assert!(
+        started.elapsed() < lease / 2,
+        "recognised at once, not waited out: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(guard.fence(), Fence(1));
+    assert!(guard.took_over().is_none(), "{:?}", guard.took_over());
+
+    // Heartbeat: its reply is lost; the lock stays safe through more than a
+    // lease, because the next heartbeat finds the lost one's version.
+    proxy.lose_next_replies(1);
+    eventually("a heartbeat's reply is lost", || {
+        proxy.stats().replies_lost == 2
+    })
+    .await;
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let through = tokio::time::sleep(lease + lease / 2);
+    tokio::select! {
+        reason = &mut lost => panic!("the lock was lost after a lost heartbeat reply: {reason}"),
+        () = through => {}
+    }
+    assert!(guard.is_safe(), "{:?}", guard.state());
+    let record = store.get(&key).await.unwrap().unwrap();
+    assert_eq!((record.owner.as_str(), record.fence), ("holder", Fence(1)));
+
+    // Release: its reply is lost; the release still reports success.
+    proxy.lose_next_replies(1);
+    timeout(LIMIT, guard.release())
+        .await
+        .expect("bounded")
+        .expect("a release whose reply was lost is recognised as applied");
+    assert_eq!(proxy.stats().replies_lost, 3, "{:?}", proxy.stats());
+    let record = store.get(&key).await.unwrap().unwrap();
+    assert!(record.released, "{record:?}");
+
+    let report = holder.shutdown().await.unwrap();
+    assert!(
+        report.failed.is_empty() && report.timed_out.is_empty(),
+        "{report:?}"
+    );
+}
+
+fn write(owner: &str) -> NewRecord {
+    NewRecord {
+        owner: owner.into(),
+        rvn: Rvn::fresh(),
+        lease: Duration::from_secs(20),
+        released: false,
+        fence: FenceUpdate::Next,
+        data: DataUpdate::Keep,
+        expires_at: None,
+    }
+}
+
+/// A partition: a write sent into it gets no reply within the reply timeout
+/// and is ambiguous, a read is unavailable, and the silent connection is closed
+/// so that the store works again as soon as the network heals. A connection
+/// reset before anything reached the server is unavailable, nothing sent.
+#[tokio::test]
+async fn a_partition_makes_writes_ambiguous_and_the_store_recovers_when_it_heals() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    let key = LockKey::new("job");
+    via.get(&key).await.unwrap();
+
+    proxy.set(ProxyMode::Blackhole);
+    let started = Instant::now();
+    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Ambiguous, "{error}");
+    assert!(
+        started.elapsed() >= drill_timeouts().reply,
+        "{:?}",
+        started.elapsed()
+    );
+    let error = timeout(LIMIT, via.get(&key))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+
+    proxy.set(ProxyMode::Pass);
+    // The blackholed write never reached the server.
+    assert_eq!(store.get(&key).await.unwrap(), None);
+    let held = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+        .await
+        .expect("bounded")
+        .expect("a new connection once the partition heals");
+    assert!(matches!(held, lock_core::Outcome::Applied(_)), "{held:?}");
+
+    // A connection reset before anything was forwarded: not sent.
+    let (proxy, fresh) = proxied(&store);
+    proxy.fail_next(ScriptedFault::ResetBeforeForwarding, 1);
+    let error = timeout(
+        LIMIT,
+        fresh.put(&LockKey::new("other"), Expect::Vacant, write("b")),
+    )
+    .await
+    .expect("bounded")
+    .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    assert_eq!(store.get(&LockKey::new("other")).await.unwrap(), None);
+}

@@ -1,0 +1,439 @@
+//! The PostgreSQL store against a real server (started by `./scripts/test`):
+//! the conformance suite, racing writers, the statements' outcomes, schema
+//! creation and validation, and how each failure is classified.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)] // each test binary uses part of the shared set-up
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockKey, NewRecord, Outcome, Rvn,
+    StoreErrorKind,
+};
+use lock_postgres::{PostgresStore, SchemaError, Timeouts};
+
+use support::{admin_url, connect, fresh_store, fresh_store_with, table_name, url};
+
+mod conformance {
+    lock_testkit::conformance_suite!(crate::support::TableFactory);
+}
+
+fn write(owner: &str, released: bool, fence: FenceUpdate) -> NewRecord {
+    NewRecord {
+        owner: owner.into(),
+        rvn: Rvn::fresh(),
+        lease: Duration::from_secs(20),
+        released,
+        fence,
+        data: DataUpdate::Keep,
+        expires_at: None,
+    }
+}
+
+fn applied(outcome: Outcome) -> lock_core::LockRecord {
+    match outcome {
+        Outcome::Applied(record) => record,
+        other => panic!("expected the write to apply, got {other:?}"),
+    }
+}
+
+/// Many connections race for one key, in many trials: a fresh key (the insert
+/// branch), a released key (the conflict branch) and a takeover of one version
+/// (the update branch). Exactly one writer wins each race, and every loser is
+/// shown the winner's row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
+    const WRITERS: usize = 12;
+    const TRIALS: usize = 60;
+    let Some(first) = fresh_store_with(|b| b.max_connections(2)).await else {
+        return;
+    };
+    let url = url().unwrap();
+    // Each writer has its own pool, so the statements really run at once.
+    let stores: Vec<PostgresStore> = (0..WRITERS)
+        .map(|_| support::same_table(&first, &url, |b| b.max_connections(1)))
+        .collect();
+    for store in &stores {
+        store.get(&LockKey::new("warm-up")).await.unwrap();
+    }
+    let stores = Arc::new(stores);
+    for trial in 0..TRIALS {
+        let key = LockKey::with_sort("race", format!("trial-{trial}"));
+        for (round, branch) in ["fresh", "released", "takeover"].into_iter().enumerate() {
+            let expect = match round {
+                0 | 1 => Expect::Vacant,
+                _ => Expect::Version(first.get(&key).await.unwrap().unwrap().rvn),
+            };
+            let mut tasks = Vec::new();
+            for writer in 0..WRITERS {
+                let stores = stores.clone();
+                let key = key.clone();
+                let expect = expect.clone();
+                tasks.push(tokio::spawn(async move {
+                    let new = write(&format!("w{writer}"), false, FenceUpdate::Next);
+                    stores[writer].put(&key, expect, new).await
+                }));
+            }
+            let mut winners = Vec::new();
+            let mut losers = Vec::new();
+            for task in tasks {
+                match task.await.unwrap().unwrap() {
+                    Outcome::Applied(record) => winners.push(record),
+                    Outcome::Rejected { current } => losers.push(current),
+                }
+            }
+            assert_eq!(winners.len(), 1, "trial {trial}, {branch} key: {winners:?}");
+            let winner = &winners[0];
+            assert_eq!(
+                winner.fence,
+                Fence(round as u64 + 1),
+                "trial {trial} round {round}"
+            );
+            for current in losers {
+                // A loser of the fresh-key race may not see the row (it was
+                // created after its statement began): it reports none, and the
+                // client reads.
+                match current {
+                    Some(current) => assert_eq!(current.rvn, winner.rvn, "trial {trial}"),
+                    None => assert_eq!(round, 0, "trial {trial} round {round}: no current row"),
+                }
+            }
+            let stored = first.get(&key).await.unwrap().unwrap();
+            assert_eq!(stored.rvn, winner.rvn);
+            if round == 0 {
+                // Release, for the next round's race on a released key.
+                let mut release = write(&winner.owner, true, FenceUpdate::Keep);
+                release.rvn = Rvn::fresh();
+                applied(
+                    first
+                        .put(&key, Expect::Version(stored.rvn), release)
+                        .await
+                        .unwrap(),
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_statement_returns_the_row_it_decided_on() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let key = LockKey::new("job");
+    let mut first = write("a", false, FenceUpdate::Next);
+    first.data = DataUpdate::Replace(b"checkpoint".to_vec());
+    first.expires_at = Some(1_900_000_000);
+    let held = applied(store.put(&key, Expect::Vacant, first).await.unwrap());
+    assert_eq!(held.fence, Fence(1));
+    assert_eq!(held.data.as_deref(), Some(&b"checkpoint"[..]));
+    assert_eq!(held.expires_at, Some(1_900_000_000));
+    assert_eq!(held.lease, Duration::from_secs(20));
+
+    // A rejected acquire, heartbeat and delete each return the current row.
+    for outcome in [
+        store
+            .put(&key, Expect::Vacant, write("b", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+        store
+            .put(
+                &key,
+                Expect::Version(Rvn::fresh()),
+                write("b", false, FenceUpdate::Keep),
+            )
+            .await
+            .unwrap(),
+        store.delete(&key, Expect::Vacant).await.unwrap(),
+    ] {
+        assert_eq!(
+            outcome,
+            Outcome::Rejected {
+                current: Some(held.clone())
+            }
+        );
+    }
+    // A heartbeat keeps fence and data; a takeover steps the fence.
+    let beat = applied(
+        store
+            .put(
+                &key,
+                Expect::Version(held.rvn.clone()),
+                write("a", false, FenceUpdate::Keep),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (beat.fence, beat.data.as_deref()),
+        (Fence(1), Some(&b"checkpoint"[..]))
+    );
+    let taken = applied(
+        store
+            .put(
+                &key,
+                Expect::Version(beat.rvn.clone()),
+                write("b", false, FenceUpdate::Next),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!((taken.owner.as_str(), taken.fence), ("b", Fence(2)));
+    // Writes on an absent key by version are rejected with no row.
+    let absent = LockKey::with_sort("job", "absent");
+    assert_eq!(
+        store
+            .put(
+                &absent,
+                Expect::Version(Rvn::fresh()),
+                write("c", false, FenceUpdate::Keep)
+            )
+            .await
+            .unwrap(),
+        Outcome::Rejected { current: None }
+    );
+}
+
+#[tokio::test]
+async fn create_schema_is_idempotent_and_validate_accepts_it() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    store.create_schema().await.unwrap();
+    store.validate_schema().await.unwrap();
+    // A schema-qualified name works the same way.
+    let admin = connect(&url().unwrap()).await;
+    let schema = table_name("ops");
+    admin
+        .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+        .await
+        .unwrap();
+    let qualified = PostgresStore::builder(format!("{schema}.locks"))
+        .build_from_url(&url().unwrap())
+        .unwrap();
+    assert!(matches!(
+        qualified.validate_schema().await,
+        Err(SchemaError::Missing { .. })
+    ));
+    qualified.create_schema().await.unwrap();
+    let record = applied(
+        qualified
+            .put(
+                &LockKey::new("a"),
+                Expect::Vacant,
+                write("me", false, FenceUpdate::Next),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(record.fence, Fence(1));
+}
+
+#[tokio::test]
+async fn a_table_of_another_shape_is_refused_precisely() {
+    let Some(url) = url() else {
+        return;
+    };
+    let table = table_name("wrong");
+    let admin = connect(&url).await;
+    admin
+        .batch_execute(&format!(
+            "CREATE TABLE \"{table}\" (partition_key varchar(64) NOT NULL PRIMARY KEY, \
+             sort_key text NOT NULL, owner text, lease_ms bigint NOT NULL, released boolean NOT NULL, \
+             fence bigint NOT NULL, data bytea, expires_at bigint)"
+        ))
+        .await
+        .unwrap();
+    let store = PostgresStore::builder(&table).build_from_url(&url).unwrap();
+    let error = store.validate_schema().await.unwrap_err();
+    let SchemaError::Mismatch { problems, .. } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+    assert!(problems[0].contains("partition_key is character varying(64); it must be text"));
+    assert!(problems[1].contains("owner allows NULL"));
+    assert!(problems[2].contains("rvn is missing"));
+    assert!(problems[3].contains("primary key is (partition_key)"));
+    // create_schema never alters a table it did not create.
+    assert!(matches!(
+        store.create_schema().await,
+        Err(SchemaError::Mismatch { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_missing_table_names_the_table_and_how_to_create_it() {
+    let Some(url) = url() else {
+        return;
+    };
+    let table = table_name("missing");
+    let store = PostgresStore::builder(&table).build_from_url(&url).unwrap();
+    let error = store.get(&LockKey::new("a")).await.unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::NotFound, "{error}");
+    assert!(error.to_string().contains(&table), "{error}");
+    assert!(error.to_string().contains("create_schema"), "{error}");
+    let error = store
+        .put(
+            &LockKey::new("a"),
+            Expect::Vacant,
+            write("me", false, FenceUpdate::Next),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::NotFound, "{error}");
+    let error = store.validate_schema().await.unwrap_err();
+    assert!(
+        error.to_string().contains("lockctl create-table"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn refused_connections_are_unavailable_and_nothing_was_sent() {
+    // A loopback port nobody listens on.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let store = PostgresStore::builder("locks")
+        .build_from_url(&format!("postgres://nobody:x@127.0.0.1:{port}/db"))
+        .unwrap();
+    let error = store
+        .put(
+            &LockKey::new("a"),
+            Expect::Vacant,
+            write("me", false, FenceUpdate::Next),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    assert!(error.to_string().contains("nothing was sent"), "{error}");
+    assert!(error.is_retryable());
+}
+
+#[tokio::test]
+async fn a_wrong_password_and_missing_grants_are_unauthorized_at_once() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let url = url().unwrap();
+    let wrong = url.replacen("lock_test:lock_test@", "lock_test:wrong@", 1);
+    assert_ne!(wrong, url, "the test URL carries the password");
+    let denied = PostgresStore::builder(store.table())
+        .build_from_url(&wrong)
+        .unwrap();
+    let error = denied.get(&LockKey::new("a")).await.unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unauthorized, "{error}");
+    assert!(!error.is_retryable());
+    assert!(error.to_string().contains("password"), "{error}");
+
+    // A role that may log in but was granted nothing on the table.
+    let admin = connect(&admin_url()).await;
+    let role = table_name("reader");
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE \"{role}\" LOGIN PASSWORD 'pw'; GRANT CONNECT ON DATABASE lock_test TO \"{role}\""
+        ))
+        .await
+        .unwrap();
+    let as_role = url.replacen("lock_test:lock_test@", &format!("{role}:pw@"), 1);
+    let powerless = PostgresStore::builder(store.table())
+        .build_from_url(&as_role)
+        .unwrap();
+    let error = powerless
+        .put(
+            &LockKey::new("a"),
+            Expect::Vacant,
+            write("me", false, FenceUpdate::Next),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unauthorized, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("GRANT SELECT, INSERT, UPDATE, DELETE"),
+        "{error}"
+    );
+    let error = powerless.validate_schema().await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("lacks SELECT, INSERT, UPDATE, DELETE"),
+        "{error}"
+    );
+    // The documented grants are enough for every operation.
+    admin
+        .batch_execute(&format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON \"{}\" TO \"{role}\"",
+            store.table()
+        ))
+        .await
+        .unwrap();
+    powerless.validate_schema().await.unwrap();
+    let held = applied(
+        powerless
+            .put(
+                &LockKey::new("a"),
+                Expect::Vacant,
+                write("me", false, FenceUpdate::Next),
+            )
+            .await
+            .unwrap(),
+    );
+    applied(
+        powerless
+            .delete(&LockKey::new("a"), Expect::Version(held.rvn))
+            .await
+            .unwrap(),
+    );
+}
+
+/// A statement that waits past the statement timeout (here on a row lock held
+/// by hand) is cancelled by the server and rolled back: retryable, not
+/// ambiguous, and nothing was written.
+#[tokio::test]
+async fn a_statement_timeout_is_rolled_back_and_retryable() {
+    let Some(store) = fresh_store_with(|b| {
+        b.timeouts(
+            Timeouts::default()
+                .with_statement(Duration::from_millis(300))
+                .with_reply(Duration::from_secs(5)),
+        )
+    })
+    .await
+    else {
+        return;
+    };
+    let key = LockKey::new("job");
+    let held = applied(
+        store
+            .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    let mut blocker = connect(&url().unwrap()).await;
+    let transaction = blocker.transaction().await.unwrap();
+    transaction
+        .batch_execute(&format!(
+            "SELECT * FROM \"{}\" WHERE partition_key = 'job' FOR UPDATE",
+            store.table()
+        ))
+        .await
+        .unwrap();
+    let error = store
+        .put(
+            &key,
+            Expect::Version(held.rvn.clone()),
+            write("a", false, FenceUpdate::Keep),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    assert!(error.to_string().contains("rolled back"), "{error}");
+    transaction.rollback().await.unwrap();
+    assert_eq!(store.get(&key).await.unwrap().unwrap().rvn, held.rvn);
+}
