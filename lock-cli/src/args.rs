@@ -21,10 +21,13 @@ Exit codes:
 
 AWS settings (region, credentials, endpoint) come from the usual places:
 environment (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL, ...), ~/.aws/config
-and ~/.aws/credentials, SSO, web identity and instance roles.";
+and ~/.aws/credentials, SSO, web identity and instance roles.
+
+On PostgreSQL: --store postgres://user:password@host:port/database (or
+LOCK_STORE); --table names the table (default `locks`).";
 
 /// Run a command under a distributed lock, and inspect and manage locks, on a
-/// DynamoDB table.
+/// DynamoDB or PostgreSQL table.
 #[derive(Debug, Parser)]
 #[command(name = "lockctl", version, about, after_help = EXIT_CODES, args_override_self = true)]
 pub struct Cli {
@@ -39,7 +42,12 @@ pub struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// DynamoDB table [default: `locks`; `DynamoDBLockTable` with --layout python;
+    /// Where the locks live: `dynamodb`, or a PostgreSQL connection string
+    /// (`postgres://user:password@host:port/database`) [default: dynamodb]
+    #[arg(long, global = true, env = "LOCK_STORE", value_name = "STORE", value_parser = text(), hide_env_values = true)]
+    pub store: Option<String>,
+
+    /// Lock table [default: `locks`; `DynamoDBLockTable` with --layout python;
     /// `lockTable` with --layout java]
     #[arg(long, global = true, env = "LOCK_TABLE", value_parser = text())]
     pub table: Option<String>,

@@ -1,11 +1,14 @@
-//! Connecting to the lock table: AWS settings from `aws-config`, overridden by
-//! the global options, and a lock client with the chosen owner and lease.
+//! Connecting to the lock table: DynamoDB (AWS settings from `aws-config`,
+//! overridden by the global options) or PostgreSQL (`--store postgres://...`),
+//! and a lock client with the chosen owner and lease.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region};
-use lock_core::LockClient;
+use lock_core::{ConditionalStore, LockClient};
 use lock_dynamodb::{DynamoDbStore, Layout, StoreConfigError};
+use lock_postgres::PostgresStore;
 
 use crate::args::{Global, LayoutName};
 use crate::exit::CliError;
@@ -39,7 +42,39 @@ impl LayoutName {
     }
 }
 
+/// The store the options name.
+#[derive(Debug)]
+pub enum Backend {
+    /// A DynamoDB table.
+    DynamoDb(DynamoDbStore),
+    /// A PostgreSQL table.
+    Postgres(PostgresStore),
+}
+
 impl Global {
+    /// The PostgreSQL connection string, when `--store` names one; `None` for
+    /// DynamoDB.
+    pub fn postgres_url(&self) -> Result<Option<&str>, CliError> {
+        match self.store.as_deref() {
+            None | Some("dynamodb") => Ok(None),
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                Ok(Some(url))
+            }
+            Some(_) => Err(CliError::Usage(
+                "--store must be `dynamodb` or a PostgreSQL connection string (postgres://user:password@host:port/database)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// The store's name, for messages.
+    pub fn store_name(&self) -> &'static str {
+        match self.postgres_url() {
+            Ok(Some(_)) => "PostgreSQL",
+            _ => "DynamoDB",
+        }
+    }
+
     /// The table name in use.
     pub fn table_name(&self) -> &str {
         self.table
@@ -47,9 +82,31 @@ impl Global {
             .unwrap_or_else(|| self.layout.default_table())
     }
 
-    /// The store on the table, with AWS settings from the environment and the
-    /// options. Sends nothing.
-    pub async fn store(&self) -> Result<DynamoDbStore, CliError> {
+    /// The store the options name. Sends nothing.
+    pub async fn backend(&self) -> Result<Backend, CliError> {
+        let Some(url) = self.postgres_url()? else {
+            return Ok(Backend::DynamoDb(self.dynamodb_store().await?));
+        };
+        // Options that mean something only on DynamoDB are refused rather than
+        // ignored: a user who passes them expects them to matter.
+        let dynamodb_only = [
+            (self.region.is_some(), "--region"),
+            (self.endpoint_url.is_some(), "--endpoint-url"),
+            (self.layout != crate::args::LayoutName::Default, "--layout"),
+        ];
+        if let Some((_, option)) = dynamodb_only.iter().find(|(given, _)| *given) {
+            return Err(CliError::Usage(format!(
+                "{option} applies to DynamoDB only; leave it out with --store postgres://..."
+            )));
+        }
+        Ok(Backend::Postgres(
+            PostgresStore::builder(self.table_name()).build_from_url(url)?,
+        ))
+    }
+
+    /// The DynamoDB store on the table, with AWS settings from the environment
+    /// and the options. Sends nothing.
+    async fn dynamodb_store(&self) -> Result<DynamoDbStore, CliError> {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if let Some(region) = &self.region {
             loader = loader.region(Region::new(region.clone()));
@@ -73,12 +130,15 @@ impl Global {
     /// A lock client on the table, writing `lease` (the client's default when
     /// `None`).
     pub async fn client(&self, lease: Option<Duration>) -> Result<LockClient, CliError> {
-        let store = self.store().await?;
+        let store: Arc<dyn ConditionalStore> = match self.backend().await? {
+            Backend::DynamoDb(store) => Arc::new(store),
+            Backend::Postgres(store) => Arc::new(store),
+        };
         // A command-line tool should fail within seconds: store retries back
         // off to at most 1 s (so an acquire whose answers are lost gives up
         // after 4 s, the client's retry window), and the clean-up at exit
         // waits at most 3 s.
-        let mut builder = LockClient::builder(store)
+        let mut builder = LockClient::builder_shared(store)
             .retry_backoff(Duration::from_millis(50), Duration::from_secs(1))
             .shutdown_timeout(Duration::from_secs(3));
         if let Some(owner) = &self.owner {

@@ -42,6 +42,19 @@ pub enum CliError {
     /// The store configuration is invalid (for example a bad table name).
     #[error(transparent)]
     StoreConfig(#[from] StoreConfigError),
+    /// The PostgreSQL store configuration is invalid (a bad table name or
+    /// connection string).
+    #[error(transparent)]
+    PostgresConfig(#[from] lock_postgres::StoreConfigError),
+    /// Creating or validating the PostgreSQL table failed.
+    #[error("{error}{}", hint.as_deref().map(|h| format!("\n  {h}")).unwrap_or_default())]
+    Schema {
+        /// The error.
+        #[source]
+        error: lock_postgres::SchemaError,
+        /// What to run from the shell instead, when that helps.
+        hint: Option<String>,
+    },
     /// `run` stopped the command because its lock could no longer be trusted.
     #[error(
         "lock {key} could no longer be trusted while the command ran ({reason}); the command was stopped"
@@ -63,11 +76,11 @@ pub enum CliError {
         waited: std::time::Duration,
     },
     /// A lock operation found no table. (The store's own message carries the
-    /// whole SDK response; the table name and the fix are what matter here.)
-    #[error(
-        "DynamoDB table {table:?} does not exist (or is not visible with these credentials and region)\n  {hint}"
-    )]
+    /// whole server response; the table name and the fix are what matter here.)
+    #[error("{store} table {table:?} does not exist ({visible})\n  {hint}", visible = if *store == "DynamoDB" { "or is not visible with these credentials and region" } else { "or is not on the search path of this user" })]
     MissingTable {
+        /// The store: "DynamoDB" or "PostgreSQL".
+        store: &'static str,
         /// The table.
         table: String,
         /// The lockctl command that creates the table.
@@ -117,7 +130,7 @@ impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) | CliError::StoreConfig(_) => USAGE,
+            CliError::Usage(_) | CliError::StoreConfig(_) | CliError::PostgresConfig(_) => USAGE,
             CliError::Lock(LockError::AcquireTimeout { .. }) | CliError::TimedOut { .. } => {
                 TIMED_OUT
             }
@@ -147,7 +160,11 @@ pub fn report(error: &CliError, verbose: bool) -> ExitCode {
         let ours = cause.downcast_ref::<LockError>().is_some()
             || cause.downcast_ref::<StoreError>().is_some()
             || cause.downcast_ref::<TableError>().is_some()
-            || cause.downcast_ref::<StoreConfigError>().is_some();
+            || cause.downcast_ref::<StoreConfigError>().is_some()
+            || cause.downcast_ref::<lock_postgres::SchemaError>().is_some()
+            || cause
+                .downcast_ref::<lock_postgres::StoreConfigError>()
+                .is_some();
         if !ours && !verbose {
             left_out = true;
             break;
@@ -165,7 +182,7 @@ pub fn report(error: &CliError, verbose: bool) -> ExitCode {
         source = cause.source();
     }
     if left_out {
-        message.push_str("\n  (run with -v for the underlying SDK errors)");
+        message.push_str("\n  (run with -v for the underlying errors)");
     }
     // Errors quote what the store holds (owner names, keys): no control
     // characters reach the terminal but the line breaks of the message itself.

@@ -3,6 +3,7 @@
 //! leases are short (2 s) and every wait has a deadline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)] // each test binary uses part of the shared set-up
 mod support;
 
 use std::time::{Duration, Instant};

@@ -39,6 +39,7 @@ fn with_table_hint(error: CliError, global: &Global) -> CliError {
         ) if source.kind() == StoreErrorKind::NotFound => {
             tracing::debug!(%error, "table not found");
             CliError::MissingTable {
+                store: global.store_name(),
                 table: global.table_name().to_owned(),
                 hint: create_table_hint(global),
             }
@@ -77,6 +78,13 @@ fn is_key_schema_mismatch(error: &LockError) -> bool {
 
 /// The lockctl command that creates the table in use.
 pub fn create_table_hint(global: &Global) -> String {
+    if matches!(global.postgres_url(), Ok(Some(_))) {
+        // The connection string carries a password: never repeated here.
+        return format!(
+            "create it with: lockctl --store <the same connection string> --table {} create-table",
+            global.table_name()
+        );
+    }
     format!(
         "create it with: lockctl --table {} --layout {} create-table",
         global.table_name(),

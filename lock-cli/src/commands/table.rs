@@ -1,24 +1,46 @@
-//! `lockctl create-table` and `lockctl validate-table`.
+//! `lockctl create-table` and `lockctl validate-table`, on DynamoDB (a table
+//! of the chosen layout) or PostgreSQL (the `lock-postgres` schema).
 
-use lock_dynamodb::{TableError, TableOptions};
+use lock_dynamodb::{DynamoDbStore, TableError, TableOptions};
+use lock_postgres::{PostgresStore, SchemaError};
 use serde::Serialize;
 
 use crate::args::{CreateTableArgs, Global, OutputFormat};
+use crate::connect::Backend;
 use crate::exit::{CliError, OK};
 use crate::output;
 
 /// What the table commands print as JSON.
 #[derive(Debug, Serialize)]
 struct TableJson<'a> {
+    store: &'a str,
     table: &'a str,
     layout: &'a str,
     ttl_attribute: Option<&'a str>,
     warnings: &'a [String],
 }
 
-/// Create the table for the layout and wait until it is active.
+/// Create the table and wait until it can be used.
 pub async fn create(global: &Global, args: &CreateTableArgs) -> Result<u8, CliError> {
-    let store = global.store().await?;
+    match global.backend().await? {
+        Backend::DynamoDb(store) => create_dynamodb(global, args, &store).await,
+        Backend::Postgres(store) => create_postgres(global, &store).await,
+    }
+}
+
+/// Check the table.
+pub async fn validate(global: &Global) -> Result<u8, CliError> {
+    match global.backend().await? {
+        Backend::DynamoDb(store) => validate_dynamodb(global, &store).await,
+        Backend::Postgres(store) => validate_postgres(global, &store).await,
+    }
+}
+
+async fn create_dynamodb(
+    global: &Global,
+    args: &CreateTableArgs,
+    store: &DynamoDbStore,
+) -> Result<u8, CliError> {
     let options = TableOptions::default()
         .enable_ttl(!args.no_ttl)
         .wait(args.wait);
@@ -42,6 +64,7 @@ pub async fn create(global: &Global, args: &CreateTableArgs) -> Result<u8, CliEr
         .flatten();
     match global.output {
         OutputFormat::Json => output::json(&TableJson {
+            store: "dynamodb",
             table: store.table(),
             layout: global.layout.flag(),
             ttl_attribute: ttl,
@@ -58,9 +81,7 @@ pub async fn create(global: &Global, args: &CreateTableArgs) -> Result<u8, CliEr
     Ok(OK)
 }
 
-/// Check the table against the layout.
-pub async fn validate(global: &Global) -> Result<u8, CliError> {
-    let store = global.store().await?;
+async fn validate_dynamodb(global: &Global, store: &DynamoDbStore) -> Result<u8, CliError> {
     let report = store.validate_table().await.map_err(|error| {
         let hint = matches!(error, TableError::NotFound { .. })
             .then(|| format!("or {}", super::create_table_hint(global)));
@@ -68,6 +89,7 @@ pub async fn validate(global: &Global) -> Result<u8, CliError> {
     })?;
     match global.output {
         OutputFormat::Json => output::json(&TableJson {
+            store: "dynamodb",
             table: &report.table,
             layout: global.layout.flag(),
             ttl_attribute: report.ttl_attribute.as_deref(),
@@ -87,6 +109,48 @@ pub async fn validate(global: &Global) -> Result<u8, CliError> {
             }
             output::line(&text)?;
         }
+    }
+    Ok(OK)
+}
+
+/// `CREATE TABLE IF NOT EXISTS`, then validation: running it again on a
+/// table that fits is fine, on one that does not is an error saying what
+/// differs (the table is never altered).
+async fn create_postgres(global: &Global, store: &PostgresStore) -> Result<u8, CliError> {
+    store
+        .create_schema()
+        .await
+        .map_err(|error| CliError::Schema { error, hint: None })?;
+    postgres_ok(
+        global,
+        store,
+        &format!("table {} is ready on PostgreSQL", store.table()),
+    )
+}
+
+async fn validate_postgres(global: &Global, store: &PostgresStore) -> Result<u8, CliError> {
+    store.validate_schema().await.map_err(|error| {
+        let hint = matches!(error, SchemaError::Missing { .. })
+            .then(|| format!("or {}", super::create_table_hint(global)));
+        CliError::Schema { error, hint }
+    })?;
+    postgres_ok(
+        global,
+        store,
+        &format!("table {} fits the lock-postgres schema", store.table()),
+    )
+}
+
+fn postgres_ok(global: &Global, store: &PostgresStore, text: &str) -> Result<u8, CliError> {
+    match global.output {
+        OutputFormat::Json => output::json(&TableJson {
+            store: "postgres",
+            table: store.table(),
+            layout: "postgres",
+            ttl_attribute: None,
+            warnings: &[],
+        })?,
+        OutputFormat::Text => output::line(text)?,
     }
     Ok(OK)
 }

@@ -28,6 +28,25 @@ pub fn endpoint() -> Option<String> {
     }
 }
 
+/// The PostgreSQL test server, from `LOCK_POSTGRES_URL` (set by
+/// `./scripts/test`), with the same convention (`LOCK_POSTGRES_SKIP=1`).
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("LOCK_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("LOCK_POSTGRES_SKIP").as_deref() == Ok("1") => {
+            eprintln!(
+                "SKIPPED: LOCK_POSTGRES_SKIP=1 and no LOCK_POSTGRES_URL; this lockctl test did not run"
+            );
+            None
+        }
+        _ => panic!(
+            "LOCK_POSTGRES_URL is not set. The lockctl PostgreSQL tests run against a real server: \
+             run ./scripts/test, which installs and starts one and sets the variable \
+             (or set LOCK_POSTGRES_SKIP=1 to skip them explicitly)."
+        ),
+    }
+}
+
 /// One test's table and scratch directory.
 #[derive(Debug)]
 pub struct Env {
@@ -35,6 +54,8 @@ pub struct Env {
     pub table: String,
     pub dir: PathBuf,
     layout: &'static str,
+    /// The PostgreSQL connection string, for an environment on PostgreSQL.
+    postgres: Option<String>,
 }
 
 impl Env {
@@ -55,6 +76,23 @@ impl Env {
             table: format!("cli-{prefix}-{id}"),
             dir,
             layout,
+            postgres: None,
+        })
+    }
+
+    /// A fresh table name (not created) on the PostgreSQL test server, and a
+    /// scratch directory; `lockctl` gets `--store <url>`.
+    pub fn postgres(prefix: &str) -> Option<Self> {
+        let url = postgres_url()?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("lockctl-{prefix}-{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(Self {
+            endpoint: String::new(),
+            table: format!("cli_{prefix}_{id}"),
+            dir,
+            layout: "default",
+            postgres: Some(url),
         })
     }
 
@@ -75,15 +113,18 @@ impl Env {
     /// and nothing from the developer's own AWS configuration.
     pub fn lockctl(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_lockctl"));
-        command
-            .args([
+        match &self.postgres {
+            Some(url) => command.args(["--store", url, "--table", &self.table]),
+            None => command.args([
                 "--table",
                 &self.table,
                 "--endpoint-url",
                 &self.endpoint,
                 "--layout",
                 self.layout,
-            ])
+            ]),
+        };
+        command
             .args(args)
             .env("AWS_ACCESS_KEY_ID", "testing")
             .env("AWS_SECRET_ACCESS_KEY", "testing")
@@ -97,6 +138,7 @@ impl Env {
             .env_remove("LOCK_TABLE")
             .env_remove("LOCK_OWNER")
             .env_remove("LOCK_LAYOUT")
+            .env_remove("LOCK_STORE")
             .stdin(Stdio::null());
         command
     }

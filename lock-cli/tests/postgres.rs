@@ -1,0 +1,132 @@
+//! `lockctl --store postgres://...`: the same commands on the PostgreSQL test
+//! server (started by `./scripts/test`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)] // each test binary uses part of the shared set-up
+mod support;
+
+use std::time::Duration;
+
+use support::Env;
+
+/// Every wait on a process is bounded by this.
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn create_table_then_validate_table_and_a_missing_table_is_explained() {
+    let Some(env) = Env::postgres("schema") else {
+        return;
+    };
+    // Before it exists: a lock command and validate-table say how to create it,
+    // without repeating the connection string (it carries the password).
+    let out = env.run(&["show", "job"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("PostgreSQL table") && out.stderr.contains("create-table"),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains("lock_test:lock_test"), "{out:?}");
+    let out = env.run(&["validate-table"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("does not exist"), "{out:?}");
+
+    let out = env.run(&["create-table", "-o", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.json()["store"], "postgres");
+    // Again: the table fits, so it is fine.
+    let out = env.run(&["create-table"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("is ready on PostgreSQL"), "{out:?}");
+    let out = env.run(&["validate-table"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("fits the lock-postgres schema"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn acquire_show_list_and_release_by_version() {
+    let Some(env) = Env::postgres("acquire") else {
+        return;
+    };
+    env.create_table();
+    let out = env.run(&[
+        "acquire", "deploy", "--lease", "30s", "--owner", "script-1", "-o", "json",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let acquired = out.json();
+    assert_eq!(acquired["fence"], 1);
+    let version = acquired["version"].as_str().unwrap().to_owned();
+
+    let out = env.run(&["acquire", "deploy", "--lease", "30s", "--wait", "1s"]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(out.stderr.contains("script-1"), "{out:?}");
+
+    let show = env.run(&["show", "deploy", "-o", "json"]);
+    assert_eq!(show.json()["held"], true, "{show:?}");
+    let list = env.run(&["list", "-o", "json"]);
+    assert_eq!(list.code, Some(0), "{list:?}");
+    assert!(list.stdout.contains("deploy"), "{list:?}");
+
+    let out = env.run(&["release", "deploy", "--version", &version]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let show = env.run(&["show", "deploy", "-o", "json"]);
+    assert_eq!(show.json()["held"], false, "{show:?}");
+}
+
+#[test]
+fn concurrent_runs_on_one_key_never_overlap_and_fences_increase() {
+    let Some(env) = Env::postgres("overlap") else {
+        return;
+    };
+    env.create_table();
+    let log = env.path("log");
+    let script = format!(
+        "echo \"start $LOCK_FENCE\" >> {log}; sleep 0.3; echo \"end $LOCK_FENCE\" >> {log}",
+        log = log.display()
+    );
+    let runs: Vec<_> = (0..3)
+        .map(|i| {
+            env.spawn(
+                &format!("run{i}"),
+                &[
+                    "run", "job", "--wait", "20s", "--lease", "2s", "--", "sh", "-c", &script,
+                ],
+            )
+        })
+        .collect();
+    for run in runs {
+        let out = run.finish(LIMIT);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"],
+        "runs overlapped or fences did not increase"
+    );
+}
+
+#[test]
+fn dynamodb_options_and_unknown_stores_are_usage_errors() {
+    let Some(env) = Env::postgres("usage") else {
+        return;
+    };
+    for args in [
+        &["--layout", "python", "show", "job"][..],
+        &["--region", "eu-west-1", "show", "job"],
+        &["--endpoint-url", "http://127.0.0.1:1", "show", "job"],
+    ] {
+        let out = env.run(args);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("applies to DynamoDB only"), "{out:?}");
+    }
+    let out = env.run(&["--table", "bad name", "show", "job"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("invalid table name"), "{out:?}");
+    let out = env.run(&["--store", "mysql://x", "show", "job"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("--store must be"), "{out:?}");
+}
