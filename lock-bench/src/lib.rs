@@ -421,6 +421,24 @@ pub fn dynamodb_endpoint() -> Option<String> {
         .filter(|url| !url.is_empty())
 }
 
+/// The PostgreSQL server to measure, from `LOCK_POSTGRES_URL` (set by
+/// `scripts/lib/postgres.sh`, which `./scripts/bench-vs-python` uses).
+pub fn postgres_url() -> Option<String> {
+    std::env::var("LOCK_POSTGRES_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+}
+
+/// A `PostgresStore` on a new table (created here) at `url`.
+pub async fn fresh_postgres_store(
+    url: &str,
+    table: &str,
+) -> Result<lock_postgres::PostgresStore, BenchError> {
+    let store = lock_postgres::PostgresStore::builder(table).build_from_url(url)?;
+    store.create_schema().await?;
+    Ok(store)
+}
+
 /// A table name no other run uses.
 pub fn unique_table(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()

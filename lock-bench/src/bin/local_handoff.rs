@@ -195,6 +195,17 @@ fn main() -> Result<(), BenchError> {
             .await?;
             store.delete_table(Duration::from_secs(10)).await?;
         }
+        if let Some(url) = lock_bench::postgres_url() {
+            let table = lock_bench::unique_table("handoff").replace('-', "_");
+            let store = lock_bench::fresh_postgres_store(&url, &table).await?;
+            rows(
+                &store,
+                DYNAMODB_ROUNDS,
+                DYNAMODB_POLLED_ROUNDS,
+                "Local hand-off through PostgreSQL (a local server, one connection per statement from a pool)",
+            )
+            .await?;
+        }
         Ok(())
     })
 }

@@ -1,7 +1,8 @@
 //! Store round trips per lock operation, counted by `CountingStore`: on the
-//! memory store, and on each DynamoDB layout when `LOCK_DYNAMODB_ENDPOINT` points
-//! at a DynamoDB endpoint (moto; `./scripts/bench-vs-python --round-trips` starts
-//! one).
+//! memory store, on each DynamoDB layout when `LOCK_DYNAMODB_ENDPOINT` points
+//! at a DynamoDB endpoint (moto), and on PostgreSQL when `LOCK_POSTGRES_URL`
+//! names a server (`./scripts/bench-vs-python --round-trips` starts both). A
+//! PostgreSQL store call is one statement sent in one flight: one round trip.
 //!
 //! ```sh
 //! cargo run -p lock-bench --release --bin round_trips
@@ -183,6 +184,14 @@ async fn main() -> Result<(), BenchError> {
             "LOCK_DYNAMODB_ENDPOINT is not set: counting on the memory store only \
              (./scripts/bench-vs-python --round-trips starts moto and counts every layout)"
         ),
+    }
+    match lock_bench::postgres_url() {
+        Some(url) => {
+            let table = lock_bench::unique_table("rt").replace('-', "_");
+            let store = lock_bench::fresh_postgres_store(&url, &table).await?;
+            columns.push(measure("postgres", CountingStore::new(store), None).await?);
+        }
+        None => eprintln!("LOCK_POSTGRES_URL is not set: no PostgreSQL column"),
     }
     println!("Store calls per operation ({}):\n", lock_bench::machine());
     print!("| operation |");
