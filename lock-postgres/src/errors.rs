@@ -180,9 +180,9 @@ pub(crate) fn classify(error: &tokio_postgres::Error, stage: Stage, table: &str)
 fn classify_transport(error: &tokio_postgres::Error, stage: Stage) -> StoreError {
     // tokio-postgres does not expose its error kinds; these two are told apart
     // by the text it gives them, and anything else is a transport failure.
-    let text = error.to_string();
+    let text = chain_text(error);
     let classified =
-        if text.starts_with("authentication error") || text.starts_with("password missing") {
+        if text.starts_with("authentication error") || text.contains("password missing") {
             StoreError::unauthorized(format!(
                 "could not log in to PostgreSQL ({text}); set the password in the connection string"
             ))
@@ -194,6 +194,17 @@ fn classify_transport(error: &tokio_postgres::Error, stage: Stage) -> StoreError
             transport(stage, format!("PostgreSQL connection failed ({text})"))
         };
     classified.with_source(clone_error(error))
+}
+
+/// Whether the connection is unusable after `error`: a transport failure, or
+/// a server error that ends the session (shutdown, connection failure).
+pub(crate) fn ends_session(error: &tokio_postgres::Error) -> bool {
+    match error.as_db_error() {
+        None => true,
+        Some(db) => {
+            matches!(&db.code().code()[..2], "57" | "08") && *db.code() != SqlState::QUERY_CANCELED
+        }
+    }
 }
 
 /// A failure of the connection itself, by how far the statement got.
@@ -210,7 +221,20 @@ pub(crate) fn transport(stage: Stage, what: String) -> StoreError {
 /// The source kept in a [`StoreError`]'s chain: tokio-postgres errors are not
 /// `Clone`, so the chain keeps their text.
 fn clone_error(error: &tokio_postgres::Error) -> Box<dyn std::error::Error + Send + Sync> {
-    Box::from(error.to_string())
+    Box::from(chain_text(error))
+}
+
+/// An error and its causes on one line: tokio-postgres's own `Display` says
+/// only the kind ("error connecting to server"), its cause says why.
+fn chain_text(error: &tokio_postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// Classify a failure to get a connection from a pool.

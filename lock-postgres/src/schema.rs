@@ -8,7 +8,7 @@ use crate::store::PostgresStore;
 
 /// A column the store writes: name, type as `format_type` prints it, and
 /// whether it must be `NOT NULL`.
-const EXPECTED: [(&str, &str, bool); 9] = [
+const EXPECTED: [(&str, &str, bool); 10] = [
     ("partition_key", "text", true),
     ("sort_key", "text", true),
     ("owner", "text", true),
@@ -18,6 +18,7 @@ const EXPECTED: [(&str, &str, bool); 9] = [
     ("fence", "bigint", true),
     ("data", "bytea", false),
     ("expires_at", "bigint", false),
+    ("written_at", "timestamp with time zone", true),
 ];
 
 impl PostgresStore {
@@ -74,7 +75,7 @@ impl PostgresStore {
                  FROM pg_index i \
                  CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
                  JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
-                 WHERE i.indrelid = $1 AND i.indisprimary",
+                 WHERE i.indrelid = $1 AND i.indisprimary AND k.ord <= i.indnkeyatts",
                 &[(&oid, Type::OID)],
                 Stage::Read,
             )
@@ -91,7 +92,7 @@ impl PostgresStore {
             .await
             .map_err(|source| self.schema_store_error(source))?;
         let missing_privileges: Vec<String> = privileges.iter().map(|row| row.get(0)).collect();
-        let problems = problems(self.table(), &found, &primary_key, &missing_privileges);
+        let problems = problems(name, &found, &primary_key, &missing_privileges);
         if problems.is_empty() {
             Ok(())
         } else {
@@ -121,14 +122,19 @@ fn problems(
     for (name, expected_type, not_null) in EXPECTED {
         match found.iter().find(|(column, ..)| column == name) {
             None => problems.push(format!(
-                "column {name} is missing: ALTER TABLE {table} ADD COLUMN {name} {expected_type}{}",
-                if not_null { " NOT NULL" } else { "" }
+                "column {name} is missing: ALTER TABLE {table} ADD COLUMN {name} {expected_type}{}{}",
+                if not_null { " NOT NULL" } else { "" },
+                if name == "written_at" { " DEFAULT now()" } else { "" }
             )),
             Some((_, actual, ..)) if actual != expected_type => problems.push(format!(
                 "column {name} is {actual}; it must be {expected_type}"
             )),
             Some((_, _, actual_not_null, _)) if not_null && !actual_not_null => problems.push(
                 format!("column {name} allows NULL: ALTER TABLE {table} ALTER COLUMN {name} SET NOT NULL"),
+            ),
+            // Inserts leave it to its default.
+            Some((_, _, _, has_default)) if name == "written_at" && !has_default => problems.push(
+                format!("column written_at has no default: ALTER TABLE {table} ALTER COLUMN written_at SET DEFAULT now()"),
             ),
             Some(_) => {}
         }
@@ -174,7 +180,14 @@ mod tests {
     fn good() -> Vec<(String, String, bool, bool)> {
         EXPECTED
             .iter()
-            .map(|(name, ty, not_null)| column(name, ty, *not_null))
+            .map(|(name, ty, not_null)| {
+                (
+                    name.to_string(),
+                    ty.to_string(),
+                    *not_null,
+                    *name == "written_at",
+                )
+            })
             .collect()
     }
 

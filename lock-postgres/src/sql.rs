@@ -16,7 +16,12 @@
 //! condition is decided on (READ COMMITTED re-reads a row that changed since the
 //! statement's snapshot, after waiting for its writer), and keeps it locked until
 //! the statement commits, so the returned row on a rejection is the row that
-//! made the condition fail. docs/postgres.md gives the whole argument.
+//! made the condition fail. (In the vacant acquire, `ON CONFLICT` takes the
+//! lock first and `current` is read only when nothing was written.)
+//! docs/postgres.md gives the whole argument.
+//!
+//! `written_at` (the server's time of the last write) is for clean-up jobs
+//! and operators only; it is never read back and never decides ownership.
 
 use crate::errors::StoreConfigError;
 
@@ -67,6 +72,7 @@ pub(crate) struct Statements {
     pub(crate) delete_version: String,
     pub(crate) list_all: String,
     pub(crate) list_partition: String,
+    pub(crate) list_partition_first: String,
     pub(crate) create: String,
 }
 
@@ -101,7 +107,7 @@ impl Statements {
                  ON CONFLICT (partition_key, sort_key) DO UPDATE SET \
                      owner = EXCLUDED.owner, rvn = EXCLUDED.rvn, lease_ms = EXCLUDED.lease_ms, \
                      released = EXCLUDED.released, fence = {FENCE}, data = {DATA}, \
-                     expires_at = EXCLUDED.expires_at \
+                     expires_at = EXCLUDED.expires_at, written_at = now() \
                  WHERE t.released \
                  {returning}) {}",
             outcome("written")
@@ -111,7 +117,7 @@ impl Statements {
         let put_version = format!(
             "WITH {current}, written AS (\
                  UPDATE {t} AS t SET owner = $3, rvn = $4, lease_ms = $5, released = $6, \
-                     fence = {FENCE}, data = {DATA}, expires_at = $10 \
+                     fence = {FENCE}, data = {DATA}, expires_at = $10, written_at = now() \
                  FROM current \
                  WHERE t.partition_key = current.partition_key AND t.sort_key = current.sort_key \
                      AND current.rvn = $11 \
@@ -144,6 +150,12 @@ impl Statements {
                 "SELECT {COLUMNS} FROM {t} WHERE partition_key = $1 AND sort_key > $2 \
                  ORDER BY sort_key LIMIT $3"
             ),
+            // The first page of a partition includes its key without a sort
+            // key (stored as '').
+            list_partition_first: format!(
+                "SELECT {COLUMNS} FROM {t} WHERE partition_key = $1 AND sort_key >= $2 \
+                 ORDER BY sort_key LIMIT $3"
+            ),
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {t} (\
                      partition_key text NOT NULL, \
@@ -155,6 +167,7 @@ impl Statements {
                      fence bigint NOT NULL, \
                      data bytea, \
                      expires_at bigint, \
+                     written_at timestamptz NOT NULL DEFAULT now(), \
                      PRIMARY KEY (partition_key, sort_key))"
             ),
         }

@@ -14,7 +14,7 @@ use lock_core::{
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 
-use crate::errors::{Stage, StoreConfigError, classify, classify_pool, transport};
+use crate::errors::{Stage, StoreConfigError, classify, classify_pool, ends_session, transport};
 use crate::row::{
     self, MAX_PARTITION_KEY_BYTES, MAX_RECORD_BYTES, MAX_SORT_KEY_BYTES, WriteValues,
 };
@@ -169,7 +169,10 @@ impl PostgresStoreBuilder {
     /// A store on your own pool (with your TLS, sizes and settings). The store
     /// cannot set `statement_timeout` on your connections: set it in the pool's
     /// configuration or on the role (`ALTER ROLE ... SET statement_timeout`);
-    /// the reply timeout applies either way.
+    /// the reply timeout applies either way. The connections must run the
+    /// store's statements in autocommit: one handed back inside an open
+    /// transaction would make an "applied" write uncommitted (use
+    /// `RecyclingMethod::Clean` or `Verified` when other code shares the pool).
     pub fn build_with_pool(self, pool: Pool) -> Result<PostgresStore, StoreConfigError> {
         self.timeouts.validate()?;
         self.finish(Connections::Pool(pool))
@@ -177,8 +180,10 @@ impl PostgresStoreBuilder {
 
     /// A store on one connection you opened (tokio-postgres pipelines
     /// concurrent statements on it). As with [`build_with_pool`](Self::build_with_pool),
-    /// set `statement_timeout` yourself. A connection that fails stays failed:
-    /// prefer a pool for long-running clients.
+    /// set `statement_timeout` yourself, and never open a transaction on it
+    /// while the store uses it. A connection that fails stays failed, and
+    /// after a reply timeout it stays in use: prefer a pool for long-running
+    /// clients.
     pub fn build_with_client(
         self,
         client: Arc<tokio_postgres::Client>,
@@ -207,27 +212,37 @@ enum Connections {
     Client(Arc<tokio_postgres::Client>),
 }
 
-/// One connection for one statement.
-// One lives on the stack for the length of a statement; boxing the pooled
-// object would cost an allocation per statement to save a few moves.
-#[allow(clippy::large_enum_variant)]
-enum Connection {
-    Pooled(Object),
-    Shared(Arc<tokio_postgres::Client>),
+/// One connection for one statement. Unless the statement's reply was read
+/// to the end ([`Connection::finished`]), a pooled connection is closed when
+/// this is dropped instead of going back to the pool: a statement on it may
+/// still be running (its future was dropped, its reply timed out) and the next
+/// statement would queue behind it, or the connection itself failed.
+struct Connection {
+    pooled: Option<Object>,
+    shared: Option<Arc<tokio_postgres::Client>>,
+    finished: bool,
 }
 
 impl Connection {
-    fn client(&self) -> &tokio_postgres::Client {
-        match self {
-            Connection::Pooled(object) => object,
-            Connection::Shared(client) => client,
+    fn client(&self) -> Option<&tokio_postgres::Client> {
+        match (&self.pooled, &self.shared) {
+            (Some(object), _) => Some(object),
+            (None, Some(client)) => Some(client),
+            (None, None) => None,
         }
     }
 
-    /// Close a pooled connection instead of returning it to the pool: a
-    /// statement on it is still running or its reply is lost.
-    fn discard(self) {
-        if let Connection::Pooled(object) = self {
+    /// The statement's reply was read whole: the connection may be reused.
+    fn finished(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(object) = self.pooled.take()
+        {
             drop(Object::take(object));
         }
     }
@@ -296,7 +311,11 @@ impl PostgresStore {
                     .get()
                     .await
                     .map_err(|error| classify_pool(error, self.table()))?;
-                Ok(Connection::Pooled(object))
+                Ok(Connection {
+                    pooled: Some(object),
+                    shared: None,
+                    finished: false,
+                })
             }
             Connections::Client(client) => {
                 if client.is_closed() {
@@ -305,7 +324,11 @@ impl PostgresStore {
                         "the PostgreSQL connection given to the store is closed".into(),
                     ));
                 }
-                Ok(Connection::Shared(client.clone()))
+                Ok(Connection {
+                    pooled: None,
+                    shared: Some(client.clone()),
+                    finished: false,
+                })
             }
         }
     }
@@ -317,23 +340,39 @@ impl PostgresStore {
         params: &[(&(dyn ToSql + Sync), Type)],
         stage: Stage,
     ) -> Result<Vec<Row>, StoreError> {
-        let connection = self.connection().await?;
-        let sent = tokio::time::timeout(
-            self.inner.timeouts.reply,
-            connection.client().query_typed(sql, params),
-        )
-        .await;
+        let mut connection = self.connection().await?;
+        let Some(client) = connection.client() else {
+            return Err(transport(
+                Stage::Connecting,
+                "no PostgreSQL connection".into(),
+            ));
+        };
+        let sent =
+            tokio::time::timeout(self.inner.timeouts.reply, client.query_typed(sql, params)).await;
         match sent {
-            Ok(Ok(rows)) => Ok(rows),
+            Ok(Ok(rows)) => {
+                connection.finished();
+                Ok(rows)
+            }
             Ok(Err(error)) => {
-                if error.as_db_error().is_none() {
-                    // The connection failed, not the statement.
-                    connection.discard();
+                // An error for the statement leaves the connection usable; one
+                // that ends the session (or the connection's own failure)
+                // closes it.
+                if !ends_session(&error) {
+                    connection.finished();
                 }
                 Err(classify(&error, stage, self.table()))
             }
             Err(_elapsed) => {
-                connection.discard();
+                // The statement may still be running: ask the server to cancel
+                // it (best effort, on a connection of its own; it may have
+                // committed already, so a write stays ambiguous).
+                let cancel = client.cancel_token();
+                let limit = self.inner.timeouts.connect;
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(limit, cancel.cancel_query(tokio_postgres::NoTls))
+                        .await;
+                });
                 Err(transport(
                     stage,
                     format!(
@@ -347,14 +386,23 @@ impl PostgresStore {
 
     /// Read the outcome of a conditional statement: its one row (`applied`
     /// first, then the record), or none when the key is absent.
+    ///
+    /// A reply that cannot be read (columns of another type, a value this
+    /// store never writes) is ambiguous: the statement has committed, and
+    /// whether it wrote cannot be told from it.
     fn outcome(rows: &[Row]) -> Result<Outcome, StoreError> {
         let Some(row) = rows.first() else {
             return Ok(Outcome::Rejected { current: None });
         };
-        let applied: bool = row.try_get(0).map_err(|error| {
-            StoreError::other(format!("unexpected reply from PostgreSQL: {error}"))
-        })?;
-        let record = row::record(row, 1)?;
+        let unreadable = |what: String| {
+            StoreError::ambiguous(format!(
+                "PostgreSQL answered the write, but its reply could not be read ({what}); it may have applied"
+            ))
+        };
+        let applied: bool = row
+            .try_get(0)
+            .map_err(|error| unreadable(error.to_string()))?;
+        let record = row::record(row, 1).map_err(|error| unreadable(error.message().to_owned()))?;
         Ok(if applied {
             Outcome::Applied(record)
         } else {
@@ -450,12 +498,24 @@ impl ConditionalStore for PostgresStore {
         cursor: Option<Cursor>,
         limit: usize,
     ) -> Result<Page, StoreError> {
+        if limit == 0 {
+            return Err(StoreError::invalid(
+                "a listing page must hold at least one record",
+            ));
+        }
         let (after_partition, after_sort) = match &cursor {
             Some(cursor) => decode_cursor(cursor)?,
             None => (String::new(), String::new()),
         };
+        if let (Some(partition), Some(_)) = (partition, &cursor)
+            && after_partition != partition
+        {
+            return Err(StoreError::invalid(format!(
+                "the listing cursor belongs to partition {after_partition:?}, not {partition:?}; start the listing again without one"
+            )));
+        }
         // One more than asked for tells whether another page follows.
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let fetch = limit.saturating_add(1);
         let rows = match partition {
             Some(partition) => {
@@ -464,8 +524,13 @@ impl ConditionalStore for PostgresStore {
                         "the partition contains a NUL character, which PostgreSQL text cannot store",
                     ));
                 }
+                let sql = if cursor.is_some() {
+                    &self.inner.statements.list_partition
+                } else {
+                    &self.inner.statements.list_partition_first
+                };
                 self.query(
-                    &self.inner.statements.list_partition,
+                    sql,
                     &[
                         (&partition, Type::TEXT),
                         (&after_sort, Type::TEXT),

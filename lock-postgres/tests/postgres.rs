@@ -197,6 +197,224 @@ async fn each_statement_returns_the_row_it_decided_on() {
     );
 }
 
+/// A partition's listing includes its key without a sort key (stored as '')
+/// and pages through the rest; the whole listing pages by key.
+#[tokio::test]
+async fn listings_page_by_key_and_a_partition_includes_its_bare_key() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let keys = [
+        LockKey::new("job"),
+        LockKey::with_sort("job", "a"),
+        LockKey::with_sort("job", "b"),
+        LockKey::with_sort("job", "c"),
+        LockKey::new("other"),
+    ];
+    for key in &keys {
+        applied(
+            store
+                .put(key, Expect::Vacant, write("me", false, FenceUpdate::Next))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.list(Some("job"), cursor, 2).await.unwrap();
+        assert!(page.records.len() <= 2);
+        seen.extend(page.records.into_iter().map(|record| record.key));
+        cursor = page.next;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen, keys[..4]);
+    let all = store.list(None, None, 10).await.unwrap();
+    assert_eq!(
+        all.records.into_iter().map(|r| r.key).collect::<Vec<_>>(),
+        keys
+    );
+    assert_eq!(all.next, None);
+
+    // Bad pages are refused, not guessed.
+    let error = store.list(None, None, 0).await.unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Invalid, "{error}");
+    let page = store.list(Some("job"), None, 1).await.unwrap();
+    let error = store.list(Some("other"), page.next, 1).await.unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Invalid, "{error}");
+}
+
+/// A statement whose caller stopped waiting (its future dropped, as the lock
+/// client does at a deadline) may still run on its connection: that connection
+/// is closed, not handed to the next statement to queue behind it.
+#[tokio::test]
+async fn a_dropped_statement_does_not_hold_up_the_next_one() {
+    let Some(store) = fresh_store_with(|b| b.max_connections(1)).await else {
+        return;
+    };
+    let key = LockKey::new("job");
+    let held = applied(
+        store
+            .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    let mut blocker = connect(&url().unwrap()).await;
+    let transaction = blocker.transaction().await.unwrap();
+    transaction
+        .batch_execute(&format!(
+            "SELECT * FROM \"{}\" WHERE partition_key = 'job' FOR UPDATE",
+            store.table()
+        ))
+        .await
+        .unwrap();
+    // A heartbeat waits on the row lock; its caller gives up.
+    let waiting = store.put(
+        &key,
+        Expect::Version(held.rvn.clone()),
+        write("a", false, FenceUpdate::Keep),
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), waiting)
+            .await
+            .is_err(),
+        "the heartbeat should wait on the row lock"
+    );
+    // The next statement gets a connection of its own at once (the old one
+    // would still be busy until the statement timeout, 2 s).
+    let started = std::time::Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(10), store.get(&key))
+        .await
+        .expect("bounded")
+        .unwrap()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the read queued behind the dropped statement: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(read.rvn, held.rvn);
+    transaction.rollback().await.unwrap();
+}
+
+/// A write that committed but whose reply cannot be read (here a table whose
+/// fence column is `integer`) is ambiguous, never "not applied".
+#[tokio::test]
+async fn an_unreadable_reply_to_a_write_is_ambiguous() {
+    let Some(url) = url() else {
+        return;
+    };
+    let table = table_name("narrow");
+    let admin = connect(&url).await;
+    admin
+        .batch_execute(&format!(
+            "CREATE TABLE \"{table}\" (partition_key text NOT NULL, sort_key text NOT NULL, \
+             owner text NOT NULL, rvn text NOT NULL, lease_ms bigint NOT NULL, \
+             released boolean NOT NULL, fence integer NOT NULL, data bytea, expires_at bigint, \
+             written_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (partition_key, sort_key))"
+        ))
+        .await
+        .unwrap();
+    let store = PostgresStore::builder(&table).build_from_url(&url).unwrap();
+    let error = store
+        .put(
+            &LockKey::new("a"),
+            Expect::Vacant,
+            write("me", false, FenceUpdate::Next),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Ambiguous, "{error}");
+    let rows = admin
+        .query(&format!("SELECT owner FROM \"{table}\""), &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "the write did apply");
+    let error = store.validate_schema().await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("fence is integer; it must be bigint"),
+        "{error}"
+    );
+}
+
+/// The clean-up statement of docs/postgres.md removes released rows last
+/// written long ago, and nothing else.
+#[tokio::test]
+async fn the_documented_clean_up_removes_only_old_released_rows() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    for (key, released) in [
+        ("old-released", true),
+        ("old-held", false),
+        ("new-released", true),
+    ] {
+        let held = applied(
+            store
+                .put(
+                    &LockKey::new(key),
+                    Expect::Vacant,
+                    write("me", false, FenceUpdate::Next),
+                )
+                .await
+                .unwrap(),
+        );
+        if released {
+            applied(
+                store
+                    .put(
+                        &LockKey::new(key),
+                        Expect::Version(held.rvn),
+                        write("me", true, FenceUpdate::Keep),
+                    )
+                    .await
+                    .unwrap(),
+            );
+        }
+    }
+    let admin = connect(&url().unwrap()).await;
+    let table = store.table();
+    admin
+        .batch_execute(&format!(
+            "UPDATE \"{table}\" SET written_at = now() - interval '2 days' \
+             WHERE partition_key IN ('old-released', 'old-held')"
+        ))
+        .await
+        .unwrap();
+    let deleted = admin
+        .execute(
+            &format!(
+                "DELETE FROM \"{table}\" WHERE released AND written_at < now() - interval '1 day'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+    assert_eq!(
+        store.get(&LockKey::new("old-released")).await.unwrap(),
+        None
+    );
+    assert!(
+        store
+            .get(&LockKey::new("old-held"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .get(&LockKey::new("new-released"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
 #[tokio::test]
 async fn create_schema_is_idempotent_and_validate_accepts_it() {
     let Some(store) = fresh_store().await else {
@@ -252,11 +470,12 @@ async fn a_table_of_another_shape_is_refused_precisely() {
     let SchemaError::Mismatch { problems, .. } = &error else {
         panic!("{error}");
     };
-    assert_eq!(problems.len(), 4, "{problems:#?}");
+    assert_eq!(problems.len(), 5, "{problems:#?}");
     assert!(problems[0].contains("partition_key is character varying(64); it must be text"));
     assert!(problems[1].contains("owner allows NULL"));
     assert!(problems[2].contains("rvn is missing"));
-    assert!(problems[3].contains("primary key is (partition_key)"));
+    assert!(problems[3].contains("written_at timestamp with time zone NOT NULL DEFAULT now()"));
+    assert!(problems[4].contains("primary key is (partition_key)"));
     // create_schema never alters a table it did not create.
     assert!(matches!(
         store.create_schema().await,
@@ -329,6 +548,16 @@ async fn a_wrong_password_and_missing_grants_are_unauthorized_at_once() {
     assert_eq!(error.kind(), StoreErrorKind::Unauthorized, "{error}");
     assert!(!error.is_retryable());
     assert!(error.to_string().contains("password"), "{error}");
+    // No password at all: the server asks for one, the client has none.
+    let none = url.replacen("lock_test:lock_test@", "lock_test@", 1);
+    let error = PostgresStore::builder(store.table())
+        .build_from_url(&none)
+        .unwrap()
+        .get(&LockKey::new("a"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unauthorized, "{error}");
+    assert!(error.to_string().contains("set the password"), "{error}");
 
     // A role that may log in but was granted nothing on the table.
     let admin = connect(&admin_url()).await;
