@@ -8,7 +8,8 @@
 //!   [`LockClient`](lock_core::LockClient) on the memory store against the raw
 //!   store calls that cycle makes.
 //! * `src/bin/round_trips.rs`: store calls per lock operation, counted by
-//!   [`CountingStore`], on the memory store and on each DynamoDB layout (moto).
+//!   [`CountingStore`], on the memory store, on each DynamoDB layout (moto) and
+//!   on PostgreSQL; `src/bin/local_handoff.rs`: the local hand-off on the same.
 //! * `src/bin/heartbeat_scale.rs`: one client holding thousands of locks on a
 //!   memory store with simulated latency: heartbeat CPU, lateness, memory per lock.
 //! * `src/bin/side_by_side.rs` with `python/bench.py`, run by

@@ -1,6 +1,6 @@
 //! `lockctl`: run a command under a distributed lock (so a cron job, batch job
 //! or deploy step never runs twice across a fleet), and inspect and manage the
-//! locks of a DynamoDB table. See `docs/cli.md`.
+//! locks of a DynamoDB or PostgreSQL table. See `docs/cli.md`.
 
 mod args;
 mod child;

@@ -2,8 +2,8 @@
 //!
 //! `lock-core` is the protocol and the client; it knows no store. A store is
 //! anything that implements the small [`ConditionalStore`] trait (a linearizable map
-//! with conditional writes): `lock-memory` for tests, `lock-dynamodb` for
-//! production, or your own (see `docs/adapters.md`).
+//! with conditional writes): `lock-memory` for tests, `lock-dynamodb` or
+//! `lock-postgres` for production, or your own (see `docs/adapters.md`).
 //!
 //! * [`LockClient`] acquires locks ([`acquire`](LockClient::acquire),
 //!   [`try_acquire`](LockClient::try_acquire),

@@ -1,5 +1,5 @@
 //! The conformance cases: one `pub async fn` per clause of the store contract
-//! (DESIGN §4, `docs/adapters.md`). Each takes a fresh, empty store and returns
+//! (`docs/adapters.md`). Each takes a fresh, empty store and returns
 //! `Err` with what went wrong. Cases read the store's
 //! [`Capabilities`](lock_core::Capabilities) and check what it claims, skipping
 //! what it says it cannot do.

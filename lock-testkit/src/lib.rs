@@ -6,7 +6,8 @@
 //!   store contract; [`conformance_suite!`] expands into one `#[tokio::test]` per
 //!   case. Cases read the store's [`Capabilities`](lock_core::Capabilities) and
 //!   check what it claims. `lock-memory` (plain, and behind the fault injector
-//!   with [`RetryingStore`]) and `lock-dynamodb` (against moto) run it.
+//!   with [`RetryingStore`]), `lock-dynamodb` (against moto) and `lock-postgres`
+//!   (against a real PostgreSQL server) run it.
 //! * **Fault injection** — [`FaultyStore`] (from `lock-memory`) wraps any store and,
 //!   from a seed, delays, throttles, fails before applying, or applies and loses
 //!   the response.
