@@ -86,6 +86,7 @@ mod heartbeat;
 mod held;
 mod info;
 mod key;
+pub mod layer;
 mod options;
 mod pacing;
 mod record;
@@ -112,3 +113,9 @@ pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Tak
 pub use release::ShutdownReport;
 pub use store::{Capabilities, ConditionalStore, Cursor, Expect, Outcome, Page};
 pub use timing::{LeaseState, LostReason, Observation, Timing};
+
+/// What [`store_via_layer!`] expands to needs, reachable from other crates.
+#[doc(hidden)]
+pub mod __private {
+    pub use async_trait::async_trait;
+}

@@ -106,10 +106,12 @@ impl FaultConfig {
         self
     }
 
-    /// Draw this call's fault (`None`: no fault) and delay. Draws one number for the
-    /// fault when any probability is set, and one for the delay when a delay is
-    /// set, so the draws depend only on the configuration and the call order.
-    pub(crate) fn draw(&self, rng: &mut fastrand::Rng) -> (Option<Fault>, Option<Duration>) {
+    /// Draw this call's fault (`None`: no fault) and delay from `rng`. Draws one
+    /// number for the fault when any probability is set, and one for the delay
+    /// when a delay is set, so the draws depend only on the configuration and the
+    /// call order. Probabilities outside 0–1 (or NaN) are clamped. Public so that
+    /// other fault injectors (the simulation's client links) draw the same way.
+    pub fn draw(&self, rng: &mut fastrand::Rng) -> (Option<Fault>, Option<Duration>) {
         let probabilities = [
             (self.throttle, Fault::Throttled),
             (self.unavailable, Fault::Unavailable),

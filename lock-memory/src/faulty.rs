@@ -3,15 +3,12 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page,
-    StoreError,
-};
+use lock_core::layer::{StoreCall, StoreLayer, StoreReply};
+use lock_core::{ConditionalStore, LockKey, StoreError};
 use tokio::time::Instant;
 
 use crate::capacity::{Bucket, WriteCapacity};
@@ -44,7 +41,20 @@ use crate::{DEFAULT_HISTORY_CAPACITY, Op};
 pub struct FaultyStore<S> {
     inner: Arc<S>,
     seed: u64,
+    faults: Injector,
+}
+
+/// The layer that decides each call's fault and injects it; its state is
+/// shared by every clone of the store.
+#[derive(Clone)]
+struct Injector {
     shared: Arc<Mutex<State>>,
+}
+
+impl fmt::Debug for Injector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Injector")
+    }
 }
 
 struct State {
@@ -68,7 +78,7 @@ impl<S> Clone for FaultyStore<S> {
         Self {
             inner: self.inner.clone(),
             seed: self.seed,
-            shared: self.shared.clone(),
+            faults: self.faults.clone(),
         }
     }
 }
@@ -102,26 +112,25 @@ impl<S> FaultyStore<S> {
         Self {
             inner,
             seed,
-            shared: Arc::new(Mutex::new(State {
-                rng: fastrand::Rng::with_seed(seed),
-                reads: FaultConfig::NONE,
-                writes: FaultConfig::NONE,
-                script: VecDeque::new(),
-                unavailable: false,
-                capacity: None,
-                events: Bounded::new(DEFAULT_HISTORY_CAPACITY),
-                calls: 0,
-                injected: 0,
-                next_seq: 0,
-            })),
+            faults: Injector {
+                shared: Arc::new(Mutex::new(State {
+                    rng: fastrand::Rng::with_seed(seed),
+                    reads: FaultConfig::NONE,
+                    writes: FaultConfig::NONE,
+                    script: VecDeque::new(),
+                    unavailable: false,
+                    capacity: None,
+                    events: Bounded::new(DEFAULT_HISTORY_CAPACITY),
+                    calls: 0,
+                    injected: 0,
+                    next_seq: 0,
+                })),
+            },
         }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        // Every mutation under this lock is a single step; a poisoned lock is sound.
-        self.shared
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.faults.state()
     }
 
     /// The seed the random faults are drawn from.
@@ -246,6 +255,15 @@ impl<S> FaultyStore<S> {
         state.calls = 0;
         state.injected = 0;
     }
+}
+
+impl Injector {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every mutation under this lock is a single step; a poisoned lock is sound.
+        self.shared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 
     /// Decide what happens to this call and record it. The lock is released before
     /// anything is awaited.
@@ -292,13 +310,17 @@ impl<S> FaultyStore<S> {
         }
         (fault, delay)
     }
+}
 
-    /// Run `call` against the wrapped store under this call's fault.
-    async fn run<T, F>(&self, op: Op, key: Option<&LockKey>, call: F) -> Result<T, StoreError>
-    where
-        F: Future<Output = Result<T, StoreError>>,
-    {
-        let (fault, delay) = self.decide(op, key);
+#[async_trait]
+impl StoreLayer for Injector {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, StoreError> {
+        let op = call.op();
+        let (fault, delay) = self.decide(op, call.key());
         let delay = match &fault {
             Fault::Delay(scripted) => Some(*scripted),
             _ => delay,
@@ -306,63 +328,33 @@ impl<S> FaultyStore<S> {
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;
         }
-        let what = format!("injected fault on {op:?}");
+        let what = || format!("injected fault on {op:?}");
         match fault {
-            Fault::Pass | Fault::Delay(_) => call.await,
+            Fault::Pass | Fault::Delay(_) => call.send(next).await,
             Fault::AmbiguousApplied => {
                 // The call takes effect; its response is lost on the way back.
-                let _lost = call.await;
+                let _lost = call.send(next).await;
                 Err(StoreError::ambiguous(format!(
-                    "{what}: response lost (the call was applied)"
+                    "{}: response lost (the call was applied)",
+                    what()
                 )))
             }
             Fault::AmbiguousNotApplied => Err(StoreError::ambiguous(format!(
-                "{what}: timed out (the call was not applied)"
+                "{}: timed out (the call was not applied)",
+                what()
             ))),
-            Fault::Throttled => Err(StoreError::throttled(format!("{what}: throttled"))),
+            Fault::Throttled => Err(StoreError::throttled(format!("{}: throttled", what()))),
             Fault::Unavailable => Err(StoreError::unavailable(format!(
-                "{what}: unavailable (the call was not applied)"
+                "{}: unavailable (the call was not applied)",
+                what()
             ))),
             Fault::Error(kind) => Err(StoreError::new(
                 kind,
-                format!("{what}: {kind:?} (the call was not applied)"),
+                format!("{}: {kind:?} (the call was not applied)", what()),
             )),
         }
     }
 }
 
-#[async_trait]
-impl<S: ConditionalStore> ConditionalStore for FaultyStore<S> {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.run(Op::Get, Some(key), self.inner.get(key)).await
-    }
-
-    async fn put(
-        &self,
-        key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
-        self.run(Op::Put, Some(key), self.inner.put(key, expect, new))
-            .await
-    }
-
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        self.run(Op::Delete, Some(key), self.inner.delete(key, expect))
-            .await
-    }
-
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.run(Op::List, None, self.inner.list(partition, cursor, limit))
-            .await
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-}
+lock_core::store_via_layer!(impl[S: ConditionalStore] for FaultyStore<S>,
+    |this| (&this.faults, &*this.inner as &dyn ConditionalStore));

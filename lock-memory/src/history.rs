@@ -79,30 +79,9 @@ impl<T: Clone> Bounded<T> {
     }
 }
 
-/// Which store method was called.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
-pub enum Op {
-    /// [`get`](lock_core::ConditionalStore::get)
-    Get,
-    /// [`put`](lock_core::ConditionalStore::put)
-    Put,
-    /// [`delete`](lock_core::ConditionalStore::delete)
-    Delete,
-    /// [`list`](lock_core::ConditionalStore::list)
-    List,
-}
-
-impl Op {
-    /// `put` and `delete` write.
-    pub fn is_write(self) -> bool {
-        matches!(self, Op::Put | Op::Delete)
-    }
-
-    /// `get` and `list` read.
-    pub fn is_read(self) -> bool {
-        !self.is_write()
-    }
-}
+/// Which store method was called (lock-core's [`StoreOp`](lock_core::layer::StoreOp),
+/// which the layers of every store share).
+pub use lock_core::layer::StoreOp as Op;
 
 /// One call, with its arguments (owned copies).
 #[derive(Clone, PartialEq, Eq, Debug)]

@@ -4,20 +4,18 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page,
-    StoreError,
-};
+use lock_core::layer::{StoreCall, StoreLayer, StoreOp, StoreReply};
+use lock_core::{ConditionalStore, LockKey, LockRecord, Outcome, StoreError};
 
 /// Retries throttled and failed calls and resolves ambiguous writes by RVN, so a
 /// store behind the fault injector passes the conformance suite.
 ///
-/// * Reads are retried on any retryable error.
+/// * Every call is sent again after a retryable error, up to 64 attempts.
 /// * A `put` whose outcome is ambiguous is resolved with a consistent read: if the
 ///   stored record carries the RVN of the write, the write applied and is reported
-///   as applied; otherwise it is sent again. A retried `put` that is rejected with
-///   the current record carrying its own RVN is reported as applied too (the
-///   earlier attempt won).
+///   as applied; otherwise it is sent again. A `put` rejected with the current
+///   record carrying its own RVN is reported as applied too (an earlier attempt
+///   won: no other write carries that RVN).
 /// * A `delete` reads the record first; if the delete's outcome is ambiguous and
 ///   the record is gone afterwards, the delete is reported as applied with the
 ///   record it read.
@@ -29,7 +27,7 @@ use lock_core::{
 #[derive(Clone, Debug)]
 pub struct RetryingStore<S> {
     inner: S,
-    attempts: u32,
+    retry: Retry,
 }
 
 impl<S: ConditionalStore> RetryingStore<S> {
@@ -37,118 +35,87 @@ impl<S: ConditionalStore> RetryingStore<S> {
     pub fn new(inner: S) -> Self {
         Self {
             inner,
-            attempts: 64,
-        }
-    }
-
-    /// Give each call up to `attempts` attempts (at least one).
-    pub fn with_attempts(mut self, attempts: u32) -> Self {
-        self.attempts = attempts.max(1);
-        self
-    }
-
-    /// The wrapped store.
-    pub fn inner(&self) -> &S {
-        &self.inner
-    }
-
-    async fn backoff(attempt: u32) {
-        tokio::time::sleep(Duration::from_micros(100 << attempt.min(6))).await;
-    }
-
-    async fn read(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        let mut attempt = 0;
-        loop {
-            match self.inner.get(key).await {
-                Err(e) if e.is_retryable() && attempt + 1 < self.attempts => {
-                    attempt += 1;
-                    Self::backoff(attempt).await;
-                }
-                other => return other,
-            }
+            retry: Retry { attempts: 64 },
         }
     }
 }
 
-#[async_trait]
-impl<S: ConditionalStore> ConditionalStore for RetryingStore<S> {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.read(key).await
+lock_core::store_via_layer!(impl[S: ConditionalStore] for RetryingStore<S>,
+    |this| (&this.retry, &this.inner as &dyn ConditionalStore));
+
+/// The layer: one retry loop for every call.
+#[derive(Clone, Copy, Debug)]
+struct Retry {
+    attempts: u32,
+}
+
+impl Retry {
+    async fn backoff(attempt: u32) {
+        tokio::time::sleep(Duration::from_micros(100 << attempt.min(6))).await;
     }
 
-    async fn put(
+    /// A consistent read of `key`, retried like any call.
+    async fn read(
         &self,
         key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
+        next: &dyn ConditionalStore,
+    ) -> Result<Option<LockRecord>, StoreError> {
+        self.call(StoreCall::Get { key }, next).await?.into_record()
+    }
+}
+
+#[async_trait]
+impl StoreLayer for Retry {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, StoreError> {
+        let own_rvn = match &call {
+            StoreCall::Put { new, .. } => Some(new.rvn.clone()),
+            _ => None,
+        };
         let mut attempt = 0;
-        let mut maybe_applied = false;
         loop {
-            match self.inner.put(key, expect.clone(), new.clone()).await {
-                Ok(Outcome::Rejected { current }) if maybe_applied => {
-                    return Ok(match current {
-                        Some(record) if record.rvn == new.rvn => Outcome::Applied(record),
-                        current => Outcome::Rejected { current },
-                    });
+            // What a delete would remove: the record it reports if its outcome
+            // is ambiguous and the key is gone afterwards.
+            let before = match (call.op(), call.key()) {
+                (StoreOp::Delete, Some(key)) => self.read(key, next).await?,
+                _ => None,
+            };
+            let error = match call.clone().send(next).await {
+                Ok(StoreReply::Outcome(Outcome::Rejected {
+                    current: Some(record),
+                })) if Some(&record.rvn) == own_rvn.as_ref() => {
+                    return Ok(Outcome::Applied(record).into());
                 }
-                Err(e) if e.is_retryable() && attempt + 1 < self.attempts => {
-                    attempt += 1;
-                    if e.is_ambiguous() {
-                        maybe_applied = true;
-                        match self.read(key).await? {
-                            Some(record) if record.rvn == new.rvn => {
-                                return Ok(Outcome::Applied(record));
-                            }
-                            _ => {}
+                Ok(reply) => return Ok(reply),
+                Err(error) if error.is_retryable() && attempt + 1 < self.attempts => error,
+                Err(error) => return Err(error),
+            };
+            attempt += 1;
+            if error.is_ambiguous()
+                && let Some(key) = call.key()
+            {
+                match call.op() {
+                    StoreOp::Put => {
+                        if let Some(record) = self.read(key, next).await?
+                            && Some(&record.rvn) == own_rvn.as_ref()
+                        {
+                            return Ok(Outcome::Applied(record).into());
                         }
                     }
-                    Self::backoff(attempt).await;
-                }
-                other => return other,
-            }
-        }
-    }
-
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        let mut attempt = 0;
-        loop {
-            let before = self.read(key).await?;
-            match self.inner.delete(key, expect.clone()).await {
-                Err(e) if e.is_retryable() && attempt + 1 < self.attempts => {
-                    attempt += 1;
-                    if e.is_ambiguous()
-                        && let Some(record) = before
-                        && self.read(key).await?.is_none()
-                    {
-                        return Ok(Outcome::Applied(record));
+                    StoreOp::Delete => {
+                        if let Some(record) = before
+                            && self.read(key, next).await?.is_none()
+                        {
+                            return Ok(Outcome::Applied(record).into());
+                        }
                     }
-                    Self::backoff(attempt).await;
+                    StoreOp::Get | StoreOp::List => {}
                 }
-                other => return other,
             }
+            Self::backoff(attempt).await;
         }
-    }
-
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        let mut attempt = 0;
-        loop {
-            match self.inner.list(partition, cursor.clone(), limit).await {
-                Err(e) if e.is_retryable() && attempt + 1 < self.attempts => {
-                    attempt += 1;
-                    Self::backoff(attempt).await;
-                }
-                other => return other,
-            }
-        }
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
     }
 }

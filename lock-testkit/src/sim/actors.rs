@@ -14,6 +14,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::schedule::{Event, Release};
+use lock_core::layer::Layered;
+
 use super::store::{ClientLink, Recorder, ReusesFences};
 use super::world::{World, key_name};
 use super::{Breakage, Schedule, SimReport, Violation};
@@ -45,14 +47,16 @@ impl Run {
         let schedule = &world.schedule;
         let incarnation = self.incarnations[client];
         let owner = world.owner(client);
-        let link = ClientLink {
-            world: world.clone(),
-            client,
-            incarnation,
-            shared: self.shared.clone(),
-            gate: world.gate(client),
-            calls: Mutex::new(HashMap::new()),
-        };
+        let link = Layered::new(
+            ClientLink {
+                world: world.clone(),
+                client,
+                incarnation,
+                gate: world.gate(client),
+                calls: Mutex::new(HashMap::new()),
+            },
+            self.shared.clone(),
+        );
         let margin = schedule.safety_margins[client];
         let mut builder = LockClient::builder(link)
             .owner(owner)
@@ -181,14 +185,18 @@ pub(crate) async fn simulate(schedule: Schedule) -> Result<SimReport, Violation>
     // of every call would only cost time and memory.
     let memory = MemoryStore::builder().history_capacity(0).build();
     let shared: Arc<dyn ConditionalStore> = match schedule.breakage {
-        Some(Breakage::ReusedFence) => Arc::new(Recorder {
-            inner: ReusesFences(memory.clone()),
-            world: world.clone(),
-        }),
-        _ => Arc::new(Recorder {
-            inner: memory.clone(),
-            world: world.clone(),
-        }),
+        Some(Breakage::ReusedFence) => Arc::new(Layered::new(
+            Recorder {
+                world: world.clone(),
+            },
+            Layered::new(ReusesFences, memory.clone()),
+        )),
+        _ => Arc::new(Layered::new(
+            Recorder {
+                world: world.clone(),
+            },
+            memory.clone(),
+        )),
     };
     let mut run = Run {
         world: world.clone(),

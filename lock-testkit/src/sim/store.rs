@@ -7,10 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, FenceUpdate, LockKey, LockRecord, NewRecord,
-    Outcome, Page, StoreError,
-};
+use lock_core::layer::{StoreCall, StoreLayer, StoreOp, StoreReply};
+use lock_core::{ConditionalStore, FenceUpdate, StoreError};
 use lock_memory::Fault;
 use tokio::sync::watch;
 
@@ -18,92 +16,53 @@ use super::world::World;
 
 /// Reports every applied write to the [`World`] at the instant it applies.
 #[derive(Debug)]
-pub(crate) struct Recorder<S> {
-    pub(crate) inner: S,
+pub(crate) struct Recorder {
     pub(crate) world: Arc<World>,
 }
 
 #[async_trait]
-impl<S: ConditionalStore> ConditionalStore for Recorder<S> {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-
-    async fn put(
+impl StoreLayer for Recorder {
+    async fn call(
         &self,
-        key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
-        let outcome = self.inner.put(key, expect, new.clone()).await?;
-        if let Outcome::Applied(record) = &outcome {
-            self.world.applied_put(key, &new, record);
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, StoreError> {
+        let key = call.key();
+        let new = match &call {
+            StoreCall::Put { new, .. } => Some(new.clone()),
+            _ => None,
+        };
+        let reply = call.send(next).await?;
+        if let (Some(key), Some(record)) = (key, reply.applied()) {
+            match &new {
+                Some(new) => self.world.applied_put(key, new, record),
+                None => self.world.applied_delete(key, record),
+            }
         }
-        Ok(outcome)
-    }
-
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        let outcome = self.inner.delete(key, expect).await?;
-        if let Outcome::Applied(record) = &outcome {
-            self.world.applied_delete(key, record);
-        }
-        Ok(outcome)
-    }
-
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.inner.list(partition, cursor, limit).await
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+        Ok(reply)
     }
 }
 
 /// A broken store: an acquisition of a key that already has a record keeps its
 /// fence instead of incrementing it, so two holders share a fence.
 #[derive(Debug)]
-pub(crate) struct ReusesFences<S>(pub(crate) S);
+pub(crate) struct ReusesFences;
 
 #[async_trait]
-impl<S: ConditionalStore> ConditionalStore for ReusesFences<S> {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.0.get(key).await
-    }
-
-    async fn put(
+impl StoreLayer for ReusesFences {
+    async fn call(
         &self,
-        key: &LockKey,
-        expect: Expect,
-        mut new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
-        if new.fence == FenceUpdate::Next && self.0.get(key).await?.is_some() {
+        mut call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, StoreError> {
+        if let StoreCall::Put { key, new, .. } = &mut call
+            && new.fence == FenceUpdate::Next
+            && next.get(key).await?.is_some()
+        {
+            // The client sees the write as an acquisition, the recorder too.
             new.fence = FenceUpdate::Keep;
         }
-        let outcome = self.0.put(key, expect, new).await?;
-        // The client sees the write as an acquisition, the recorder too.
-        Ok(outcome)
-    }
-
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        self.0.delete(key, expect).await
-    }
-
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.0.list(partition, cursor, limit).await
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.0.capabilities()
+        call.send(next).await
     }
 }
 
@@ -117,7 +76,6 @@ pub(crate) struct ClientLink {
     pub(crate) world: Arc<World>,
     pub(crate) client: usize,
     pub(crate) incarnation: u64,
-    pub(crate) shared: Arc<dyn ConditionalStore>,
     pub(crate) gate: watch::Receiver<bool>,
     pub(crate) calls: Mutex<HashMap<String, u64>>,
 }
@@ -146,21 +104,10 @@ impl ClientLink {
         let mut rng = fastrand::Rng::with_seed(seed);
         let (low, high) = self.world.schedule.latency;
         let latency = low + (high - low).mul_f64(rng.f64());
-        let f = self.world.schedule.faults;
-        let r = rng.f64();
-        let fault = if !self.world.faults_on() {
-            None
-        } else if r < f.throttle {
-            Some(Fault::Throttled)
-        } else if r < f.throttle + f.unavailable {
-            Some(Fault::Unavailable)
-        } else if r < f.throttle + f.unavailable + f.ambiguous_applied {
-            Some(Fault::AmbiguousApplied)
-        } else if r < f.throttle + f.unavailable + f.ambiguous_applied + f.ambiguous_not_applied {
-            Some(Fault::AmbiguousNotApplied)
-        } else {
-            None
-        };
+        // The injector's own draw (and its clamping of the probabilities); its
+        // delay is not used here: the latency above is the link's.
+        let (fault, _) = self.world.schedule.faults.draw(&mut rng);
+        let fault = fault.filter(|_| self.world.faults_on());
         (fault, latency / 2, latency - latency / 2)
     }
 
@@ -176,14 +123,23 @@ impl ClientLink {
         }
         Ok(())
     }
+}
 
-    async fn call<T, F>(&self, stream: &str, op: F) -> Result<T, StoreError>
-    where
-        F: AsyncOp<T>,
-    {
+#[async_trait]
+impl StoreLayer for ClientLink {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, StoreError> {
+        let stream = match (call.op(), call.key()) {
+            (StoreOp::Get, Some(key)) => format!("r{key}"),
+            (_, Some(key)) => format!("w{key}"),
+            (_, None) => "list".to_owned(),
+        };
         self.wait_awake().await;
         self.alive()?;
-        let (fault, before, after) = self.draw(stream);
+        let (fault, before, after) = self.draw(&stream);
         tokio::time::sleep(before).await;
         self.alive()?;
         let result = match fault {
@@ -192,7 +148,7 @@ impl ClientLink {
             Some(Fault::AmbiguousNotApplied) => {
                 Err(StoreError::ambiguous("simulated timeout before the store"))
             }
-            _ => op.run(self.shared.as_ref()).await,
+            _ => call.send(next).await,
         };
         tokio::time::sleep(after).await;
         // A paused process reads the response when it wakes.
@@ -203,77 +159,5 @@ impl ClientLink {
             )),
             _ => result,
         }
-    }
-}
-
-/// One store call, boxed so [`ClientLink::call`] can wrap any of them.
-#[async_trait]
-trait AsyncOp<T>: Send {
-    async fn run(self, store: &dyn ConditionalStore) -> Result<T, StoreError>;
-}
-
-struct Get<'a>(&'a LockKey);
-struct Put<'a>(&'a LockKey, Expect, NewRecord);
-struct Delete<'a>(&'a LockKey, Expect);
-struct List<'a>(Option<&'a str>, Option<Cursor>, usize);
-
-#[async_trait]
-impl AsyncOp<Option<LockRecord>> for Get<'_> {
-    async fn run(self, store: &dyn ConditionalStore) -> Result<Option<LockRecord>, StoreError> {
-        store.get(self.0).await
-    }
-}
-
-#[async_trait]
-impl AsyncOp<Outcome> for Put<'_> {
-    async fn run(self, store: &dyn ConditionalStore) -> Result<Outcome, StoreError> {
-        store.put(self.0, self.1, self.2).await
-    }
-}
-
-#[async_trait]
-impl AsyncOp<Outcome> for Delete<'_> {
-    async fn run(self, store: &dyn ConditionalStore) -> Result<Outcome, StoreError> {
-        store.delete(self.0, self.1).await
-    }
-}
-
-#[async_trait]
-impl AsyncOp<Page> for List<'_> {
-    async fn run(self, store: &dyn ConditionalStore) -> Result<Page, StoreError> {
-        store.list(self.0, self.1, self.2).await
-    }
-}
-
-#[async_trait]
-impl ConditionalStore for ClientLink {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.call(&format!("r{key}"), Get(key)).await
-    }
-
-    async fn put(
-        &self,
-        key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
-        self.call(&format!("w{key}"), Put(key, expect, new)).await
-    }
-
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        self.call(&format!("w{key}"), Delete(key, expect)).await
-    }
-
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.call("list", List(partition, cursor, limit)).await
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.shared.capabilities()
     }
 }
