@@ -29,10 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, FenceUpdate, LockKey, LockRecord, NewRecord,
-    Outcome, Page, StoreError,
-};
+use lock_core::layer::{StoreCall, StoreLayer, StoreReply};
+use lock_core::{ConditionalStore, Expect, FenceUpdate, NewRecord, StoreError};
 
 /// The error type of the bench programs.
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
@@ -214,63 +212,35 @@ impl<S> CountingStore<S> {
             errors: self.counters.errors.load(Ordering::Relaxed),
         }
     }
-
-    fn count<T>(&self, kind: CallKind, result: &Result<T, StoreError>, rejected: bool) {
-        self.counters.by_kind[kind.index()].fetch_add(1, Ordering::Relaxed);
-        if result.is_err() {
-            self.counters.errors.fetch_add(1, Ordering::Relaxed);
-        }
-        if rejected {
-            self.counters.rejected.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-fn is_rejected(result: &Result<Outcome, StoreError>) -> bool {
-    matches!(result, Ok(Outcome::Rejected { .. }))
 }
 
 #[async_trait]
-impl<S: ConditionalStore> ConditionalStore for CountingStore<S> {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        let result = self.inner.get(key).await;
-        self.count(CallKind::Get, &result, false);
-        result
-    }
-
-    async fn put(
+impl StoreLayer for Counters {
+    async fn call(
         &self,
-        key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
-        let kind = CallKind::of_put(&expect, &new);
-        let result = self.inner.put(key, expect, new).await;
-        self.count(kind, &result, is_rejected(&result));
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, StoreError> {
+        let kind = match &call {
+            StoreCall::Put { expect, new, .. } => CallKind::of_put(expect, new),
+            StoreCall::Get { .. } => CallKind::Get,
+            StoreCall::Delete { .. } => CallKind::Delete,
+            // A listing (the call enum is open to new methods).
+            _ => CallKind::List,
+        };
+        let result = call.send(next).await;
+        self.by_kind[kind.index()].fetch_add(1, Ordering::Relaxed);
+        match &result {
+            Err(_) => self.errors.fetch_add(1, Ordering::Relaxed),
+            Ok(reply) if reply.is_rejected() => self.rejected.fetch_add(1, Ordering::Relaxed),
+            Ok(_) => 0,
+        };
         result
-    }
-
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        let result = self.inner.delete(key, expect).await;
-        self.count(CallKind::Delete, &result, is_rejected(&result));
-        result
-    }
-
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        let result = self.inner.list(partition, cursor, limit).await;
-        self.count(CallKind::List, &result, false);
-        result
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
     }
 }
+
+lock_core::store_via_layer!(impl[S: ConditionalStore] for CountingStore<S>,
+    |this| (&*this.counters, &this.inner as &dyn ConditionalStore));
 
 /// CPU time this process's live threads have spent on a CPU, in nanoseconds, from
 /// `/proc/self/task/*/schedstat` (Linux; nanosecond resolution, unlike the clock

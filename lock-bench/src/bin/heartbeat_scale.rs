@@ -33,9 +33,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_bench::{BenchError, CallKind, Histogram};
+use lock_core::layer::{Layered, StoreCall, StoreLayer, StoreReply};
 use lock_core::{
-    AcquireOptions, Capabilities, ConditionalStore, Cursor, Expect, FenceUpdate, LockClient,
-    LockGuard, LockKey, LockRecord, NewRecord, Outcome, Page, Rvn, StoreError,
+    AcquireOptions, ConditionalStore, Expect, FenceUpdate, LockClient, LockGuard, LockKey,
+    NewRecord, Rvn, StoreError,
 };
 use lock_memory::{FaultConfig, FaultyStore, MemoryStore};
 use tokio::time::Instant;
@@ -47,8 +48,7 @@ const OWNER: &str = "bench-host-0123abcd";
 
 /// Sees every call as it is sent; records heartbeat lateness per lock.
 #[derive(Debug)]
-struct Recorder<S> {
-    inner: S,
+struct Recorder {
     start: Instant,
     period: Duration,
     /// Per lock: when its last write was sent (ns since `start`, 0 = never).
@@ -60,7 +60,7 @@ struct Recorder<S> {
     rejected: AtomicU64,
 }
 
-impl<S> Recorder<S> {
+impl Recorder {
     fn index(&self, key: &LockKey) -> Option<usize> {
         key.partition().strip_prefix(KEY_PREFIX)?.parse().ok()
     }
@@ -89,36 +89,21 @@ impl<S> Recorder<S> {
 }
 
 #[async_trait]
-impl<S: ConditionalStore> ConditionalStore for Recorder<S> {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn put(
+impl StoreLayer for Recorder {
+    async fn call(
         &self,
-        key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
-        self.saw(key, CallKind::of_put(&expect, &new));
-        let result = self.inner.put(key, expect, new).await;
-        if matches!(result, Ok(Outcome::Rejected { .. })) {
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, StoreError> {
+        let StoreCall::Put { key, expect, new } = &call else {
+            return call.send(next).await;
+        };
+        self.saw(key, CallKind::of_put(expect, new));
+        let result = call.send(next).await;
+        if matches!(&result, Ok(reply) if reply.is_rejected()) {
             self.rejected.fetch_add(1, Ordering::Relaxed);
         }
         result
-    }
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        self.inner.delete(key, expect).await
-    }
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.inner.list(partition, cursor, limit).await
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
     }
 }
 
@@ -167,16 +152,18 @@ async fn run_on<S: ConditionalStore>(
 ) -> Result<serde_json::Value, BenchError> {
     let lease = lease();
     let period = lease / 4;
-    let recorder = Arc::new(Recorder {
-        inner: store,
-        start: Instant::now(),
-        period,
-        last: (0..locks).map(|_| AtomicU64::new(0)).collect(),
-        last_was_beat: (0..locks).map(|_| AtomicBool::new(false)).collect(),
-        lateness: Histogram::new(Duration::from_micros(100), 200_000),
-        beats: AtomicU64::new(0),
-        rejected: AtomicU64::new(0),
-    });
+    let recorder = Arc::new(Layered::new(
+        Recorder {
+            start: Instant::now(),
+            period,
+            last: (0..locks).map(|_| AtomicU64::new(0)).collect(),
+            last_was_beat: (0..locks).map(|_| AtomicBool::new(false)).collect(),
+            lateness: Histogram::new(Duration::from_micros(100), 200_000),
+            beats: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        },
+        store,
+    ));
     let client = LockClient::builder_shared(recorder.clone())
         .owner(OWNER)
         .lease(lease)
@@ -222,19 +209,19 @@ async fn run_on<S: ConditionalStore>(
     // The first heartbeats fall in the last quarter of the first period; measure
     // CPU over the two periods after every lock's first heartbeat.
     tokio::time::sleep_until(acquire_end + period).await;
-    let beats_before = recorder.beats.load(Ordering::Relaxed);
+    let beats_before = recorder.layer().beats.load(Ordering::Relaxed);
     let cpu_before = lock_bench::threads_cpu()?;
     let window_start = Instant::now();
     tokio::time::sleep(period * 2).await;
     let window = window_start.elapsed();
     let cpu = lock_bench::threads_cpu()? - cpu_before;
-    let beats_in_window = recorder.beats.load(Ordering::Relaxed) - beats_before;
+    let beats_in_window = recorder.layer().beats.load(Ordering::Relaxed) - beats_before;
     // Let the third round finish, so every lock contributes two lateness samples.
     tokio::time::sleep(period / 4).await;
     let rss_end = lock_bench::resident_bytes()?;
     let lost = guards.iter().filter(|guard| !guard.is_safe()).count();
 
-    let h = &recorder.lateness;
+    let h = &recorder.layer().lateness;
     let core_fraction = cpu.as_secs_f64() / window.as_secs_f64();
     let per_lock = |rss: u64| rss.saturating_sub(rss_before) as f64 / locks as f64;
     drop(guards);
@@ -254,7 +241,7 @@ async fn run_on<S: ConditionalStore>(
         "lateness_p50_ms": h.quantile(0.5).as_secs_f64() * 1e3,
         "lateness_p99_ms": h.quantile(0.99).as_secs_f64() * 1e3,
         "lateness_max_ms": h.max().as_secs_f64() * 1e3,
-        "rejected": recorder.rejected.load(Ordering::Relaxed),
+        "rejected": recorder.layer().rejected.load(Ordering::Relaxed),
         "lost": lost,
         "rss_per_lock_acquired_b": per_lock(rss_acquired),
         "rss_per_lock_b": per_lock(rss_end),
