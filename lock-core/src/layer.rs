@@ -320,8 +320,23 @@ impl<L, S> Layered<L, S> {
 /// which layer handles the calls and which store (`&dyn ConditionalStore`) is
 /// below it. For wrappers with an API of their own; others use [`Layered`].
 ///
-/// ```ignore
-/// lock_core::store_via_layer!(impl[S: ConditionalStore] for MyWrapper<S>,
+/// ```
+/// use lock_core::ConditionalStore;
+/// use lock_core::layer::StoreLayer;
+///
+/// /// A layer that changes nothing (every method of `StoreLayer` has a default).
+/// #[derive(Debug)]
+/// struct PassThrough;
+/// impl StoreLayer for PassThrough {}
+///
+/// /// A wrapper with an API of its own, a store through its layer.
+/// #[derive(Debug)]
+/// struct Wrapper<S> {
+///     inner: S,
+///     layer: PassThrough,
+/// }
+///
+/// lock_core::store_via_layer!(impl[S: ConditionalStore] for Wrapper<S>,
 ///     |this| (&this.layer, &this.inner as &dyn ConditionalStore));
 /// ```
 #[macro_export]

@@ -6,6 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::layer::{StoreCall, StoreLayer, StoreReply};
 use lock_core::{
     AcquireOptions, ConditionalStore, ConfigError, Expect, Fence, FenceUpdate, LeaseState,
     LockClient, LockError, LockKey, LostReason, NewRecord, Outcome, Rvn,
@@ -1129,52 +1130,35 @@ impl Scripted {
 }
 
 #[async_trait::async_trait]
-impl ConditionalStore for Scripted {
-    async fn get(
+impl StoreLayer for Scripted {
+    async fn call(
         &self,
-        key: &LockKey,
-    ) -> Result<Option<lock_core::LockRecord>, lock_core::StoreError> {
-        self.inner.get(key).await
-    }
-    async fn put(
-        &self,
-        key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, lock_core::StoreError> {
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, lock_core::StoreError> {
+        let StoreCall::Put { key, expect, .. } = &call else {
+            return call.send(next).await;
+        };
         let n = self.puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        if self.panic_on.as_ref() == Some(key) && matches!(expect, Expect::Version(_)) {
+        if self.panic_on.as_ref() == Some(*key) && matches!(expect, Expect::Version(_)) {
             panic!("scripted store panics on a write to held {key}");
         }
-        let outcome = self.inner.put(key, expect, new).await;
+        let outcome = call.send(next).await;
         if !self.reply_delay.is_zero() {
             tokio::time::sleep(self.reply_delay).await;
         }
         if self.bare_rejection_at == Some(n) {
-            return Ok(Outcome::Rejected { current: None });
+            return Ok(Outcome::Rejected { current: None }.into());
         }
         outcome
     }
-    async fn delete(
-        &self,
-        key: &LockKey,
-        expect: Expect,
-    ) -> Result<Outcome, lock_core::StoreError> {
-        self.inner.delete(key, expect).await
-    }
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<lock_core::Cursor>,
-        limit: usize,
-    ) -> Result<lock_core::Page, lock_core::StoreError> {
-        self.inner.list(partition, cursor, limit).await
-    }
-    fn capabilities(&self) -> lock_core::Capabilities {
+    fn capabilities(&self, _inner: lock_core::Capabilities) -> lock_core::Capabilities {
         lock_core::Capabilities::default()
             .with_returns_current_on_conflict(self.bare_rejection_at.is_none())
     }
 }
+
+lock_core::store_via_layer!(impl[] for Scripted, |this| (this, &this.inner as &dyn ConditionalStore));
 
 #[tokio::test(start_paused = true)]
 async fn a_heartbeat_that_panics_loses_the_lock_and_others_keep_beating() {

@@ -5,10 +5,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{
-    AcquireOptions, Capabilities, ConditionalStore, Cursor, Expect, LockClient, LockKey,
-    LockRecord, NewRecord, Outcome, Page, StoreError,
-};
+use lock_core::layer::{StoreCall, StoreLayer, StoreReply};
+use lock_core::{AcquireOptions, ConditionalStore, Expect, LockClient, NewRecord, StoreError};
 use lock_memory::MemoryStore;
 use tokio::time::Instant;
 
@@ -94,15 +92,27 @@ impl Delayed {
             .filter(|call| call.op == "put")
             .collect()
     }
+}
 
-    async fn reply<T>(
+#[async_trait::async_trait]
+impl StoreLayer for Delayed {
+    async fn call(
         &self,
-        op: &'static str,
-        expect: Option<Expect>,
-        new: Option<NewRecord>,
-        delay: Duration,
-        result: T,
-    ) -> T {
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, StoreError> {
+        let delays = *self.delays.lock().unwrap();
+        let (op, expect, new, delay) = match &call {
+            StoreCall::Get { .. } => ("get", None, None, delays.get),
+            StoreCall::Put { expect, new, .. } => {
+                ("put", Some(expect.clone()), Some(new.clone()), delays.put)
+            }
+            StoreCall::Delete { expect, .. } => {
+                ("delete", Some(expect.clone()), None, delays.delete)
+            }
+            _ => return call.send(next).await,
+        };
+        let result = call.send(next).await;
         let sent = Instant::now();
         let index = {
             let mut served = self.served.lock().unwrap();
@@ -123,39 +133,4 @@ impl Delayed {
     }
 }
 
-#[async_trait::async_trait]
-impl ConditionalStore for Delayed {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        let delay = self.delays.lock().unwrap().get;
-        let result = self.inner.get(key).await;
-        self.reply("get", None, None, delay, result).await
-    }
-    async fn put(
-        &self,
-        key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
-        let delay = self.delays.lock().unwrap().put;
-        let result = self.inner.put(key, expect.clone(), new.clone()).await;
-        self.reply("put", Some(expect), Some(new), delay, result)
-            .await
-    }
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        let delay = self.delays.lock().unwrap().delete;
-        let result = self.inner.delete(key, expect.clone()).await;
-        self.reply("delete", Some(expect), None, delay, result)
-            .await
-    }
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.inner.list(partition, cursor, limit).await
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-}
+lock_core::store_via_layer!(impl[] for Delayed, |this| (this, &this.inner as &dyn ConditionalStore));

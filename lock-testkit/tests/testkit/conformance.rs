@@ -5,10 +5,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, FenceUpdate, LockKey, LockRecord, NewRecord,
-    Outcome, Page, StoreError,
-};
+use lock_core::layer::{Layered, StoreCall, StoreLayer, StoreReply};
+use lock_core::{ConditionalStore, Expect, FenceUpdate, StoreError};
 use lock_memory::MemoryStore;
 use lock_testkit::{FaultyMemoryFactory, FreshStore, MemoryFactory, StoreFactory, cases};
 
@@ -75,73 +73,46 @@ enum Bug {
     ForgetsData,
 }
 
-#[derive(Debug)]
-struct Broken {
-    inner: MemoryStore,
-    bug: Bug,
-}
-
 #[async_trait]
-impl ConditionalStore for Broken {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-
-    async fn put(
+impl StoreLayer for Bug {
+    async fn call(
         &self,
-        key: &LockKey,
-        expect: Expect,
-        mut new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
-        match self.bug {
-            Bug::FenceNeverIncreases => new.fence = FenceUpdate::Keep,
-            Bug::IgnoresVersions => {
-                if let (Expect::Version(_), Some(current)) = (&expect, self.inner.get(key).await?) {
-                    return self.inner.put(key, Expect::Version(current.rvn), new).await;
+        mut call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, StoreError> {
+        if let StoreCall::Put { key, expect, new } = &mut call {
+            match self {
+                Bug::FenceNeverIncreases => new.fence = FenceUpdate::Keep,
+                Bug::IgnoresVersions => {
+                    if let (Expect::Version(_), Some(current)) = (&*expect, next.get(key).await?) {
+                        *expect = Expect::Version(current.rvn);
+                    }
                 }
-            }
-            Bug::NoSizeLimit => {
-                if new.data.bytes().is_some_and(|d| d.len() > 1000) {
-                    new.data = lock_core::DataUpdate::Replace(b"truncated".to_vec());
+                Bug::NoSizeLimit => {
+                    if new.data.bytes().is_some_and(|d| d.len() > 1000) {
+                        new.data = lock_core::DataUpdate::Replace(b"truncated".to_vec());
+                    }
                 }
-            }
-            Bug::ListDropsRecords => {}
-            Bug::ForgetsData => {
-                if new.data == lock_core::DataUpdate::Keep {
-                    new.data = lock_core::DataUpdate::Clear;
+                Bug::ListDropsRecords => {}
+                Bug::ForgetsData => {
+                    if new.data == lock_core::DataUpdate::Keep {
+                        new.data = lock_core::DataUpdate::Clear;
+                    }
                 }
             }
         }
-        self.inner.put(key, expect, new).await
-    }
-
-    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
-        self.inner.delete(key, expect).await
-    }
-
-    async fn list(
-        &self,
-        partition: Option<&str>,
-        cursor: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        let mut page = self.inner.list(partition, cursor, limit).await?;
-        if matches!(self.bug, Bug::ListDropsRecords) && page.next.is_some() {
+        let mut reply = call.send(next).await?;
+        if let (Bug::ListDropsRecords, Some(page)) = (self, reply.page_mut())
+            && page.next.is_some()
+        {
             page.records.pop();
         }
-        Ok(page)
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+        Ok(reply)
     }
 }
 
 fn broken(bug: Bug) -> Arc<dyn ConditionalStore> {
-    Arc::new(Broken {
-        inner: MemoryStore::new(),
-        bug,
-    })
+    Arc::new(Layered::new(bug, MemoryStore::new()))
 }
 
 #[tokio::test]
