@@ -255,21 +255,7 @@ async fn a_dropped_statement_does_not_hold_up_the_next_one() {
         return;
     };
     let key = LockKey::new("job");
-    let held = applied(
-        store
-            .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
-            .await
-            .unwrap(),
-    );
-    let mut blocker = connect(&url().unwrap()).await;
-    let transaction = blocker.transaction().await.unwrap();
-    transaction
-        .batch_execute(&format!(
-            "SELECT * FROM \"{}\" WHERE partition_key = 'job' FOR UPDATE",
-            store.table()
-        ))
-        .await
-        .unwrap();
+    let (held, blocker) = held_and_row_locked(&store, &key).await;
     // A heartbeat waits on the row lock; its caller gives up.
     let waiting = store.put(
         &key,
@@ -296,7 +282,7 @@ async fn a_dropped_statement_does_not_hold_up_the_next_one() {
         started.elapsed()
     );
     assert_eq!(read.rvn, held.rvn);
-    transaction.rollback().await.unwrap();
+    blocker.batch_execute("ROLLBACK").await.unwrap();
 }
 
 /// A write that committed but whose reply cannot be read (here a table whose
@@ -621,6 +607,30 @@ async fn a_wrong_password_and_missing_grants_are_unauthorized_at_once() {
     );
 }
 
+/// `key` acquired through `store`, and its row then locked by hand in an open
+/// transaction on a connection of its own (`ROLLBACK` on it lets go).
+async fn held_and_row_locked(
+    store: &PostgresStore,
+    key: &LockKey,
+) -> (lock_core::LockRecord, tokio_postgres::Client) {
+    let held = applied(
+        store
+            .put(key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    let blocker = connect(&url().unwrap()).await;
+    blocker
+        .batch_execute(&format!(
+            "BEGIN; SELECT * FROM \"{}\" WHERE partition_key = '{}' FOR UPDATE",
+            store.table(),
+            key.partition()
+        ))
+        .await
+        .unwrap();
+    (held, blocker)
+}
+
 /// A statement that waits past the statement timeout (here on a row lock held
 /// by hand) is cancelled by the server and rolled back: retryable, not
 /// ambiguous, and nothing was written.
@@ -638,21 +648,7 @@ async fn a_statement_timeout_is_rolled_back_and_retryable() {
         return;
     };
     let key = LockKey::new("job");
-    let held = applied(
-        store
-            .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
-            .await
-            .unwrap(),
-    );
-    let mut blocker = connect(&url().unwrap()).await;
-    let transaction = blocker.transaction().await.unwrap();
-    transaction
-        .batch_execute(&format!(
-            "SELECT * FROM \"{}\" WHERE partition_key = 'job' FOR UPDATE",
-            store.table()
-        ))
-        .await
-        .unwrap();
+    let (held, blocker) = held_and_row_locked(&store, &key).await;
     let error = store
         .put(
             &key,
@@ -663,6 +659,6 @@ async fn a_statement_timeout_is_rolled_back_and_retryable() {
         .unwrap_err();
     assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
     assert!(error.to_string().contains("rolled back"), "{error}");
-    transaction.rollback().await.unwrap();
+    blocker.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(store.get(&key).await.unwrap().unwrap().rvn, held.rvn);
 }

@@ -53,6 +53,7 @@
 pub struct AdapterGuideDoctests;
 
 pub mod cases;
+mod env;
 mod factory;
 pub mod model;
 pub mod proxy;
@@ -61,6 +62,7 @@ pub mod sim;
 mod suite;
 
 pub use cases::{CaseError, CaseResult};
+pub use env::server_from_env;
 pub use factory::{Cleanup, FaultyMemoryFactory, FreshStore, MemoryFactory, StoreFactory};
 pub use lock_memory::{Fault, FaultConfig, FaultyStore};
 pub use retry::RetryingStore;

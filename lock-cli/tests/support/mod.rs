@@ -12,39 +12,21 @@ use std::time::{Duration, Instant};
 /// `LOCK_DYNAMODB_SKIP=1` asks to skip, which is printed. (The same convention
 /// as lock-dynamodb's tests.)
 pub fn endpoint() -> Option<String> {
-    match std::env::var("LOCK_DYNAMODB_ENDPOINT") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("LOCK_DYNAMODB_SKIP").as_deref() == Ok("1") => {
-            eprintln!(
-                "SKIPPED: LOCK_DYNAMODB_SKIP=1 and no LOCK_DYNAMODB_ENDPOINT; this lockctl test did not run"
-            );
-            None
-        }
-        _ => panic!(
-            "LOCK_DYNAMODB_ENDPOINT is not set. The lockctl tests run against the moto emulator: \
-             run ./scripts/test, which installs and starts it and sets the variable \
-             (or set LOCK_DYNAMODB_SKIP=1 to skip them explicitly)."
-        ),
-    }
+    lock_testkit::server_from_env(
+        "LOCK_DYNAMODB_ENDPOINT",
+        "LOCK_DYNAMODB_SKIP",
+        "lockctl DynamoDB",
+    )
 }
 
 /// The PostgreSQL test server, from `LOCK_POSTGRES_URL` (set by
 /// `./scripts/test`), with the same convention (`LOCK_POSTGRES_SKIP=1`).
 pub fn postgres_url() -> Option<String> {
-    match std::env::var("LOCK_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("LOCK_POSTGRES_SKIP").as_deref() == Ok("1") => {
-            eprintln!(
-                "SKIPPED: LOCK_POSTGRES_SKIP=1 and no LOCK_POSTGRES_URL; this lockctl test did not run"
-            );
-            None
-        }
-        _ => panic!(
-            "LOCK_POSTGRES_URL is not set. The lockctl PostgreSQL tests run against a real server: \
-             run ./scripts/test, which installs and starts one and sets the variable \
-             (or set LOCK_POSTGRES_SKIP=1 to skip them explicitly)."
-        ),
-    }
+    lock_testkit::server_from_env(
+        "LOCK_POSTGRES_URL",
+        "LOCK_POSTGRES_SKIP",
+        "lockctl PostgreSQL",
+    )
 }
 
 /// One test's table and scratch directory.

@@ -21,20 +21,7 @@ use lock_dynamodb::{DynamoDbStore, DynamoDbStoreBuilder, Layout, TableOptions};
 /// `./scripts/test`). Without it the test fails and says how to run it, unless
 /// `LOCK_DYNAMODB_SKIP=1` asks to skip, which is printed.
 pub fn endpoint() -> Option<String> {
-    match std::env::var("LOCK_DYNAMODB_ENDPOINT") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("LOCK_DYNAMODB_SKIP").as_deref() == Ok("1") => {
-            eprintln!(
-                "SKIPPED: LOCK_DYNAMODB_SKIP=1 and no LOCK_DYNAMODB_ENDPOINT; this DynamoDB test did not run"
-            );
-            None
-        }
-        _ => panic!(
-            "LOCK_DYNAMODB_ENDPOINT is not set. The DynamoDB tests run against the moto emulator: \
-             run ./scripts/test, which installs and starts it and sets the variable \
-             (or set LOCK_DYNAMODB_SKIP=1 to skip them explicitly)."
-        ),
-    }
+    lock_testkit::server_from_env("LOCK_DYNAMODB_ENDPOINT", "LOCK_DYNAMODB_SKIP", "DynamoDB")
 }
 
 /// SDK configuration for the emulator: fixed region and dummy credentials.

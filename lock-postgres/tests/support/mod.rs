@@ -12,20 +12,7 @@ use lock_testkit::{FreshStore, StoreFactory};
 /// starts a throw-away cluster). Without it the test fails and says how to run
 /// it, unless `LOCK_POSTGRES_SKIP=1` asks to skip, which is printed.
 pub fn url() -> Option<String> {
-    match std::env::var("LOCK_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("LOCK_POSTGRES_SKIP").as_deref() == Ok("1") => {
-            eprintln!(
-                "SKIPPED: LOCK_POSTGRES_SKIP=1 and no LOCK_POSTGRES_URL; this PostgreSQL test did not run"
-            );
-            None
-        }
-        _ => panic!(
-            "LOCK_POSTGRES_URL is not set. The PostgreSQL tests run against a real server: \
-             run ./scripts/test, which installs and starts one and sets the variable \
-             (or set LOCK_POSTGRES_SKIP=1 to skip them explicitly)."
-        ),
-    }
+    lock_testkit::server_from_env("LOCK_POSTGRES_URL", "LOCK_POSTGRES_SKIP", "PostgreSQL")
 }
 
 /// The superuser's connection string (roles, grants, row locks held by hand).
