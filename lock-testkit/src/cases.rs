@@ -81,9 +81,11 @@ fn rejected(what: &str, outcome: Outcome) -> Result<Option<LockRecord>, CaseErro
     }
 }
 
-/// The record written by `new` as the store should return it.
+/// The record written by `new` as the store should return it (the expiry too,
+/// where the store keeps one and the write set it).
 fn check_written(
     what: &str,
+    store: &dyn ConditionalStore,
     record: &LockRecord,
     key: &LockKey,
     new: &NewRecord,
@@ -129,6 +131,14 @@ fn check_written(
         "{what}: fence {}, expected {fence}",
         record.fence
     );
+    if store.capabilities().stores_expiry && new.expires_at.is_some() {
+        ensure!(
+            record.expires_at == new.expires_at,
+            "{what}: expiry {:?}, wrote {:?}",
+            record.expires_at,
+            new.expires_at
+        );
+    }
     Ok(())
 }
 
@@ -185,7 +195,14 @@ pub async fn put_vacant_on_a_new_key(store: Arc<dyn ConditionalStore>) -> CaseRe
         "put vacant on a new key",
         store.put(&key, Expect::Vacant, new.clone()).await?,
     )?;
-    check_written("put vacant on a new key", &record, &key, &new, Fence(1))?;
+    check_written(
+        "put vacant on a new key",
+        &*store,
+        &record,
+        &key,
+        &new,
+        Fence(1),
+    )?;
     let read = store.get(&key).await?;
     ensure!(
         read.as_ref() == Some(&record),
@@ -220,7 +237,14 @@ pub async fn put_vacant_on_a_released_key(store: Arc<dyn ConditionalStore>) -> C
     } else {
         Fence(1)
     };
-    check_written("acquire of the released key", &second, &key, &new, expected)?;
+    check_written(
+        "acquire of the released key",
+        &*store,
+        &second,
+        &key,
+        &new,
+        expected,
+    )?;
     let takeover = acquire("carol");
     let third = applied(
         "takeover by version",
@@ -230,6 +254,7 @@ pub async fn put_vacant_on_a_released_key(store: Arc<dyn ConditionalStore>) -> C
     )?;
     check_written(
         "takeover by version",
+        &*store,
         &third,
         &key,
         &takeover,
@@ -324,7 +349,7 @@ pub async fn put_version_match_and_mismatch(store: Arc<dyn ConditionalStore>) ->
             .put(&key, Expect::Version(first.rvn.clone()), new.clone())
             .await?,
     )?;
-    check_written("version match", &second, &key, &new, first.fence)?;
+    check_written("version match", &*store, &second, &key, &new, first.fence)?;
     let current = rejected(
         "the replaced RVN",
         store
@@ -377,14 +402,7 @@ pub async fn fence_kept_on_heartbeat_and_release(store: Arc<dyn ConditionalStore
                 .put(&key, Expect::Version(record.rvn.clone()), new.clone())
                 .await?,
         )?;
-        check_written("heartbeat", &record, &key, &new, fence)?;
-        if store.capabilities().stores_expiry {
-            ensure!(
-                record.expires_at == new.expires_at,
-                "heartbeat: expiry {:?}",
-                record.expires_at
-            );
-        }
+        check_written("heartbeat", &*store, &record, &key, &new, fence)?;
     }
     let new = release("alice");
     let released = applied(
@@ -393,7 +411,7 @@ pub async fn fence_kept_on_heartbeat_and_release(store: Arc<dyn ConditionalStore
             .put(&key, Expect::Version(record.rvn.clone()), new.clone())
             .await?,
     )?;
-    check_written("release", &released, &key, &new, fence)?;
+    check_written("release", &*store, &released, &key, &new, fence)?;
     let after = store.get(&key).await?;
     if store.capabilities().keeps_released_records {
         ensure!(

@@ -124,14 +124,13 @@ async fn work(
     while !*stop.borrow() && !world.violated() {
         let key = key_name(rng.usize(..schedule.keys));
         let wait = lease.mul_f64(3.0 * rng.f64());
-        let started = Instant::now();
-        let awake = world.awake_epoch(client);
         world.start_waiting(client, &key);
         let options = AcquireOptions::new()
             .wait(wait)
             .delete_on_release(release == Release::DeleteOnRelease);
         let acquired = locks.acquire(key.clone(), options).await;
-        world.stop_waiting(client);
+        let gave_up = matches!(acquired, Err(LockError::AcquireTimeout { .. }));
+        world.stop_waiting(client, &key, gave_up);
         match acquired {
             Ok(guard) => {
                 let epoch = world.add_guard(client, guard.view());
@@ -166,12 +165,7 @@ async fn work(
                     Release::Keep | Release::DeleteOnRelease => guard.release().await,
                 };
             }
-            Err(LockError::AcquireTimeout { .. }) => {
-                world.count_timeout();
-                if awake.is_some() && world.awake_epoch(client) == awake {
-                    world.check_waiter(client, &key, started);
-                }
-            }
+            Err(LockError::AcquireTimeout { .. }) => world.count_timeout(),
             Err(_) => {}
         }
         tokio::time::sleep(between(&mut rng, Duration::ZERO, lease / 2)).await;

@@ -183,22 +183,14 @@ impl SimSummary {
         self.calm += u64::from(report.calm);
     }
 
-    /// Add another summary's totals; keep the violation of the lower seed.
-    fn merge(&mut self, part: SimSummary) {
-        self.schedules += part.schedules;
-        self.acquisitions += part.acquisitions;
-        self.resource_writes += part.resource_writes;
-        self.stale_rejected += part.stale_rejected;
-        self.crashes += part.crashes;
-        self.pauses += part.pauses;
-        self.acquire_timeouts += part.acquire_timeouts;
-        self.deletes += part.deletes;
-        self.stale_after_delete += part.stale_after_delete;
-        self.calm += part.calm;
-        if let Some(v) = part.violation
-            && self.violation.as_ref().is_none_or(|t| v.seed < t.seed)
+    /// Keep `violation` if its seed is the lowest so far.
+    fn keep_lowest(&mut self, violation: Violation) {
+        if self
+            .violation
+            .as_ref()
+            .is_none_or(|kept| violation.seed < kept.seed)
         {
-            self.violation = Some(v);
+            self.violation = Some(violation);
         }
     }
 }
@@ -207,45 +199,49 @@ impl SimSummary {
 /// stopping at the first violation each thread finds.
 pub fn run_seeds(first: u64, count: u64, threads: usize, breakage: Option<Breakage>) -> SimSummary {
     let threads = threads.max(1) as u64;
-    let parts: Vec<SimSummary> = std::thread::scope(|scope| {
+    // Each thread returns its reports and its first violation; the totals are
+    // summed once, here.
+    let parts: Vec<(Vec<SimReport>, Option<Violation>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
-                    let mut summary = SimSummary::default();
+                    let mut reports = Vec::new();
                     let mut i = t;
                     while i < count {
                         let seed = first.wrapping_add(i);
                         match run_seed(seed, breakage) {
-                            Ok(report) => summary.add(&report),
-                            Err(violation) => {
-                                summary.violation = Some(violation);
-                                break;
-                            }
+                            Ok(report) => reports.push(report),
+                            Err(violation) => return (reports, Some(violation)),
                         }
                         i += threads;
                     }
-                    summary
+                    (reports, None)
                 })
             })
             .collect();
         handles
             .into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|_| SimSummary {
-                    violation: Some(Violation {
+                h.join().unwrap_or_else(|_| {
+                    let panicked = Violation {
                         seed: first,
                         at: Duration::ZERO,
                         what: "a simulation thread panicked".into(),
                         trace: Vec::new(),
-                    }),
-                    ..SimSummary::default()
+                    };
+                    (Vec::new(), Some(panicked))
                 })
             })
             .collect()
     });
     let mut total = SimSummary::default();
-    for part in parts {
-        total.merge(part);
+    for (reports, violation) in parts {
+        for report in &reports {
+            total.add(report);
+        }
+        if let Some(violation) = violation {
+            total.keep_lowest(violation);
+        }
     }
     total
 }

@@ -230,14 +230,6 @@ impl World {
         self.lock().faults_on = false;
     }
 
-    /// Counts pauses and wakes of `client`; `None` while it is paused. Equal
-    /// values at two instants mean it ran undisturbed in between.
-    pub(crate) fn awake_epoch(&self, client: usize) -> Option<u64> {
-        let state = self.lock();
-        let slot = &state.clients[client];
-        (!*slot.gate.borrow()).then_some(slot.pauses)
-    }
-
     pub(crate) fn set_paused(&self, client: usize, paused: bool) {
         let mut state = self.lock();
         let slot = &mut state.clients[client];
@@ -593,9 +585,23 @@ impl World {
         });
     }
 
-    /// A worker's acquire ended.
-    pub(crate) fn stop_waiting(&self, client: usize) {
-        self.lock().waiters.retain(|w| w.client != client);
+    /// A worker's acquire of `key` ended; `gave_up` when its wait ran out
+    /// without the lock. A waiter that was never paused while it waited (its
+    /// start and pause count are kept from [`start_waiting`](Self::start_waiting))
+    /// must not have given up on a key that was free for longer than the liveness
+    /// bounds.
+    pub(crate) fn stop_waiting(&self, client: usize, key: &LockKey, gave_up: bool) {
+        let mut state = self.lock();
+        let Some(at) = state.waiters.iter().position(|w| w.client == client) else {
+            return;
+        };
+        let waiter = state.waiters.remove(at);
+        state.waiters.retain(|w| w.client != client);
+        let slot = &state.clients[client];
+        let undisturbed = !*slot.gate.borrow() && slot.pauses == waiter.epoch;
+        if gave_up && undisturbed && self.schedule.check_liveness {
+            self.check_waiter(&mut state, waiter, key);
+        }
     }
 
     /// How long `key` may stay free while a waiter polls for it.
@@ -644,22 +650,14 @@ impl World {
             })
     }
 
-    /// A waiter on `key` that started at `started` (true time) gave up now without
-    /// the lock, never paused meanwhile: the key must not have been free for
-    /// longer than the liveness bounds.
-    pub(crate) fn check_waiter(&self, client: usize, key: &LockKey, started: Instant) {
-        if !self.schedule.check_liveness {
-            return;
-        }
-        let Some(index) = Self::index(key) else {
-            return;
-        };
+    /// `waiter` gave up on `key` now without the lock: the key must not have
+    /// been free for longer than the liveness bounds since it started waiting.
+    fn check_waiter(&self, state: &mut State, waiter: Waiter, key: &LockKey) {
         let now = Instant::now();
-        let mut state = self.lock();
-        let owner = state.clients[client].owner.clone();
-        let problem = state.keys[index].free.and_then(|free| {
+        let owner = state.clients[waiter.client].owner.clone();
+        let problem = state.keys[waiter.key].free.and_then(|free| {
             let (since, bound) = self.bound(free);
-            let free_for = now.saturating_duration_since(since.max(started));
+            let free_for = now.saturating_duration_since(since.max(waiter.started));
             let how = match free {
                 Free::Released(_) => "released",
                 Free::Orphaned(..) => "its holder crashed, the record unchanged",
@@ -672,7 +670,7 @@ impl World {
             })
         });
         if let Some(problem) = problem {
-            self.violate(&mut state, problem);
+            self.violate(state, problem);
         }
     }
 

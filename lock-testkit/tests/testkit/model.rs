@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use lock_core::{
-    Capabilities, ConditionalStore, DataUpdate, Expect, FenceUpdate, LockKey, NewRecord, Rvn,
-    StoreErrorKind,
+    Capabilities, ConditionalStore, DataUpdate, Expect, FenceUpdate, LockKey, NewRecord, Outcome,
+    Rvn, StoreErrorKind,
 };
 use lock_memory::{FaultConfig, FaultyStore, MemoryStore};
 use lock_testkit::RetryingStore;
@@ -42,6 +42,9 @@ struct Reference {
     model: ModelStore,
     writes: u64,
     seed: u64,
+    /// What the model answered the last transition, if it wrote: the reply the
+    /// store under test must give (the model itself is the state after it).
+    last_write: Option<Result<Outcome, StoreErrorKind>>,
 }
 
 fn key_strategy() -> impl Strategy<Value = LockKey> {
@@ -75,6 +78,7 @@ impl ReferenceStateMachine for Reference {
                 model: ModelStore::new(caps()),
                 writes: 0,
                 seed,
+                last_write: None,
             })
             .boxed()
     }
@@ -130,25 +134,22 @@ impl ReferenceStateMachine for Reference {
     }
 
     fn apply(mut state: Self::State, transition: &Self::Transition) -> Self::State {
-        match transition {
+        state.last_write = match transition {
             Op::Put { key, expect, new } => {
                 state.writes += 1;
-                let _ = state.model.put(key, expect, new);
+                Some(state.model.put(key, expect, new))
             }
-            Op::Delete(key, expect) => {
-                let _ = state.model.delete(key, expect);
-            }
-            Op::Get(_) | Op::List(..) => {}
-        }
+            Op::Delete(key, expect) => Some(state.model.delete(key, expect)),
+            Op::Get(_) | Op::List(..) => None,
+        };
         state
     }
 }
 
-/// A store under test with its own copy of the model to compare against.
+/// A store under test; the reference state says what it must answer.
 struct Sut {
     runtime: tokio::runtime::Runtime,
     store: Box<dyn ConditionalStore>,
-    model: ModelStore,
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -164,24 +165,26 @@ fn kind<T>(result: Result<T, lock_core::StoreError>) -> Result<T, StoreErrorKind
 }
 
 impl Sut {
-    fn step(mut self, op: Op) -> Self {
+    /// Apply `op`; `reference` is the model after it, with its reply.
+    fn step(self, op: Op, reference: &Reference) -> Self {
+        let model = &reference.model;
         let store = self.store.as_ref();
         match op {
             Op::Get(key) => {
                 let got = kind(self.runtime.block_on(store.get(&key)));
-                assert_eq!(got, self.model.get(&key), "get {key:?}");
+                assert_eq!(got, model.get(&key), "get {key:?}");
             }
             Op::Put { key, expect, new } => {
                 let got = kind(
                     self.runtime
                         .block_on(store.put(&key, expect.clone(), new.clone())),
                 );
-                let want = self.model.put(&key, &expect, &new);
+                let want = reference.last_write.clone().expect("a put writes");
                 assert_eq!(got, want, "put {key:?} {expect:?} {new:?}");
             }
             Op::Delete(key, expect) => {
                 let got = kind(self.runtime.block_on(store.delete(&key, expect.clone())));
-                let want = self.model.delete(&key, &expect);
+                let want = reference.last_write.clone().expect("a delete writes");
                 assert_eq!(got, want, "delete {key:?} {expect:?}");
             }
             Op::List(partition, limit) => {
@@ -194,7 +197,7 @@ impl Sut {
                         .unwrap();
                     assert!(page.records.len() <= limit);
                     for record in page.records {
-                        assert_eq!(self.model.get(&record.key), Ok(Some(record.clone())));
+                        assert_eq!(model.get(&record.key), Ok(Some(record.clone())));
                         keys.push(record.key);
                     }
                     match page.next {
@@ -204,7 +207,7 @@ impl Sut {
                 }
                 let unique: BTreeSet<_> = keys.iter().cloned().collect();
                 assert_eq!(unique.len(), keys.len(), "duplicates in {keys:?}");
-                let want: BTreeSet<_> = self.model.keys(partition.as_deref()).into_iter().collect();
+                let want: BTreeSet<_> = model.keys(partition.as_deref()).into_iter().collect();
                 assert_eq!(unique, want, "list {partition:?}");
             }
         }
@@ -222,12 +225,11 @@ impl StateMachineTest for MemoryTest {
         Sut {
             runtime: runtime(),
             store: Box::new(memory()),
-            model: ModelStore::new(caps()),
         }
     }
 
-    fn apply(sut: Sut, _: &Reference, transition: Op) -> Sut {
-        sut.step(transition)
+    fn apply(sut: Sut, reference: &Reference, transition: Op) -> Sut {
+        sut.step(transition, reference)
     }
 }
 
@@ -248,12 +250,11 @@ impl StateMachineTest for FaultyTest {
         Sut {
             runtime: runtime(),
             store: Box::new(RetryingStore::new(faulty)),
-            model: ModelStore::new(caps()),
         }
     }
 
-    fn apply(sut: Sut, _: &Reference, transition: Op) -> Sut {
-        sut.step(transition)
+    fn apply(sut: Sut, reference: &Reference, transition: Op) -> Sut {
+        sut.step(transition, reference)
     }
 }
 
