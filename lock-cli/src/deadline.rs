@@ -57,11 +57,11 @@ pub fn check_grace(grace: Duration, timing: &Timing, heartbeat: Duration) -> Res
          period and SIGKILL while the lease is still safe ({} after the last heartbeat), \
          after two heartbeats ({} each) have been given the chance to fail; this lease \
          allows at most --grace {}. Shorten --grace or lengthen --lease",
-        crate::output::duration(grace),
-        crate::output::duration(timing.lease),
-        crate::output::duration(timing.safe_time()),
-        crate::output::duration(heartbeat),
-        crate::output::duration(most),
+        crate::text::duration(grace),
+        crate::text::duration(timing.lease),
+        crate::text::duration(timing.safe_time()),
+        crate::text::duration(heartbeat),
+        crate::text::duration(most),
     ))
 }
 
@@ -70,8 +70,8 @@ pub fn check_lease(lease: Duration) -> Result<(), String> {
     if lease < MIN_LEASE || lease > MAX_LEASE {
         return Err(format!(
             "--lease {} is out of range: give a lease from {} to 365 days",
-            crate::output::duration(lease),
-            crate::output::duration(MIN_LEASE),
+            crate::text::duration(lease),
+            crate::text::duration(MIN_LEASE),
         ));
     }
     Ok(())

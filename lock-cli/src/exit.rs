@@ -65,16 +65,6 @@ pub enum CliError {
         /// Why.
         reason: String,
     },
-    /// The wait budget ran out while someone else held the lock.
-    #[error("lock {key} is held by {}: gave up after waiting {}", holder.as_deref().unwrap_or("nobody (the store kept failing)"), crate::output::duration(*waited))]
-    TimedOut {
-        /// The lock.
-        key: LockKey,
-        /// The holder last seen.
-        holder: Option<String>,
-        /// How long lockctl waited.
-        waited: std::time::Duration,
-    },
     /// A lock operation found no table. (The store's own message carries the
     /// whole server response; the table name and the fix are what matter here.)
     #[error("{store} table {table:?} does not exist ({visible})\n  {hint}", visible = if *store == "DynamoDB" { "or is not visible with these credentials and region" } else { "or is not on the search path of this user" })]
@@ -131,9 +121,7 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) | CliError::StoreConfig(_) | CliError::PostgresConfig(_) => USAGE,
-            CliError::Lock(LockError::AcquireTimeout { .. }) | CliError::TimedOut { .. } => {
-                TIMED_OUT
-            }
+            CliError::Lock(LockError::AcquireTimeout { .. }) => TIMED_OUT,
             CliError::Lock(LockError::Lost { .. }) | CliError::Lost { .. } => LOST,
             CliError::Lock(LockError::InvalidConfig(_) | LockError::InvalidInput { .. }) => USAGE,
             CliError::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
@@ -188,7 +176,7 @@ pub fn report(error: &CliError, verbose: bool) -> ExitCode {
     // characters reach the terminal but the line breaks of the message itself.
     let message: String = message
         .split('\n')
-        .map(|line| crate::output::printable(line).into_owned())
+        .map(|line| crate::text::printable(line).into_owned())
         .collect::<Vec<_>>()
         .join("\n");
     eprintln!("lockctl: {message}");

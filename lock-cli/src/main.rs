@@ -11,6 +11,7 @@ mod exec;
 mod exit;
 mod output;
 mod progress;
+mod text;
 mod watchdog;
 
 use std::io::IsTerminal;

@@ -11,7 +11,7 @@ use lock_core::{LockClient, LockKey};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::output::duration;
+use crate::text::duration;
 
 /// How often the side task reads the lock.
 const POLL: Duration = Duration::from_secs(1);
@@ -97,7 +97,7 @@ async fn report(
             Ok(Some(info)) if !info.released => Some((
                 format!(
                     "held by {} (fence {})",
-                    crate::output::printable(&info.owner),
+                    crate::text::printable(&info.owner),
                     info.fence
                 ),
                 info.fence.get(),
@@ -114,7 +114,7 @@ async fn report(
             let _ = write!(
                 stderr,
                 "\r\x1b[2Klockctl: waiting for lock {}: {}, waited {waited}",
-                crate::output::printable(&key.to_string()),
+                crate::text::printable(&key.to_string()),
                 holder.0
             );
             let _ = stderr.flush();
@@ -122,7 +122,7 @@ async fn report(
             let _ = writeln!(
                 stderr,
                 "lockctl: waiting for lock {}: {} (waited {waited})",
-                crate::output::printable(&key.to_string()),
+                crate::text::printable(&key.to_string()),
                 holder.0
             );
         }

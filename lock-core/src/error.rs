@@ -110,6 +110,33 @@ impl StoreError {
     }
 }
 
+/// A wait as people read it, in whole milliseconds: `1m 30s`, `1s 500ms`,
+/// `250ms` (the nanoseconds of a measured wait are noise).
+struct Waited(Duration);
+
+impl std::fmt::Display for Waited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let millis = self.0.as_millis();
+        let parts = [
+            (millis / 3_600_000, "h"),
+            (millis / 60_000 % 60, "m"),
+            (millis / 1000 % 60, "s"),
+            (millis % 1000, "ms"),
+        ];
+        let mut written = false;
+        for (value, unit) in parts {
+            if value > 0 {
+                write!(f, "{}{value}{unit}", if written { " " } else { "" })?;
+                written = true;
+            }
+        }
+        if !written {
+            f.write_str("0ms")?;
+        }
+        Ok(())
+    }
+}
+
 /// A configuration the client builder refused.
 #[derive(Clone, PartialEq, Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -174,7 +201,7 @@ pub enum ConfigError {
 #[non_exhaustive]
 pub enum LockError {
     /// The wait budget ran out while someone else held the lock.
-    #[error("timed out after {waited:?} waiting for lock {key}: held by {}", holder.as_deref().unwrap_or("nobody (store errors)"))]
+    #[error("lock {key} is held by {}: gave up after waiting {}", holder.as_deref().unwrap_or("nobody (the store kept failing)"), Waited(*waited))]
     AcquireTimeout {
         /// The lock.
         key: LockKey,
@@ -289,6 +316,21 @@ impl LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timed_out_acquire_names_the_holder_and_the_wait_in_whole_milliseconds() {
+        let error = LockError::AcquireTimeout {
+            key: LockKey::new("job"),
+            holder: Some("web-1".into()),
+            waited: Duration::from_nanos(90_500_000_123),
+        };
+        assert_eq!(
+            error.to_string(),
+            "lock job is held by web-1: gave up after waiting 1m 30s 500ms"
+        );
+        assert_eq!(Waited(Duration::from_nanos(999)).to_string(), "0ms");
+        assert_eq!(Waited(Duration::from_secs(7200)).to_string(), "2h");
+    }
 
     #[test]
     fn retryable_errors_are_those_another_attempt_can_change() {

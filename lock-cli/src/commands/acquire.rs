@@ -30,7 +30,7 @@ pub async fn acquire(global: &Global, args: &AcquireArgs) -> Result<u8, CliError
                 ("LOCK_FENCE", lock.fence().to_string()),
                 ("LOCK_VERSION", lock.version().to_string()),
                 ("LOCK_OWNER", lock.owner().to_owned()),
-                ("LOCK_LEASE", output::duration(lock.lease())),
+                ("LOCK_LEASE", crate::text::duration(lock.lease())),
             ]);
             let text: Vec<String> = lines
                 .iter()

@@ -129,25 +129,14 @@ pub async fn take(
             progress
                 .finish(Some(&format!(
                     "acquired lock {} (fence {})",
-                    crate::output::printable(&key.to_string()),
+                    crate::text::printable(&key.to_string()),
                     guard.fence()
                 )))
                 .await;
         }
         Err(_) => progress.finish(None).await,
     }
-    result.map_err(|error| match error {
-        LockError::AcquireTimeout {
-            key,
-            holder,
-            waited,
-        } => CliError::TimedOut {
-            key,
-            holder,
-            waited,
-        },
-        other => CliError::Lock(other),
-    })
+    result.map_err(CliError::Lock)
 }
 
 /// The data to store with the lock: `--data TEXT`, `--data -` (standard
@@ -198,12 +187,12 @@ pub async fn finish(client: &LockClient) {
     for (key, why) in unreleased {
         // Also an acquire that gave up after a write whose answer was lost:
         // that write may have applied, under a version nobody was shown.
-        let key = crate::output::printable(&key.to_string()).into_owned();
+        let key = crate::text::printable(&key.to_string()).into_owned();
         eprintln!(
             "lockctl: warning: lock {key} may still be held by this lockctl ({}); \
              it frees itself when its lease ({}) runs out; see it with: lockctl show {key}",
-            crate::output::printable(&why),
-            crate::output::duration(client.lease())
+            crate::text::printable(&why),
+            crate::text::duration(client.lease())
         );
     }
 }

@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use crate::args::{Global, OutputFormat, ReleaseArgs};
 use crate::exit::{CliError, OK};
-use crate::output::{self, LockJson, printable};
+use crate::output::{self, LockJson};
+use crate::text::printable;
 
 /// What `release` prints as JSON.
 #[derive(Debug, Serialize)]

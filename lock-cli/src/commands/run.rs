@@ -13,7 +13,7 @@ use crate::args::{Global, RunArgs};
 use crate::child::{self, Running, Signals};
 use crate::deadline::{self, KILL_LEAD, Plan};
 use crate::exit::CliError;
-use crate::output::duration;
+use crate::text::duration;
 use crate::watchdog::Watchdog;
 
 /// Acquire, run the command under the lock, release; the command's exit code.
@@ -89,7 +89,7 @@ async fn hold_and_run(
             let _ = tokio::time::timeout(Duration::from_secs(1), guard.release()).await;
             Err(CliError::Lost {
                 key,
-                reason: crate::output::printable(&why).into_owned(),
+                reason: crate::text::printable(&why).into_owned(),
             })
         }
         None => {
@@ -97,8 +97,8 @@ async fn hold_and_run(
             if let Err(error) = guard.release().await {
                 eprintln!(
                     "lockctl: warning: releasing lock {} failed ({}); it is freed when its lease runs out",
-                    crate::output::printable(&key.to_string()),
-                    crate::output::printable(&error.to_string())
+                    crate::text::printable(&key.to_string()),
+                    crate::text::printable(&error.to_string())
                 );
             }
             Ok(child::exit_code(status))
@@ -110,8 +110,8 @@ async fn release_quietly(guard: LockGuard, key: &str) {
     if let Err(error) = guard.release().await {
         eprintln!(
             "lockctl: warning: releasing lock {} failed: {}",
-            crate::output::printable(key),
-            crate::output::printable(&error.to_string())
+            crate::text::printable(key),
+            crate::text::printable(&error.to_string())
         );
     }
 }
@@ -288,8 +288,8 @@ impl Supervisor<'_> {
     fn terminate(&self, command: &Running, why: &str, kill_in: Duration) {
         eprintln!(
             "lockctl: lock {} can no longer be trusted ({}): sending SIGTERM to the command, SIGKILL in {}",
-            crate::output::printable(&self.guard.key().to_string()),
-            crate::output::printable(why),
+            crate::text::printable(&self.guard.key().to_string()),
+            crate::text::printable(why),
             duration(kill_in)
         );
         command.signal(Signal::SIGTERM);

@@ -62,6 +62,27 @@ impl Env {
         })
     }
 
+    /// An environment with no server at all (the endpoint is a loopback port
+    /// nobody listens on): for what lockctl must refuse before it sends
+    /// anything. A command that reached for the network would fail with exit 1,
+    /// not a usage error.
+    pub fn offline(prefix: &str) -> Self {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("lockctl-{prefix}-{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .unwrap();
+        Self {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            table: format!("cli-{prefix}-{id}"),
+            dir,
+            layout: "default",
+            postgres: None,
+        }
+    }
+
     /// A fresh table name (not created) on the PostgreSQL test server, and a
     /// scratch directory; `lockctl` gets `--store <url>`.
     pub fn postgres(prefix: &str) -> Option<Self> {
