@@ -1,5 +1,7 @@
 //! While an acquire waits: who holds the lock and how long we have waited, on
-//! stderr. A side task reads the lock about once a second; the acquire itself
+//! stderr. The acquire reports each record it learns (its
+//! [`on_wait`](lock_core::AcquireOptions::on_wait) observer): no reads of our
+//! own. A side task prints the latest about once a second; the acquire itself
 //! is one call with the whole wait budget, so its takeover count is never reset.
 
 use std::io::{IsTerminal, Write};
@@ -7,13 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lock_core::{LockClient, LockKey};
+use lock_core::{AcquireOptions, LockInfo, LockKey};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::text::duration;
 
-/// How often the side task reads the lock.
+/// How often the side task prints what the acquire saw last.
 const POLL: Duration = Duration::from_secs(1);
 
 /// Reports progress until [`finish`](Self::finish) (or drop).
@@ -28,24 +31,30 @@ pub struct Progress {
 
 impl Progress {
     /// Start reporting on `key` (even for one attempt: finding out whether a
-    /// holder is alive can take up to one of its leases).
-    pub fn start(client: &LockClient, key: &LockKey) -> Self {
+    /// holder is alive can take up to one of its leases), from what the acquire
+    /// made with the options returned sees.
+    pub fn start(key: &LockKey, options: AcquireOptions) -> (Self, AcquireOptions) {
         let terminal = std::io::stderr().is_terminal();
         let started = Instant::now();
         let printed = Arc::new(AtomicBool::new(false));
+        let (seen, sightings) = watch::channel(None);
+        let options = options.on_wait(move |info| {
+            seen.send_replace(Some(describe(info)));
+        });
         let task = Some(tokio::spawn(report(
-            client.clone(),
+            sightings,
             key.clone(),
             terminal,
             started,
             printed.clone(),
         )));
-        Self {
+        let progress = Self {
             task,
             printed,
             terminal,
             started,
-        }
+        };
+        (progress, options)
     }
 
     /// Stop reporting. When anything was reported, end the progress line with
@@ -80,50 +89,50 @@ impl Drop for Progress {
     }
 }
 
-/// Read the lock every [`POLL`] and describe its holder: a line rewritten in
-/// place on a terminal, otherwise a new line whenever the holder changes.
+/// What a record the acquire saw says about the lock.
+fn describe(info: Option<&LockInfo>) -> String {
+    match info {
+        Some(info) if !info.released => format!(
+            "held by {} (fence {})",
+            crate::text::printable(&info.owner),
+            info.fence
+        ),
+        _ => "vacant, taking it".to_owned(),
+    }
+}
+
+/// Every [`POLL`], describe the holder the acquire saw last: a line rewritten
+/// in place on a terminal, otherwise a new line whenever the holder changes.
 /// Runs until aborted.
 async fn report(
-    client: LockClient,
+    sightings: watch::Receiver<Option<String>>,
     key: LockKey,
     terminal: bool,
     started: Instant,
     printed: Arc<AtomicBool>,
 ) {
-    let mut last_holder: Option<(String, u64)> = None;
+    let mut last_holder: Option<String> = None;
     loop {
         tokio::time::sleep(POLL).await;
-        let holder = match client.get_lock(key.clone()).await {
-            Ok(Some(info)) if !info.released => Some((
-                format!(
-                    "held by {} (fence {})",
-                    crate::text::printable(&info.owner),
-                    info.fence
-                ),
-                info.fence.get(),
-            )),
-            Ok(_) => Some(("vacant, taking it".to_owned(), 0)),
-            // The acquire reports store errors itself; keep the last holder.
-            Err(_) => last_holder.clone(),
+        // Nothing seen yet (the first attempt is still on its way).
+        let Some(holder) = sightings.borrow().clone() else {
+            continue;
         };
-        let Some(holder) = holder else { continue };
         let waited = duration(Duration::from_secs(started.elapsed().as_secs()));
         let mut stderr = std::io::stderr().lock();
         printed.store(true, Ordering::Release);
         if terminal {
             let _ = write!(
                 stderr,
-                "\r\x1b[2Klockctl: waiting for lock {}: {}, waited {waited}",
+                "\r\x1b[2Klockctl: waiting for lock {}: {holder}, waited {waited}",
                 crate::text::printable(&key.to_string()),
-                holder.0
             );
             let _ = stderr.flush();
         } else if last_holder.as_ref() != Some(&holder) {
             let _ = writeln!(
                 stderr,
-                "lockctl: waiting for lock {}: {} (waited {waited})",
+                "lockctl: waiting for lock {}: {holder} (waited {waited})",
                 crate::text::printable(&key.to_string()),
-                holder.0
             );
         }
         last_holder = Some(holder);

@@ -361,6 +361,12 @@ impl Shared {
             let current = match seen {
                 Ok(current) => {
                     errors = 0;
+                    if let Some(observer) = &options.observer {
+                        let info = current
+                            .clone()
+                            .map(|record| crate::LockInfo::from_record(record, false));
+                        observer.saw(info.as_ref());
+                    }
                     current
                 }
                 Err(error) => {

@@ -71,6 +71,47 @@ async fn try_acquire_of_a_held_lock_is_none_and_a_timeout_names_the_holder() {
     }
 }
 
+/// A waiting acquire tells its observer what each of its own store calls
+/// showed, and makes no extra call for it: one observation per rejected
+/// attempt or poll, none for the write that took the lock.
+#[tokio::test(start_paused = true)]
+async fn a_wait_observer_sees_each_record_the_acquire_learns_and_costs_no_read() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "alice");
+    // bob's calls are counted on a store of his own (alice heartbeats meanwhile).
+    let bobs = FaultyStore::new(store.clone(), 0);
+    let b = client(bobs.clone(), "bob");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let options = wait(Duration::from_secs(10)).on_wait(move |info| {
+        record
+            .lock()
+            .unwrap()
+            .push(info.map(|info| (info.owner.clone(), info.fence, info.released)));
+    });
+    let waiting = tokio::spawn(async move { b.acquire("job", options).await });
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    guard.release().await.unwrap();
+    let taken = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("bounded")
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.fence(), Fence(2));
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(
+        seen.iter().all(
+            |s| s.as_ref() == Some(&("alice".to_owned(), Fence(1), false))
+                || s.as_ref().is_some_and(|s| s.2)
+        ),
+        "{seen:?}"
+    );
+    // bob's calls: the observed replies, plus the write that took the lock.
+    assert_eq!(bobs.calls(), seen.len() + 1, "{seen:?}");
+}
+
 /// The holder crashed (its store is unreachable, so it never writes again); the
 /// waiter must wait lease × (1 + drift) from its first sight of the record.
 #[tokio::test(start_paused = true)]

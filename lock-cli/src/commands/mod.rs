@@ -116,7 +116,7 @@ pub async fn take(
     } else if take.clear_data {
         options = options.clear_data();
     }
-    let progress = Progress::start(client, key);
+    let (progress, options) = Progress::start(key, options);
     let result = tokio::select! {
         result = client.acquire(key.clone(), options) => result,
         signal = signals.next() => {
