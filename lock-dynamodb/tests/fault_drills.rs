@@ -1,17 +1,18 @@
 //! Fault drills against the emulator through a TCP fault proxy
 //! (`lock_testkit::proxy`): replies lost after the write applied, a partitioned
-//! holder, and a fifth of all connections reset under contention. Each drill
+//! holder, and a fifth of all connections reset under contention (the last two
+//! are `lock_testkit::drills`, which the PostgreSQL store runs too). Each drill
 //! checks the timestamps it depends on and the records left in the table.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)] // each test binary uses part of the shared set-up
 mod support;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ConditionalStore, Fence, LockClient, LockError, LockKey};
+use lock_core::{AcquireOptions, ConditionalStore, Fence, LockKey};
 use lock_dynamodb::{DynamoDbStore, Layout, Timeouts};
+use lock_testkit::drills;
 use lock_testkit::proxy::{FaultProxy, ProxyMode, ScriptedFault};
 use tokio::time::{Instant, timeout};
 
@@ -153,188 +154,20 @@ async fn a_partitioned_holder_is_lost_before_a_waiter_going_direct_takes_over() 
         return;
     };
     let (proxy, via) = proxied(&store);
-    let lease = Duration::from_secs(2);
-    let holder = client(via, "holder", lease);
-    let waiter = client(store.clone(), "waiter", lease);
-    let key = LockKey::new("job");
-    let guard = holder
-        .acquire(key.clone(), AcquireOptions::new())
-        .await
-        .unwrap();
-    assert_eq!(guard.fence(), Fence(1));
-    let in_danger = tokio::spawn({
-        let unsafe_ = guard.until_unsafe();
-        async move {
-            let reason = unsafe_.await;
-            (Instant::now(), reason)
-        }
-    });
-    let lost = tokio::spawn({
-        let lost = guard.lost();
-        async move {
-            let reason = lost.await;
-            (Instant::now(), reason)
-        }
-    });
-    // Let a heartbeat or two through first.
-    tokio::time::sleep(lease / 2).await;
-
-    proxy.set(ProxyMode::Blackhole);
-    let cut = Instant::now();
-    let taken = timeout(
-        LIMIT,
-        waiter.acquire(
-            key.clone(),
-            AcquireOptions::new().wait(Duration::from_secs(10)),
-        ),
-    )
-    .await
-    .expect("bounded")
-    .expect("the waiter takes the partitioned holder's lock over");
-    let taken_at = Instant::now();
-    let (in_danger_at, danger) = timeout(LIMIT, in_danger).await.unwrap().unwrap();
-    let (lost_at, reason) = timeout(LIMIT, lost).await.unwrap().unwrap();
-    println!(
-        "cut at 0; in danger at {:?} ({danger}); lost at {:?} ({reason}); taken over at {:?}",
-        in_danger_at - cut,
-        lost_at - cut,
-        taken_at - cut
-    );
-    assert!(in_danger_at < lost_at, "in danger before lost");
-    assert!(
-        lost_at <= taken_at,
-        "the holder gave up before the waiter took over"
-    );
-    assert!(
-        taken_at - cut >= lease,
-        "the waiter waited out a lease: {:?}",
-        taken_at - cut
-    );
-    assert_eq!(taken.fence(), Fence(2), "fences only go up");
-    assert_eq!(taken.took_over().map(|t| t.owner.as_str()), Some("holder"));
-
-    // Healed: the old holder's release changes nothing.
-    proxy.set(ProxyMode::Pass);
-    let stale = timeout(LIMIT, guard.release()).await.expect("bounded");
-    assert!(matches!(stale, Err(LockError::Lost { .. })), "{stale:?}");
-    let record = store.get(&key).await.unwrap().unwrap();
-    assert_eq!(
-        (record.owner.as_str(), record.fence, record.released),
-        ("waiter", Fence(2), false)
-    );
-    taken.release().await.unwrap();
-    holder.shutdown().await.unwrap();
-    waiter.shutdown().await.unwrap();
+    drills::partitioned_holder(store, via, &proxy).await;
 }
 
-/// One safe holding, as seen by the holder: from its acquire's return to the
-/// last moment it still found its lease safe.
-#[derive(Clone, Copy, Debug)]
-struct Holding {
-    from: Instant,
-    to: Instant,
-    fence: Fence,
-}
-
+/// The emulator closes every connection after one request: failing a fifth of
+/// the new connections fails a fifth of the requests.
 #[tokio::test]
 async fn a_fifth_of_connections_reset_under_contention_no_double_holder_nothing_left_held() {
     let Some(store) = fresh_store(Layout::native()).await else {
         return;
     };
-    let seed = std::env::var("LOCK_PROXY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(fastrand_seed);
-    println!("fault proxy seed {seed} (replay with LOCK_PROXY_SEED={seed})");
     let (proxy, via) = proxied(&store);
-    proxy.set(ProxyMode::ResetSome {
+    let faults = ProxyMode::ResetSome {
         fraction: 0.2,
-        seed,
-    });
-    let lease = Duration::from_secs(2);
-    let key = LockKey::new("contended");
-    let holdings: Arc<Mutex<Vec<Holding>>> = Arc::default();
-    let clients: Vec<LockClient> = (0..3)
-        .map(|i| client(via.clone(), &format!("worker-{i}"), lease))
-        .collect();
-    let mut workers = Vec::new();
-    for worker in &clients {
-        let (worker, key, holdings) = (worker.clone(), key.clone(), holdings.clone());
-        workers.push(tokio::spawn(async move {
-            let mut acquired = 0;
-            for _ in 0..8 {
-                let options = AcquireOptions::new().wait(Duration::from_secs(8));
-                let Ok(guard) = worker.acquire(key.clone(), options).await else {
-                    continue;
-                };
-                acquired += 1;
-                let from = Instant::now();
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                let to = Instant::now();
-                if guard.is_safe() {
-                    holdings.lock().unwrap().push(Holding {
-                        from,
-                        to,
-                        fence: guard.fence(),
-                    });
-                }
-                // A failed release is fine here: the record expires or the
-                // client's background clean-up releases it.
-                let _ = guard.release().await;
-            }
-            acquired
-        }));
-    }
-    let mut acquired = 0;
-    for worker in workers {
-        acquired += timeout(Duration::from_secs(120), worker)
-            .await
-            .expect("the workers finish")
-            .unwrap();
-    }
-    let stats = proxy.stats();
-    println!("{acquired} acquisitions; proxy {stats:?}");
-    assert!(
-        stats.reset_before_forwarding > 0 && stats.replies_lost > 0,
-        "the drill injected both kinds of fault: {stats:?}"
-    );
-    assert!(acquired >= 12, "the lock kept changing hands: {acquired}");
-
-    // No two safe holdings overlapped, and fences rose with time.
-    let mut holdings = holdings.lock().unwrap().clone();
-    holdings.sort_by_key(|h| h.from);
-    for pair in holdings.windows(2) {
-        assert!(
-            pair[0].to <= pair[1].from,
-            "two holders at once: {:?} and {:?}",
-            pair[0],
-            pair[1]
-        );
-        assert!(
-            pair[0].fence < pair[1].fence,
-            "{:?} then {:?}",
-            pair[0],
-            pair[1]
-        );
-    }
-
-    // Healed, every client shuts down; nothing is left held.
-    proxy.set(ProxyMode::Pass);
-    for worker in &clients {
-        timeout(LIMIT, worker.shutdown())
-            .await
-            .expect("bounded")
-            .unwrap();
-    }
-    let record = store.get(&key).await.unwrap();
-    assert!(
-        record.as_ref().is_none_or(|r| r.released),
-        "left held with nobody heartbeating: {record:?}"
-    );
-}
-
-/// A seed for a run that was not given one.
-fn fastrand_seed() -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(std::time::SystemTime::now())
+        seed: drills::drill_seed(),
+    };
+    drills::contention_under_faults(store, via, &proxy, faults).await;
 }

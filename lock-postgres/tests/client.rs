@@ -1,6 +1,9 @@
 //! The lock client end to end on the PostgreSQL store: heartbeats, takeover,
 //! release and shutdown; replies lost after a write applied, recognised by RVN;
-//! a partition that leaves writes ambiguous; connections refused.
+//! a partition that leaves writes ambiguous; connections refused; and the
+//! client drills every backend runs through the fault proxy
+//! (`lock_testkit::drills`): a partitioned holder, and contention while a fifth
+//! of the requests fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)] // each test binary uses part of the shared set-up
@@ -14,6 +17,7 @@ use lock_core::{
 };
 use lock_memory::FaultyStore;
 use lock_postgres::{PostgresStore, Timeouts};
+use lock_testkit::drills;
 use lock_testkit::proxy::{FaultProxy, ProxyMode, ScriptedFault};
 use tokio::time::{Instant, timeout};
 
@@ -255,4 +259,29 @@ async fn a_partition_makes_writes_ambiguous_and_the_store_recovers_when_it_heals
     .unwrap_err();
     assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
     assert_eq!(store.get(&LockKey::new("other")).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_partitioned_holder_is_lost_before_a_waiter_going_direct_takes_over() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    drills::partitioned_holder(store, via, &proxy).await;
+}
+
+/// The pool keeps its connections open: a fifth of the requests fail, on open
+/// connections and new ones, half before PostgreSQL saw them and half after
+/// it answered.
+#[tokio::test]
+async fn a_fifth_of_requests_fail_under_contention_no_double_holder_nothing_left_held() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::contention_under_faults(store, via, &proxy, faults).await;
 }

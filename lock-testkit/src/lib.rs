@@ -16,7 +16,8 @@
 //!   protocol's invariants in true time; [`sim::Breakage`] proves the checks bite.
 //! * **Fault proxy** — [`proxy::FaultProxy`] sits between a client and a real
 //!   server and partitions, delays, resets or loses replies on command, for
-//!   fault drills against the DynamoDB emulator and `lockctl`.
+//!   fault drills against the DynamoDB emulator, PostgreSQL and `lockctl`;
+//!   [`drills`] are the client drills every backend runs through it.
 //! * **Reference model** — [`model::ModelStore`] is the store contract as a plain
 //!   value, for model-based tests of any store.
 //!
@@ -53,6 +54,7 @@
 pub struct AdapterGuideDoctests;
 
 pub mod cases;
+pub mod drills;
 mod env;
 mod factory;
 pub mod model;

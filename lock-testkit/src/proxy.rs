@@ -18,6 +18,9 @@
 //!   cannot know whether its write applied.
 //! * [`ProxyMode::Reset`]: connections are reset before anything reaches the
 //!   server.
+//! * [`ProxyMode::FailSomeExchanges`]: a seeded fraction of requests on any
+//!   connection, open or new, fail: half reset before the request is forwarded,
+//!   half after the server answered (for servers that keep connections open).
 //! * [`ProxyMode::ResetSome`]: a seeded fraction of new connections fail, half
 //!   before the request is forwarded (nothing applied) and half after the server
 //!   answered (applied, reply lost).
@@ -70,6 +73,25 @@ pub enum ProxyMode {
         /// Seed of the draws.
         seed: u64,
     },
+    /// Each request (a chunk from the client) fails with probability
+    /// `fraction`, on connections already open too: half of those are reset
+    /// before the request is forwarded, half after the server's reply arrived
+    /// (reply lost). Drawn from `seed`. For servers that keep connections open
+    /// (PostgreSQL), where [`ResetSome`](Self::ResetSome) reaches only new ones.
+    FailSomeExchanges {
+        /// Probability that a request fails, 0.0 to 1.0.
+        fraction: f64,
+        /// Seed of the draws.
+        seed: u64,
+    },
+}
+
+/// What a request drawn under [`ProxyMode::FailSomeExchanges`] does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exchange {
+    Forward,
+    ResetBeforeForwarding,
+    LoseReply,
 }
 
 /// A fault scripted for the next connections, ahead of the mode (see
@@ -162,20 +184,30 @@ impl Shared {
         let ProxyMode::ResetSome { fraction, seed } = self.mode() else {
             return ConnectionFate::FollowMode;
         };
+        match self.draw(fraction, seed) {
+            Exchange::Forward => ConnectionFate::FollowMode,
+            Exchange::ResetBeforeForwarding => ConnectionFate::ResetBeforeForwarding,
+            Exchange::LoseReply => ConnectionFate::LoseReply,
+        }
+    }
+
+    /// The next seeded draw: a failure with probability `fraction`, half of
+    /// them before forwarding and half after the reply.
+    fn draw(&self, fraction: f64, seed: u64) -> Exchange {
         let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
         // A new seed starts a new sequence; the same seed continues it.
         if rng.as_ref().is_none_or(|(current, _)| *current != seed) {
             *rng = Some((seed, fastrand::Rng::with_seed(seed)));
         }
         let Some((_, rng)) = rng.as_mut() else {
-            return ConnectionFate::FollowMode;
+            return Exchange::Forward;
         };
         if rng.f64() >= fraction {
-            ConnectionFate::FollowMode
+            Exchange::Forward
         } else if rng.bool() {
-            ConnectionFate::ResetBeforeForwarding
+            Exchange::ResetBeforeForwarding
         } else {
-            ConnectionFate::LoseReply
+            Exchange::LoseReply
         }
     }
 }
@@ -391,6 +423,8 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
     // waits out a delay, so every request sees the delay once, as on a link
     // with that much more round-trip time.
     let mut reply_begun = false;
+    // A request drawn to lose its reply (FailSomeExchanges).
+    let mut lose_reply = false;
     while client_open || server_open {
         tokio::select! {
             read = client.read(&mut from_client), if client_open => {
@@ -402,6 +436,17 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
                     }
                     Ok(n) => n,
                 };
+                if let ProxyMode::FailSomeExchanges { fraction, seed } = shared.mode() {
+                    match shared.draw(fraction, seed) {
+                        Exchange::ResetBeforeForwarding => {
+                            shared.count(|s| s.reset_before_forwarding += 1);
+                            reset(client);
+                            return;
+                        }
+                        Exchange::LoseReply => lose_reply = true,
+                        Exchange::Forward => {}
+                    }
+                }
                 let Some((still_open, Some(to_server))) =
                     under_mode(client, Some(server), &shared, shared.mode()).await
                 else {
@@ -426,6 +471,7 @@ async fn serve(client: TcpStream, fate: ConnectionFate, shared: Arc<Shared>) {
                 let mode = shared.mode();
                 if fate == ConnectionFate::LoseReply
                     || mode == ProxyMode::LoseReplies
+                    || std::mem::take(&mut lose_reply)
                     || shared.take_reply_to_lose()
                 {
                     // The server has answered, so the request applied; the

@@ -165,6 +165,49 @@ async fn lose_next_replies_reaches_open_connections_and_counts_down() {
     assert_eq!(proxy.stats().replies_lost, 1);
 }
 
+/// `FailSomeExchanges` fails requests on a connection already open: each one
+/// drawn is reset either before the server saw it or after it answered.
+#[tokio::test]
+async fn fail_some_exchanges_reaches_open_connections() {
+    let (upstream, seen) = line_server().await;
+    let proxy = FaultProxy::start(&upstream).unwrap();
+    let mut failed = 0;
+    for i in 0..12 {
+        let mut open = connect(&proxy).await;
+        assert_eq!(ask(&mut open, "hello", LIMIT).await, Ok("ok hello".into()));
+        proxy.set(ProxyMode::FailSomeExchanges {
+            fraction: 1.0,
+            seed: 7,
+        });
+        let line = format!("w{i}");
+        assert_eq!(
+            ask(&mut open, &line, LIMIT).await,
+            Err(std::io::ErrorKind::ConnectionReset)
+        );
+        proxy.set(ProxyMode::Pass);
+        failed += 1;
+        let stats = proxy.stats();
+        assert_eq!(
+            stats.reset_before_forwarding + stats.replies_lost,
+            failed,
+            "{stats:?}"
+        );
+    }
+    let stats = proxy.stats();
+    assert!(
+        stats.reset_before_forwarding > 0 && stats.replies_lost > 0,
+        "both kinds drawn: {stats:?}"
+    );
+    // The server saw exactly the requests whose replies were lost.
+    let applied = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.starts_with('w'))
+        .count() as u64;
+    assert_eq!(applied, stats.replies_lost);
+}
+
 #[tokio::test]
 async fn blackhole_is_silent_both_ways_until_the_client_gives_up_and_heals_for_new_connections() {
     let (upstream, seen) = line_server().await;

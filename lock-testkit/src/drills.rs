@@ -1,0 +1,254 @@
+//! Client drills through the [fault proxy](crate::proxy): the lock client on a
+//! real store whose network breaks, for every backend alike. Each drill takes
+//! the store twice, once reached directly and once through the proxy (built by
+//! the caller, with timeouts short enough for a 2 s lease), and panics with
+//! what went wrong, as a test does.
+//!
+//! * [`partitioned_holder`]: the holder's connections go silent; it is in
+//!   danger, then lost, before a waiter going direct takes over with a higher
+//!   fence, and its release after the partition heals writes nothing.
+//! * [`contention_under_faults`]: three clients take one key in turns while the
+//!   proxy fails a fraction of the traffic; no two safe holdings overlap, fences
+//!   rise with time, and nothing is left held after every client shut down.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lock_core::{AcquireOptions, ConditionalStore, Fence, LockClient, LockError, LockKey};
+use tokio::time::Instant;
+
+use crate::proxy::{FaultProxy, ProxyMode};
+
+/// Every wait on a future that might never resolve is bounded by this.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// The lease of every drill's clients.
+pub const DRILL_LEASE: Duration = Duration::from_secs(2);
+
+fn client(store: impl ConditionalStore, owner: &str) -> LockClient {
+    LockClient::builder(store)
+        .owner(owner)
+        .lease(DRILL_LEASE)
+        .build()
+        .unwrap_or_else(|error| panic!("drill client {owner}: {error}"))
+}
+
+/// `future`, or a panic naming `what` after [`LIMIT`].
+async fn bounded<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(LIMIT, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {LIMIT:?}"))
+}
+
+/// The seed of a drill's faults: `LOCK_PROXY_SEED` to replay one, otherwise a
+/// new one. Printed either way.
+pub fn drill_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    let seed = std::env::var("LOCK_PROXY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| RandomState::new().hash_one(std::time::SystemTime::now()));
+    println!("fault proxy seed {seed} (replay with LOCK_PROXY_SEED={seed})");
+    seed
+}
+
+/// A partitioned holder is lost before a waiter going direct takes over; see
+/// the [module docs](self).
+pub async fn partitioned_holder<S>(direct: S, via: S, proxy: &FaultProxy)
+where
+    S: ConditionalStore + Clone,
+{
+    let lease = DRILL_LEASE;
+    let holder = client(via, "holder");
+    let waiter = client(direct.clone(), "waiter");
+    let key = LockKey::new("job");
+    let guard = bounded(
+        "the holder's acquire",
+        holder.acquire(key.clone(), AcquireOptions::new()),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("the holder's acquire: {error}"));
+    assert_eq!(guard.fence(), Fence(1));
+    let in_danger = tokio::spawn({
+        let unsafe_ = guard.until_unsafe();
+        async move {
+            let reason = unsafe_.await;
+            (Instant::now(), reason)
+        }
+    });
+    let lost = tokio::spawn({
+        let lost = guard.lost();
+        async move {
+            let reason = lost.await;
+            (Instant::now(), reason)
+        }
+    });
+    // Let a heartbeat or two through first.
+    tokio::time::sleep(lease / 2).await;
+
+    proxy.set(ProxyMode::Blackhole);
+    let cut = Instant::now();
+    let taken = bounded(
+        "the waiter's acquire",
+        waiter.acquire(
+            key.clone(),
+            AcquireOptions::new().wait(Duration::from_secs(10)),
+        ),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("the waiter takes the partitioned holder's lock over: {error}"));
+    let taken_at = Instant::now();
+    let Ok((in_danger_at, danger)) = bounded("the holder's danger", in_danger).await else {
+        panic!("the danger watch panicked");
+    };
+    let Ok((lost_at, reason)) = bounded("the holder's loss", lost).await else {
+        panic!("the loss watch panicked");
+    };
+    println!(
+        "cut at 0; in danger at {:?} ({danger}); lost at {:?} ({reason}); taken over at {:?}",
+        in_danger_at - cut,
+        lost_at - cut,
+        taken_at - cut
+    );
+    assert!(in_danger_at < lost_at, "in danger before lost");
+    assert!(
+        lost_at <= taken_at,
+        "the holder gave up before the waiter took over"
+    );
+    assert!(
+        taken_at - cut >= lease,
+        "the waiter waited out a lease: {:?}",
+        taken_at - cut
+    );
+    assert_eq!(taken.fence(), Fence(2), "fences only go up");
+    assert_eq!(taken.took_over().map(|t| t.owner.as_str()), Some("holder"));
+
+    // Healed: the old holder's release changes nothing.
+    proxy.set(ProxyMode::Pass);
+    let stale = bounded("the stale release", guard.release()).await;
+    assert!(matches!(stale, Err(LockError::Lost { .. })), "{stale:?}");
+    let record = bounded("a read", direct.get(&key))
+        .await
+        .unwrap_or_else(|error| panic!("reading the record: {error}"));
+    let record = record.unwrap_or_else(|| panic!("the record is gone"));
+    assert_eq!(
+        (record.owner.as_str(), record.fence, record.released),
+        ("waiter", Fence(2), false)
+    );
+    bounded("the waiter's release", taken.release())
+        .await
+        .unwrap_or_else(|error| panic!("the waiter's release: {error}"));
+    for (who, client) in [("holder", &holder), ("waiter", &waiter)] {
+        bounded("a shutdown", client.shutdown())
+            .await
+            .unwrap_or_else(|error| panic!("the {who}'s shutdown: {error}"));
+    }
+}
+
+/// One safe holding, as seen by the holder: from its acquire's return to the
+/// last moment it still found its lease safe.
+#[derive(Clone, Copy, Debug)]
+struct Holding {
+    from: Instant,
+    to: Instant,
+    fence: Fence,
+}
+
+/// Three clients take one key in turns, eight times each, through the proxy
+/// in `faults` (for example [`ProxyMode::ResetSome`] or
+/// [`ProxyMode::FailSomeExchanges`] with a fifth of the traffic); see the
+/// [module docs](self).
+pub async fn contention_under_faults<S>(direct: S, via: S, proxy: &FaultProxy, faults: ProxyMode)
+where
+    S: ConditionalStore + Clone,
+{
+    proxy.set(faults);
+    let key = LockKey::new("contended");
+    let holdings: Arc<Mutex<Vec<Holding>>> = Arc::default();
+    let clients: Vec<LockClient> = (0..3)
+        .map(|i| client(via.clone(), &format!("worker-{i}")))
+        .collect();
+    let mut workers = Vec::new();
+    for worker in &clients {
+        let (worker, key, holdings) = (worker.clone(), key.clone(), holdings.clone());
+        workers.push(tokio::spawn(async move {
+            let mut acquired = 0;
+            for _ in 0..8 {
+                let options = AcquireOptions::new().wait(Duration::from_secs(8));
+                let Ok(guard) = worker.acquire(key.clone(), options).await else {
+                    continue;
+                };
+                acquired += 1;
+                let from = Instant::now();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let to = Instant::now();
+                if guard.is_safe() {
+                    holdings
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(Holding {
+                            from,
+                            to,
+                            fence: guard.fence(),
+                        });
+                }
+                // A failed release is fine here: the record expires or the
+                // client's background clean-up releases it.
+                let _ = guard.release().await;
+            }
+            acquired
+        }));
+    }
+    let mut acquired = 0;
+    for worker in workers {
+        match tokio::time::timeout(Duration::from_secs(120), worker).await {
+            Ok(Ok(count)) => acquired += count,
+            Ok(Err(error)) => panic!("a worker panicked: {error}"),
+            Err(_) => panic!("the workers did not finish within 120 s"),
+        }
+    }
+    let stats = proxy.stats();
+    println!("{acquired} acquisitions; proxy {stats:?}");
+    assert!(
+        stats.reset_before_forwarding > 0 && stats.replies_lost > 0,
+        "the drill injected both kinds of fault: {stats:?}"
+    );
+    assert!(acquired >= 12, "the lock kept changing hands: {acquired}");
+
+    // No two safe holdings overlapped, and fences rose with time.
+    let mut holdings = holdings
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    holdings.sort_by_key(|h| h.from);
+    for pair in holdings.windows(2) {
+        assert!(
+            pair[0].to <= pair[1].from,
+            "two holders at once: {:?} and {:?}",
+            pair[0],
+            pair[1]
+        );
+        assert!(
+            pair[0].fence < pair[1].fence,
+            "{:?} then {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+
+    // Healed, every client shuts down; nothing is left held.
+    proxy.set(ProxyMode::Pass);
+    for worker in &clients {
+        bounded("a worker's shutdown", worker.shutdown())
+            .await
+            .unwrap_or_else(|error| panic!("a worker's shutdown: {error}"));
+    }
+    let record = bounded("a read", direct.get(&key))
+        .await
+        .unwrap_or_else(|error| panic!("reading the record: {error}"));
+    assert!(
+        record.as_ref().is_none_or(|r| r.released),
+        "left held with nobody heartbeating: {record:?}"
+    );
+}
