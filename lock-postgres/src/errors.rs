@@ -46,6 +46,12 @@ pub enum StoreConfigError {
     /// A pool of no connections.
     #[error("max_connections must be at least 1")]
     NoConnections,
+    /// The connection string asks for TLS (`sslmode=require`), which the
+    /// store's own pool does not speak.
+    #[error(
+        "the connection string requires TLS (sslmode=require), which the store's own pool does not provide: build a deadpool_postgres::Pool with a TLS connector (postgres-native-tls or tokio-postgres-rustls) and pass it to PostgresStoreBuilder::build_with_pool"
+    )]
+    TlsRequired,
     /// The connection pool could not be built.
     #[error("could not build the connection pool: {reason}")]
     Pool {
@@ -133,6 +139,13 @@ pub(crate) fn classify(error: &tokio_postgres::Error, stage: Stage, table: &str)
     } else if *code == SqlState::QUERY_CANCELED {
         StoreError::unavailable(format!(
             "PostgreSQL cancelled the statement ({message}); it was rolled back"
+        ))
+    } else if *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+        && message.contains("no encryption")
+    {
+        // pg_hba.conf accepts this user only over TLS (`hostssl`).
+        StoreError::unauthorized(format!(
+            "PostgreSQL accepts this login only over TLS ({message}); the store's own pool has no TLS: build a pool with a TLS connector and use build_with_pool"
         ))
     } else if *code == SqlState::INVALID_PASSWORD
         || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION

@@ -136,6 +136,12 @@ impl PostgresStoreBuilder {
         if self.max_connections == 0 {
             return Err(StoreConfigError::NoConnections);
         }
+        // Without a TLS connector the pool could never connect: every
+        // statement would fail as "unavailable" and be retried until the
+        // caller's deadline. Said now, with what to do instead.
+        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            return Err(StoreConfigError::TlsRequired);
+        }
         let statement_ms = self.timeouts.statement.as_millis();
         let options = match config.get_options() {
             Some(existing) => format!("{existing} -c statement_timeout={statement_ms}"),
@@ -632,5 +638,10 @@ mod tests {
             .build_from_url("postgres://[bad")
             .unwrap_err();
         assert!(matches!(error, StoreConfigError::InvalidUrl { .. }));
+        let error = PostgresStore::builder("locks")
+            .build_from_url("postgres://u:p@db.internal/app?sslmode=require")
+            .unwrap_err();
+        assert_eq!(error, StoreConfigError::TlsRequired);
+        assert!(error.to_string().contains("build_with_pool"), "{error}");
     }
 }
