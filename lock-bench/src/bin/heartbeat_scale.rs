@@ -5,11 +5,14 @@
 //! cargo run -p lock-bench --release --bin heartbeat_scale            # 1,000 and 10,000 locks
 //! cargo run -p lock-bench --release --bin heartbeat_scale -- 50000   # any counts
 //! STORE=dynamodb cargo run -p lock-bench --release --bin heartbeat_scale  # through the AWS SDK
+//! STORE=postgres LOCK_POSTGRES_URL=postgres://... cargo run -p lock-bench --release --bin heartbeat_scale
 //! ```
 //!
 //! With `STORE=dynamodb` the locks are held through the real `DynamoDbStore`
 //! (the AWS SDK's whole request path) against `lock_bench::canned`, a responder
 //! in another process whose CPU is not counted, instead of the memory store.
+//! With `STORE=postgres` they are held through `PostgresStore` on a fresh table
+//! of the server at `LOCK_POSTGRES_URL` (the server's CPU is not counted).
 //!
 //! Each count runs in a fresh child process (so resident memory starts clean),
 //! with the default timings (lease 20 s, heartbeat every 5 s; `LEASE_SECS`
@@ -125,24 +128,45 @@ fn bare_store() -> MemoryStore {
     MemoryStore::builder().history_capacity(0).build()
 }
 
-/// Whether the locks are held through the real DynamoDB store (`STORE=dynamodb`:
-/// the AWS SDK against the canned responder in another process) or on the
-/// memory store with simulated latency (the default).
-fn through_dynamodb() -> bool {
-    std::env::var("STORE").is_ok_and(|store| store == "dynamodb")
+/// Where the locks are held: `STORE=dynamodb` (the AWS SDK against the canned
+/// responder in another process), `STORE=postgres` (a PostgreSQL server at
+/// `LOCK_POSTGRES_URL`), or the memory store with simulated latency (the
+/// default).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Backend {
+    Memory,
+    DynamoDb,
+    Postgres,
+}
+
+fn backend() -> Backend {
+    match std::env::var("STORE").as_deref() {
+        Ok("dynamodb") => Backend::DynamoDb,
+        Ok("postgres") => Backend::Postgres,
+        _ => Backend::Memory,
+    }
 }
 
 async fn run(locks: usize) -> Result<serde_json::Value, BenchError> {
-    if through_dynamodb() {
-        let responder = lock_bench::canned::spawn_child("--serve-canned")?;
-        let store = lock_bench::canned::store(&responder.endpoint)?;
-        run_on(locks, store).await
-    } else {
-        // Neither the store's history nor the injector's record of events is kept.
-        let faulty = FaultyStore::new(bare_store(), 7)
-            .with_history_capacity(0)
-            .with_faults(FaultConfig::NONE.with_delay(LATENCY.0, LATENCY.1));
-        run_on(locks, faulty).await
+    match backend() {
+        Backend::DynamoDb => {
+            let responder = lock_bench::canned::spawn_child("--serve-canned")?;
+            let store = lock_bench::canned::store(&responder.endpoint)?;
+            run_on(locks, store).await
+        }
+        Backend::Postgres => {
+            let url = lock_bench::postgres_url().ok_or("STORE=postgres needs LOCK_POSTGRES_URL")?;
+            let table = lock_bench::unique_table("beats").replace('-', "_");
+            let store = lock_bench::fresh_postgres_store(&url, &table).await?;
+            run_on(locks, store).await
+        }
+        Backend::Memory => {
+            // Neither the store's history nor the injector's record of events is kept.
+            let faulty = FaultyStore::new(bare_store(), 7)
+                .with_history_capacity(0)
+                .with_faults(FaultConfig::NONE.with_delay(LATENCY.0, LATENCY.1));
+            run_on(locks, faulty).await
+        }
     }
 }
 
@@ -317,17 +341,24 @@ fn main() -> Result<(), BenchError> {
     } else {
         args.iter().map(|a| a.parse()).collect::<Result<_, _>>()?
     };
-    // Through the AWS SDK every heartbeat is a signed HTTP request: the goal
-    // there is a quarter of a core (0.1 ms of CPU per request at 2,000/s).
-    let core_goal = if through_dynamodb() { 0.25 } else { 0.1 };
-    let store = if through_dynamodb() {
-        "DynamoDB store (AWS SDK) against the canned responder in another process".to_owned()
+    // Through a real client library every heartbeat is a request on the wire:
+    // the goal there is a quarter of a core (0.1 ms of CPU per request at
+    // 2,000/s).
+    let core_goal = if backend() == Backend::Memory {
+        0.1
     } else {
-        format!(
+        0.25
+    };
+    let store = match backend() {
+        Backend::DynamoDb => {
+            "DynamoDB store (AWS SDK) against the canned responder in another process".to_owned()
+        }
+        Backend::Postgres => "PostgreSQL store (tokio-postgres) against a local server".to_owned(),
+        Backend::Memory => format!(
             "memory store with {}–{} ms latency per call",
             LATENCY.0.as_millis(),
             LATENCY.1.as_millis()
-        )
+        ),
     };
     println!(
         "Heartbeat scale: one client, current-thread runtime, {store}, lease {:?} ({})",
@@ -341,8 +372,8 @@ fn main() -> Result<(), BenchError> {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for locks in counts {
         let r = child("--child", locks)?;
-        // Through DynamoDB the records live in the responder, not here.
-        let s = if through_dynamodb() {
+        // Through a server the records live there, not here.
+        let s = if backend() != Backend::Memory {
             serde_json::json!({ "store_rss_per_lock_b": 0.0 })
         } else {
             child("--store-only", locks)?
