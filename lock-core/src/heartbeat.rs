@@ -113,16 +113,20 @@ struct Ready {
     /// The end of its lease: past it the heartbeat goes without a slot (it
     /// gives up without a request, and the lock is lost).
     expires: Instant,
+    /// When it started waiting for a slot: only a heartbeat already waiting
+    /// when a slot opened may take that slot late.
+    since: Instant,
     seq: u64,
     held: Weak<Held>,
 }
 
 impl Ready {
-    fn new(held: &Arc<Held>, seq: u64) -> Self {
+    fn new(held: &Arc<Held>, seq: u64, since: Instant) -> Self {
         let (deadline, expires) = held.deadlines();
         Self {
             deadline,
             expires,
+            since,
             seq,
             held: Arc::downgrade(held),
         }
@@ -182,7 +186,7 @@ async fn run(
         for held in schedule.take_due(now) {
             if held.wants_heartbeat() {
                 arrivals += 1;
-                ready.push(Ready::new(&held, arrivals));
+                ready.push(Ready::new(&held, arrivals, now));
             }
         }
         let mut next_slot = None;
@@ -192,7 +196,7 @@ async fn run(
                 ready.pop();
                 continue;
             };
-            if !expired && let Err(at) = pacer.take(now) {
+            if !expired && let Err(at) = pacer.take(now, first.since) {
                 next_slot = Some(at);
                 break;
             }
@@ -222,7 +226,7 @@ async fn run(
                         Beat::Throttled(held) => {
                             pacer.throttled(clock.now());
                             arrivals += 1;
-                            ready.push(Ready::new(&held, arrivals));
+                            ready.push(Ready::new(&held, arrivals, clock.now()));
                         }
                         Beat::Done => {}
                     }

@@ -143,9 +143,10 @@ impl Pacer {
         }
     }
 
-    /// Take a slot for one heartbeat at `now`: `Ok` to send it now, or the
+    /// Take a slot at `now` for one heartbeat that has waited for one since
+    /// `waiting_since` (when it became due): `Ok` to send it now, or the
     /// instant the next slot opens.
-    pub(crate) fn take(&mut self, now: Instant) -> Result<(), Instant> {
+    pub(crate) fn take(&mut self, now: Instant, waiting_since: Instant) -> Result<(), Instant> {
         let Some(rate) = self.rate(now) else {
             return Ok(());
         };
@@ -156,7 +157,12 @@ impl Pacer {
         // a pace of more than a thousand a second needs several heartbeats per
         // wake-up) takes the slots it missed; after a longer quiet spell the
         // schedule starts again from now, with no burst saved up.
-        let from = if crate::clock::later(self.next_slot, CATCH_UP) >= now {
+        // Only a heartbeat that was already waiting when the slot opened missed
+        // it; one that became due later takes the slot from now, so the next
+        // gap is never shorter than the spacing.
+        let from = if waiting_since <= self.next_slot
+            && crate::clock::later(self.next_slot, CATCH_UP) >= now
+        {
             self.next_slot
         } else {
             now
@@ -202,12 +208,13 @@ mod tests {
         Pacer::new(limit, ms(50), Duration::from_secs(2), now)
     }
 
-    /// How many slots are taken in `over`, trying every millisecond.
+    /// How many slots are taken in `over`, trying every millisecond, for a
+    /// backlog of heartbeats waiting since `from`.
     fn slots(pacer: &mut Pacer, from: Instant, over: Duration) -> usize {
         let mut taken = 0;
         let mut at = from;
         while at < from + over {
-            while pacer.take(at).is_ok() {
+            while pacer.take(at, from).is_ok() {
                 taken += 1;
             }
             at += ms(1);
@@ -219,16 +226,36 @@ mod tests {
     fn without_a_limit_or_a_throttle_every_heartbeat_goes_at_once() {
         let now = Instant::now();
         let mut pacer = default_pacer(None, now);
-        assert!((0..10_000).all(|_| pacer.take(now).is_ok()));
+        assert!((0..10_000).all(|_| pacer.take(now, now).is_ok()));
         assert_eq!(pacer.rate(now), None);
+    }
+
+    /// A heartbeat that became due after its slot opened is not a missed
+    /// slot: it goes now, and the next one a whole spacing later (a late
+    /// wake-up's catch-up is for heartbeats that were already waiting).
+    #[test]
+    fn a_heartbeat_due_after_its_slot_opened_does_not_shorten_the_next_gap() {
+        let t0 = Instant::now();
+        let mut pacer = default_pacer(Some(10), t0);
+        assert_eq!(pacer.take(t0, t0), Ok(()));
+        // The next becomes due 9 ms after its slot (t0 + 100 ms) opened.
+        let due = t0 + ms(109);
+        assert_eq!(pacer.take(due, due), Ok(()));
+        assert_eq!(pacer.take(t0 + ms(200), t0 + ms(200)), Err(due + ms(100)));
+        // One that was waiting when its slot opened, woken 9 ms late, takes
+        // the slot it missed: the pace holds on average.
+        let mut pacer = default_pacer(Some(10), t0);
+        assert_eq!(pacer.take(t0, t0), Ok(()));
+        assert_eq!(pacer.take(t0 + ms(109), t0 + ms(50)), Ok(()));
+        assert_eq!(pacer.take(t0 + ms(150), t0 + ms(150)), Err(t0 + ms(200)));
     }
 
     #[test]
     fn the_clients_limit_spaces_heartbeats_evenly() {
         let now = Instant::now();
         let mut pacer = default_pacer(Some(10), now);
-        assert_eq!(pacer.take(now), Ok(()));
-        assert_eq!(pacer.take(now), Err(now + ms(100)));
+        assert_eq!(pacer.take(now, now), Ok(()));
+        assert_eq!(pacer.take(now, now), Err(now + ms(100)));
         assert_eq!(slots(&mut pacer, now + ms(100), Duration::from_secs(1)), 10);
     }
 
@@ -241,17 +268,20 @@ mod tests {
         assert!((4995..=5001).contains(&taken), "{taken}");
         // A wake-up 5 ms late takes the 25 slots it missed.
         let mut pacer = default_pacer(Some(5000), now);
-        assert!(pacer.take(now).is_ok());
+        assert!(pacer.take(now, now).is_ok());
         let late = now + ms(5);
         let mut caught_up = 0;
-        while pacer.take(late).is_ok() {
+        while pacer.take(late, now).is_ok() {
             caught_up += 1;
         }
         assert_eq!(caught_up, 25);
         // After a quiet spell nothing is saved up: one slot, then the pace.
         let quiet = now + Duration::from_secs(5);
-        assert!(pacer.take(quiet).is_ok());
-        assert_eq!(pacer.take(quiet), Err(quiet + Duration::from_micros(200)));
+        assert!(pacer.take(quiet, quiet).is_ok());
+        assert_eq!(
+            pacer.take(quiet, quiet),
+            Err(quiet + Duration::from_micros(200))
+        );
     }
 
     #[test]
