@@ -33,6 +33,16 @@ fn write(owner: &str, released: bool, fence: FenceUpdate) -> NewRecord {
     }
 }
 
+/// `key` acquired (vacant, fence stepped) by `owner` through `store`.
+async fn acquire(store: &PostgresStore, key: &LockKey, owner: &str) -> lock_core::LockRecord {
+    applied(
+        store
+            .put(key, Expect::Vacant, write(owner, false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    )
+}
+
 fn applied(outcome: Outcome) -> lock_core::LockRecord {
     match outcome {
         Outcome::Applied(record) => record,
@@ -212,12 +222,7 @@ async fn listings_page_by_key_and_a_partition_includes_its_bare_key() {
         LockKey::new("other"),
     ];
     for key in &keys {
-        applied(
-            store
-                .put(key, Expect::Vacant, write("me", false, FenceUpdate::Next))
-                .await
-                .unwrap(),
-        );
+        acquire(&store, key, "me").await;
     }
     let mut seen = Vec::new();
     let mut cursor = None;
@@ -339,16 +344,7 @@ async fn the_documented_clean_up_removes_only_old_released_rows() {
         ("old-held", false),
         ("new-released", true),
     ] {
-        let held = applied(
-            store
-                .put(
-                    &LockKey::new(key),
-                    Expect::Vacant,
-                    write("me", false, FenceUpdate::Next),
-                )
-                .await
-                .unwrap(),
-        );
+        let held = acquire(&store, &LockKey::new(key), "me").await;
         if released {
             applied(
                 store
@@ -423,16 +419,7 @@ async fn create_schema_is_idempotent_and_validate_accepts_it() {
         Err(SchemaError::Missing { .. })
     ));
     qualified.create_schema().await.unwrap();
-    let record = applied(
-        qualified
-            .put(
-                &LockKey::new("a"),
-                Expect::Vacant,
-                write("me", false, FenceUpdate::Next),
-            )
-            .await
-            .unwrap(),
-    );
+    let record = acquire(&qualified, &LockKey::new("a"), "me").await;
     assert_eq!(record.fence, Fence(1));
 }
 
@@ -589,16 +576,7 @@ async fn a_wrong_password_and_missing_grants_are_unauthorized_at_once() {
         .await
         .unwrap();
     powerless.validate_schema().await.unwrap();
-    let held = applied(
-        powerless
-            .put(
-                &LockKey::new("a"),
-                Expect::Vacant,
-                write("me", false, FenceUpdate::Next),
-            )
-            .await
-            .unwrap(),
-    );
+    let held = acquire(&powerless, &LockKey::new("a"), "me").await;
     applied(
         powerless
             .delete(&LockKey::new("a"), Expect::Version(held.rvn))
@@ -613,12 +591,7 @@ async fn held_and_row_locked(
     store: &PostgresStore,
     key: &LockKey,
 ) -> (lock_core::LockRecord, tokio_postgres::Client) {
-    let held = applied(
-        store
-            .put(key, Expect::Vacant, write("a", false, FenceUpdate::Next))
-            .await
-            .unwrap(),
-    );
+    let held = acquire(store, key, "a").await;
     let blocker = connect(&url().unwrap()).await;
     blocker
         .batch_execute(&format!(
