@@ -339,23 +339,30 @@ async fn the_documented_clean_up_removes_only_old_released_rows() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    for (key, released) in [
-        ("old-released", true),
-        ("old-held", false),
-        ("new-released", true),
-    ] {
-        let held = acquire(&store, &LockKey::new(key), "me").await;
-        if released {
+    let release = |key: &'static str, rvn| {
+        let store = store.clone();
+        async move {
             applied(
                 store
                     .put(
                         &LockKey::new(key),
-                        Expect::Version(held.rvn),
+                        Expect::Version(rvn),
                         write("me", true, FenceUpdate::Keep),
                     )
                     .await
                     .unwrap(),
-            );
+            )
+        }
+    };
+    for (key, released) in [
+        ("old-released", true),
+        ("old-held", false),
+        ("new-released", true),
+        ("reused", true),
+    ] {
+        let held = acquire(&store, &LockKey::new(key), "me").await;
+        if released {
+            release(key, held.rvn).await;
         }
     }
     let admin = connect(&url().unwrap()).await;
@@ -363,10 +370,37 @@ async fn the_documented_clean_up_removes_only_old_released_rows() {
     admin
         .batch_execute(&format!(
             "UPDATE \"{table}\" SET written_at = now() - interval '2 days' \
-             WHERE partition_key IN ('old-released', 'old-held')"
+             WHERE partition_key IN ('old-released', 'old-held', 'reused')"
         ))
         .await
         .unwrap();
+    // An old released row acquired and released again is written now: the
+    // acquire (ON CONFLICT) and the release (UPDATE) each set written_at.
+    let age_of_reused = || async {
+        let row = admin
+            .query_one(
+                &format!(
+                    "SELECT (now() - written_at) < interval '1 minute' FROM \"{table}\" \
+                     WHERE partition_key = 'reused'"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        let recent: bool = row.get(0);
+        recent
+    };
+    let again = acquire(&store, &LockKey::new("reused"), "me").await;
+    assert!(age_of_reused().await, "the acquire set written_at");
+    admin
+        .batch_execute(&format!(
+            "UPDATE \"{table}\" SET written_at = now() - interval '2 days' \
+             WHERE partition_key = 'reused'"
+        ))
+        .await
+        .unwrap();
+    release("reused", again.rvn).await;
+    assert!(age_of_reused().await, "the release set written_at");
     let deleted = admin
         .execute(
             &format!(
@@ -388,6 +422,7 @@ async fn the_documented_clean_up_removes_only_old_released_rows() {
             .unwrap()
             .is_some()
     );
+    assert!(store.get(&LockKey::new("reused")).await.unwrap().is_some());
     assert!(
         store
             .get(&LockKey::new("new-released"))
