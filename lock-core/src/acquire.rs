@@ -14,6 +14,7 @@ use tracing::Instrument;
 use crate::clock::{Instant, later};
 use crate::held::Held;
 use crate::shared::Shared;
+use crate::timing::HoldLimits;
 use crate::turns::{Handoff, NoTurn, Phase, Turn};
 use crate::{
     AcquireOptions, Expect, FenceUpdate, LockError, LockGuard, LockKey, LockRecord, NewRecord,
@@ -119,7 +120,22 @@ impl Shared {
         if let Some(lease) = options.lease {
             self.config.check_acquire_lease(lease)?;
         }
+        self.config.check_holds(
+            options.min_hold,
+            options.max_hold,
+            options.delete_on_release,
+        )?;
         let lease = options.lease.unwrap_or(self.config.timing.lease);
+        let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
+        // Busy-unless-dead is a wait rule of its own: it watches a silent
+        // holder until it may be taken over, and gives up on a live one.
+        let wait = options.wait.unwrap_or_else(|| {
+            if options.busy_unless_dead {
+                Duration::ZERO
+            } else {
+                self.config.timing.default_wait(lease, refresh)
+            }
+        });
         if options.reentrant
             && let Some(guard) = self.share(&key)
         {
@@ -140,8 +156,9 @@ impl Shared {
         };
         let result = async {
             let started = self.clock.now();
-            let deadline = later(started, options.wait);
-            let mut turn = self.take_turn(&key, &options, started, deadline).await?;
+            let deadline = later(started, wait);
+            let fail_fast = wait.is_zero();
+            let mut turn = self.take_turn(&key, fail_fast, started, deadline).await?;
             let waited = turn.waited;
             attempt.handed = turn.take_handoff();
             attempt.turn = Some(turn);
@@ -185,11 +202,10 @@ impl Shared {
     async fn take_turn(
         self: &Arc<Self>,
         key: &LockKey,
-        options: &AcquireOptions,
+        fail_fast: bool,
         started: Instant,
         deadline: Instant,
     ) -> Result<Turn, LockError> {
-        let fail_fast = options.wait.is_zero();
         // A one-attempt acquire waits only for a release of this client's, which
         // ends within its lease or its retries; past that the key is busy.
         let until = if fail_fast {
@@ -467,8 +483,17 @@ impl Shared {
             // Held by someone else: count from this client's first sighting of
             // this RVN, in this acquire or an earlier one.
             let sighting = self.sightings.saw(&record, now);
-            alive |= sighting.changed;
-            let takeover_at = timing.takeover_at(&sighting.observation);
+            let mut takeover_at = timing.takeover_at(&sighting.observation);
+            // A record its holder wrote for the last time, to keep the lock
+            // to the end of a min hold, is busy on purpose until that end (not
+            // a dead holder to watch), and free from then on.
+            let mut final_hold = false;
+            if let Some(until) = record.rvn.final_until() {
+                let ends = crate::timing::final_hold_ends_at(now, self.clock.wall_now(), until);
+                takeover_at = takeover_at.min(ends);
+                final_hold = now < ends;
+            }
+            alive |= sighting.changed || final_hold;
             takeover = Some((
                 record.rvn.clone(),
                 Takeover {
@@ -571,7 +596,8 @@ impl Shared {
             self.config.lock_timing(record.lease),
             record.data,
         )
-        .with_turn(turn, took_over);
+        .with_turn(turn, took_over)
+        .with_limits(HoldLimits::new(sent, options.min_hold, options.max_hold));
         let held = Arc::new(held);
         // What this client saw of an earlier holder is history now: a later
         // holder's record must count as a first sighting, not as "alive".

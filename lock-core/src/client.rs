@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::LockClientBuilder;
+use crate::last_handle::LastHandle;
 use crate::release::ShutdownReport;
 use crate::shared::Shared;
 use crate::{
@@ -21,6 +22,9 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct LockClient {
     inner: Arc<Shared>,
+    /// Dropping the last clone (and the last guard) finishes the releases
+    /// still running (see `last_handle`).
+    _handle: Arc<LastHandle>,
 }
 
 impl LockClient {
@@ -61,17 +65,24 @@ impl LockClient {
         self.inner.config.heartbeat_period
     }
 
-    /// Acquire `key`, waiting up to the options' budget.
+    /// Acquire `key`, waiting up to the options' budget: by default
+    /// `lease × (1 + drift) + refresh period`, long enough to take over a
+    /// holder that crashed ([`AcquireOptions::wait`] sets another;
+    /// `Duration::ZERO` makes one attempt).
     ///
     /// A vacant lock (absent or released) costs one store write. A held lock is
-    /// polled every refresh period (jittered) and taken over once its record has kept
-    /// the same version for the holder's lease × (1 + max drift). When the budget
-    /// runs out, [`LockError::AcquireTimeout`] names the holder and the time waited.
+    /// polled every refresh period (jittered to between half and all of it)
+    /// and taken over once its record has kept the same version for the
+    /// holder's lease × (1 + max drift). When the budget runs out,
+    /// [`LockError::AcquireTimeout`] names the holder and the time waited.
     ///
     /// Acquires of one key on one client (any clone) queue inside the client,
-    /// first come first served: while another task holds the key, this one waits
-    /// without polling the store and is handed the lock, in one write with a
-    /// higher fence, when that task releases it.
+    /// first come first served, within the same budget: while another task
+    /// holds the key, this one waits without polling the store and is handed
+    /// the lock, in one write with a higher fence, when that task releases it.
+    ///
+    /// Call [`shutdown`](Self::shutdown) before the program ends: it releases
+    /// what is still held.
     pub async fn acquire(
         &self,
         key: impl Into<LockKey>,
@@ -80,19 +91,28 @@ impl LockClient {
         self.inner.acquire(key.into(), options).await
     }
 
-    /// One attempt: `Ok(None)` when someone else holds the lock (another
-    /// client, or another task of this one).
+    /// One attempt with these options (lease, data,
+    /// [`busy_unless_dead`](AcquireOptions::busy_unless_dead), hold limits...):
+    /// `Ok(None)` when someone else holds the lock (another client, or
+    /// another task of this one).
     ///
     /// Attempts add up: the client remembers the holder's record version from one
     /// attempt to the next, so a loop of `try_acquire` calls takes over a holder
     /// that died once its record has kept one version for its lease × (1 + drift).
     /// A release of this key still running on this client (a dropped guard) is
-    /// waited for, not reported as busy.
+    /// waited for, not reported as busy. Options that ask to wait (a non-zero
+    /// [`AcquireOptions::wait`]) are refused with [`LockError::InvalidConfig`]:
+    /// call [`acquire`](Self::acquire) to wait.
     pub async fn try_acquire(
         &self,
         key: impl Into<LockKey>,
+        options: AcquireOptions,
     ) -> Result<Option<LockGuard>, LockError> {
-        match self.inner.acquire(key.into(), AcquireOptions::new()).await {
+        if let Some(wait) = options.wait.filter(|wait| !wait.is_zero()) {
+            return Err(crate::ConfigError::WaitOnTryAcquire { wait }.into());
+        }
+        let options = options.wait(Duration::ZERO);
+        match self.inner.acquire(key.into(), options).await {
             Ok(guard) => Ok(Some(guard)),
             Err(LockError::AcquireTimeout { .. } | LockError::AlreadyHeld { .. }) => Ok(None),
             Err(error) => Err(error),
@@ -330,6 +350,11 @@ impl LockClientBuilder {
                     shared.release_abandoned(key, vec![handoff.rvn], handoff.lease);
                 }
             }));
-        Ok(LockClient { inner: shared })
+        let handle = Arc::new(LastHandle::new(&shared));
+        let _ = shared.handle.set(Arc::downgrade(&handle));
+        Ok(LockClient {
+            inner: shared,
+            _handle: handle,
+        })
     }
 }

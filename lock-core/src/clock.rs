@@ -44,6 +44,27 @@ pub trait Clock: Send + Sync + Debug + 'static {
     /// wake early (callers re-check [`now`](Self::now)) but must not wake late by
     /// more than the runtime's timer granularity.
     fn sleep_until(&self, deadline: Instant) -> Sleep;
+
+    /// Wall-clock time on this clock: the system's, moved by how far this
+    /// clock is from real monotonic time (none for [`TokioClock`] on a running
+    /// runtime; tokio's paused test clock and a [`DriftingClock`] move it).
+    ///
+    /// Read for one decision only, never for ownership: whether a record its
+    /// holder left held to the end of a
+    /// [`min_hold`](crate::AcquireOptions::min_hold) (a final write, which no
+    /// work under the lock follows) has reached that end. A min hold is a
+    /// promise about schedules, which are wall-clock times themselves.
+    fn wall_now(&self) -> std::time::SystemTime {
+        let now = self.now().into_std();
+        let real = std::time::Instant::now();
+        let system = std::time::SystemTime::now();
+        match now.checked_duration_since(real) {
+            Some(ahead) => system.checked_add(ahead).unwrap_or(system),
+            None => system
+                .checked_sub(real.saturating_duration_since(now))
+                .unwrap_or(system),
+        }
+    }
 }
 
 /// `tokio::time::Instant`: real monotonic time, or tokio's paused test clock.

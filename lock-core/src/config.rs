@@ -255,6 +255,35 @@ impl ClientConfig {
         }
     }
 
+    /// Check an acquire's hold-time limits; writes nothing.
+    pub(crate) fn check_holds(
+        &self,
+        min_hold: Option<Duration>,
+        max_hold: Option<Duration>,
+        delete_on_release: bool,
+    ) -> Result<(), ConfigError> {
+        for hold in [min_hold, max_hold].into_iter().flatten() {
+            if hold > MAX_LEASE {
+                return Err(ConfigError::HoldTooLong {
+                    hold,
+                    max: MAX_LEASE,
+                });
+            }
+        }
+        if max_hold.is_some_and(|max| max.is_zero()) {
+            return Err(ConfigError::ZeroMaxHold);
+        }
+        if let (Some(min), Some(max)) = (min_hold, max_hold)
+            && min > max
+        {
+            return Err(ConfigError::MinHoldOverMaxHold { min, max });
+        }
+        if delete_on_release && min_hold.is_some_and(|min| !min.is_zero()) {
+            return Err(ConfigError::MinHoldWithDelete);
+        }
+        Ok(())
+    }
+
     /// Check a per-acquire lease against the rules the client's own meets.
     pub(crate) fn check_acquire_lease(&self, lease: Duration) -> Result<(), ConfigError> {
         check_lease(&self.timing_for(lease), self.heartbeat_period_for(lease))

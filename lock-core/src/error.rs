@@ -193,6 +193,41 @@ pub enum ConfigError {
     /// The owner name is empty.
     #[error("owner name must not be empty")]
     EmptyOwner,
+    /// [`AcquireOptions::max_hold`](crate::AcquireOptions::max_hold) is zero.
+    #[error("max hold must be greater than zero (leave it unset for no limit)")]
+    ZeroMaxHold,
+    /// A min or max hold is longer than a lease may be.
+    #[error("a hold of {hold:?} is longer than the longest allowed, {max:?}")]
+    HoldTooLong {
+        /// The hold asked for.
+        hold: Duration,
+        /// The longest allowed.
+        max: Duration,
+    },
+    /// The min hold is longer than the max hold.
+    #[error(
+        "min hold {min:?} is longer than max hold {max:?}: shorten the min hold or lengthen the max hold"
+    )]
+    MinHoldOverMaxHold {
+        /// The min hold.
+        min: Duration,
+        /// The max hold.
+        max: Duration,
+    },
+    /// A min hold keeps the record held after the release, which
+    /// delete-on-release would delete.
+    #[error(
+        "min hold keeps the record after the release, so it cannot be combined with delete-on-release: drop one of them"
+    )]
+    MinHoldWithDelete,
+    /// [`try_acquire`](crate::LockClient::try_acquire) was given a wait budget.
+    #[error(
+        "try_acquire makes one attempt, but the options ask to wait {wait:?}: call acquire to wait, or leave the wait unset"
+    )]
+    WaitOnTryAcquire {
+        /// The budget asked for.
+        wait: Duration,
+    },
 }
 
 /// An error from the [`LockClient`](crate::LockClient) or a

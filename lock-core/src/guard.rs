@@ -135,13 +135,18 @@ impl LockView {
 pub struct LockGuard {
     view: LockView,
     active: bool,
+    /// Dropped after `drop` has started the release: the last handle waits
+    /// for it (see `last_handle`).
+    _handle: Option<Arc<crate::last_handle::LastHandle>>,
 }
 
 impl LockGuard {
     pub(crate) fn new(inner: Arc<Shared>, held: Arc<Held>) -> Self {
+        let handle = inner.handle.get().and_then(std::sync::Weak::upgrade);
         Self {
             view: LockView { inner, held },
             active: true,
+            _handle: handle,
         }
     }
 

@@ -260,13 +260,22 @@ async fn heartbeat(inner: Arc<Shared>, held: Arc<Held>) -> Beat {
         // Read under the write lock; a lock released meanwhile ends as `Stopped`.
         let snapshot = held.snapshot();
         let now = inner.clock.now();
+        if let Some(reason) = held.limits.max_hold_reached(now) {
+            if snapshot.wants_heartbeat() {
+                tracing::info!(%reason, "lock lost: max hold reached");
+                inner.lose(&held, reason);
+            }
+            return Beat::Done;
+        }
         let expires = snapshot.expires;
         match inner
             .write_held(&held, HeldWrite::Heartbeat, expires, now, snapshot)
             .await
         {
             WriteEnd::Confirmed => {
-                let next = held.state().confirmed_send + held.heartbeat_period;
+                let next = held
+                    .limits
+                    .not_after(held.state().confirmed_send + held.heartbeat_period);
                 tracing::trace!("heartbeat confirmed");
                 Beat::Confirmed(held.clone(), next)
             }

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, Instant, later};
 use crate::slot::SlotCell;
+use crate::timing::HoldLimits;
 use crate::turns::{Handoff, Phase, Turn};
 use crate::{Fence, LeaseState, LockKey, LostReason, Rvn, Takeover, Timing};
 
@@ -32,6 +33,8 @@ pub(crate) struct Held {
     pub heartbeat_period: Duration,
     /// The expired lock this acquisition took over, if it did.
     pub took_over: Option<Takeover>,
+    /// Its min and max hold, as instants.
+    pub limits: HoldLimits,
     /// The key's turn among this client's acquires, held until the lock's
     /// release has finished (or the lock is lost or detached); `None` for a
     /// lock made without one (tests).
@@ -109,6 +112,7 @@ impl Held {
             timing,
             heartbeat_period,
             took_over: None,
+            limits: HoldLimits::default(),
             turn: Mutex::new(None),
             write: tokio::sync::Mutex::new(()),
             state: Mutex::new(HeldState {
@@ -135,6 +139,12 @@ impl Held {
         }
         self.turn = Mutex::new(turn);
         self.took_over = took_over;
+        self
+    }
+
+    /// This acquisition's min and max hold.
+    pub fn with_limits(mut self, limits: HoldLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -273,6 +283,9 @@ impl Held {
                 reason: reason.clone(),
             };
         }
+        if let Some(reason) = self.limits.max_hold_reached(now) {
+            return LeaseState::Lost { reason };
+        }
         timing.lease_state(state.confirmed_send, state.lease, now)
     }
 
@@ -296,13 +309,17 @@ impl Held {
                 }
                 let safe_until = later(state.confirmed_send, timing.safe_time_for(state.lease));
                 let expires = later(state.confirmed_send, state.lease);
+                if let Some(reason) = self.limits.max_hold_reached(now) {
+                    return reason;
+                }
                 if now >= expires {
                     return LostReason::Expired;
                 }
                 if stop_at_danger && now >= safe_until {
                     return LostReason::InDanger;
                 }
-                if stop_at_danger { safe_until } else { expires }
+                self.limits
+                    .not_after(if stop_at_danger { safe_until } else { expires })
             };
             tokio::select! {
                 () = clock.sleep_until(wake) => {}

@@ -37,7 +37,7 @@
 //!
 //! let guard = alice.acquire("leader", AcquireOptions::new()).await?;
 //! assert_eq!(guard.fence(), Fence(1));
-//! assert!(bob.try_acquire("leader").await?.is_none()); // alice holds it
+//! assert!(bob.try_acquire("leader", AcquireOptions::new()).await?.is_none()); // alice holds it
 //!
 //! guard.release().await?; // the record stays, marked released
 //! let guard = bob.acquire("leader", AcquireOptions::new()).await?;
@@ -86,6 +86,7 @@ mod heartbeat;
 mod held;
 mod info;
 mod key;
+mod last_handle;
 pub mod layer;
 mod options;
 mod pacing;

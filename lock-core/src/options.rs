@@ -8,13 +8,17 @@ use crate::{Cursor, DataUpdate, LockInfo};
 
 /// How one [`acquire`](crate::LockClient::acquire) behaves.
 ///
-/// The default makes one attempt (zero wait budget), keeps the data stored with
-/// the lock as the previous holder left it, creates the record when absent, is
-/// not reentrant and keeps the record on release.
+/// The default waits long enough to take over a holder that crashed (see
+/// [`wait`](Self::wait)), keeps the data stored with the lock as the previous
+/// holder left it, creates the record when absent, is not reentrant, keeps the
+/// record on release and sets no hold-time limits.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[must_use]
 pub struct AcquireOptions {
-    pub(crate) wait: Duration,
+    /// `None`: the default budget, `lease × (1 + drift) + refresh period`.
+    pub(crate) wait: Option<Duration>,
+    pub(crate) min_hold: Option<Duration>,
+    pub(crate) max_hold: Option<Duration>,
     pub(crate) refresh_period: Option<Duration>,
     pub(crate) data: DataUpdate,
     pub(crate) lease: Option<Duration>,
@@ -54,17 +58,28 @@ impl PartialEq for WaitObserver {
 impl Eq for WaitObserver {}
 
 impl AcquireOptions {
-    /// The defaults: one attempt, the stored data kept.
+    /// The defaults: wait long enough to take over a crashed holder, the stored
+    /// data kept.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Wait up to `budget` for the lock (zero = one attempt; `Duration::MAX` =
-    /// forever). A lock that is held and not released can only be taken over once
-    /// its record has kept one version for the holder's lease × (1 + drift). The
-    /// client remembers what it has seen of each key across acquires (the last
-    /// 10,000 keys), so repeated short attempts add up: a loop of one-attempt
-    /// acquires takes over a dead holder as one long wait would.
+    /// forever).
+    ///
+    /// Without this the budget is zero with
+    /// [`busy_unless_dead`](Self::busy_unless_dead) (a wait rule of its own),
+    /// and otherwise `lease × (1 + drift) + refresh period` (21.2 s
+    /// with the client's defaults), the lease being this acquire's
+    /// ([`lease`](Self::lease)) or the client's: long enough to take over a
+    /// holder that crashed without releasing, which can only happen once its
+    /// record has kept one version for the holder's lease × (1 + drift), plus
+    /// one poll. (A holder that wrote a longer lease than this client's is
+    /// waited for until the budget ends.)
+    ///
+    /// The client remembers what it has seen of each key across acquires (the
+    /// last 10,000 keys), so repeated short attempts add up: a loop of
+    /// one-attempt acquires takes over a dead holder as one long wait would.
     ///
     /// While another task of this client holds or is acquiring the key, the
     /// acquire waits its turn inside the client (first come, first served) and
@@ -72,7 +87,47 @@ impl AcquireOptions {
     /// fails at once with [`LockError::AlreadyHeld`](crate::LockError::AlreadyHeld),
     /// unless the key is only being released (then it waits for that).
     pub fn wait(mut self, budget: Duration) -> Self {
-        self.wait = budget;
+        self.wait = Some(budget);
+        self
+    }
+
+    /// Keep the lock held for at least `hold` after it was acquired, however
+    /// soon it is released: what stops a job that finished in two seconds
+    /// from running again on a host whose timer fires a second late.
+    ///
+    /// A lock released before `hold` has passed since its acquire (by
+    /// `release`, a dropped guard, the end of `with_lock`'s work, or
+    /// `shutdown`) is not released: one final write gives its record a lease
+    /// covering the rest of `hold`, and no heartbeat follows. That write's
+    /// record version is marked final, so an acquire with
+    /// [`busy_unless_dead`](Self::busy_unless_dead) counts the lock as busy at
+    /// once instead of watching for a dead holder; an acquire with a wait
+    /// budget takes it over when the rest of `hold` (× (1 + drift)) has passed.
+    /// A task of this client waiting for the key is not handed it either.
+    /// Released after `hold`, the lock is released as usual.
+    ///
+    /// Counted on this client's monotonic clock from when the acquire's write
+    /// was sent, so a second host whose timer fires up to `hold` after this
+    /// acquire (its clock skew plus its lateness) finds the lock held. It does
+    /// not extend a lock that is lost, and it cannot be combined with
+    /// [`delete_on_release`](Self::delete_on_release) (the record must stay).
+    /// At most a year.
+    pub fn min_hold(mut self, hold: Duration) -> Self {
+        self.min_hold = Some(hold);
+        self
+    }
+
+    /// Hold the lock for at most `limit` after it was acquired: at `limit`
+    /// heartbeats stop, and the guard reports the lease lost with
+    /// [`LostReason::MaxHold`](crate::LostReason::MaxHold) ([`LockView::lost`](crate::LockView::lost)
+    /// resolves, [`LockView::state`](crate::LockView::state) says so, and
+    /// [`with_lock`](crate::LockClient::with_lock) cancels its work). The
+    /// record keeps the lease of its last heartbeat until the guard is
+    /// released or dropped, which releases it. For work that must never run
+    /// longer than `limit`, whatever it does. Not zero, and not shorter than
+    /// [`min_hold`](Self::min_hold).
+    pub fn max_hold(mut self, limit: Duration) -> Self {
+        self.max_hold = Some(limit);
         self
     }
 
@@ -170,7 +225,8 @@ impl AcquireOptions {
     }
 }
 
-/// What [`list_locks`](crate::LockClient::list_locks) returns.
+/// Which locks [`list_locks`](crate::LockClient::list_locks) and
+/// [`list_all`](crate::LockClient::list_all) return, and how many per page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use]
 pub struct ListOptions {

@@ -30,6 +30,33 @@ impl Rvn {
         ))
     }
 
+    /// A fresh RVN marked final, held until `until` (wall clock): the version
+    /// of a record its holder wrote for the last time, to keep the lock held
+    /// until a [`min_hold`](crate::AcquireOptions::min_hold) ends, with no
+    /// heartbeat and no work under the lock after it. Written as
+    /// `<uuid>.final.<until in Unix milliseconds>`.
+    ///
+    /// An acquire counts such a record as busy until `until` on its own wall
+    /// clock (a waiter that gives up on live holders,
+    /// [`busy_unless_dead`](crate::AcquireOptions::busy_unless_dead), gives up
+    /// at once instead of watching it for a dead holder), and may take it
+    /// over from then on, or by the usual rule (its lease × (1 + drift)
+    /// unchanged), whichever comes first.
+    pub fn fresh_final(until: std::time::SystemTime) -> Self {
+        let millis = until
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis());
+        Self(Arc::from(format!("{}{FINAL_MARK}{millis}", Self::fresh())))
+    }
+
+    /// For a version written by [`fresh_final`](Self::fresh_final): until when
+    /// (wall clock) its holder keeps the lock. `None` for every other version.
+    pub fn final_until(&self) -> Option<std::time::SystemTime> {
+        let (_, millis) = self.0.rsplit_once(FINAL_MARK)?;
+        let millis: u64 = millis.parse().ok()?;
+        std::time::UNIX_EPOCH.checked_add(Duration::from_millis(millis))
+    }
+
     /// Wrap an RVN read from a store (any non-empty string other libraries wrote).
     pub fn from_stored(value: impl Into<String>) -> Self {
         Self(Arc::from(value.into()))
@@ -52,6 +79,10 @@ impl fmt::Debug for Rvn {
         write!(f, "Rvn({})", self.0)
     }
 }
+
+/// What separates a final write's RVN from the time it holds until (a UUID
+/// never holds it).
+const FINAL_MARK: &str = ".final.";
 
 /// A fencing token: strictly increasing per key across every acquisition, kept
 /// across heartbeats and release.

@@ -215,7 +215,8 @@ impl Registry {
             let mut book = self.lock();
             book.book.held.replace(ByKey(held.clone()));
             let first = sent + period - (period / 4).mul_f64(book.random());
-            book.schedule(held, first)
+            // At the max hold, the heartbeat task marks the lock lost instead.
+            book.schedule(held, held.limits.not_after(first))
         };
         if wake {
             self.wake.notify_one();

@@ -117,9 +117,12 @@ impl Shared {
     ) -> Result<(), LockError> {
         let _writing = held.writing().await;
         let snapshot = held.snapshot();
+        // A lock within its min hold is not handed over either: it stays held
+        // by its final write for everyone, this client's tasks included.
+        let in_min_hold = held.limits.rest_of_min_hold(self.clock.now()).is_some();
         let handoff = match leaving.data {
-            None => self.handoff(held, &snapshot),
-            Some(_) => None,
+            None if !in_min_hold => self.handoff(held, &snapshot),
+            _ => None,
         };
         if let Some(handoff) = handoff {
             held.mark_lost(LostReason::Released);
@@ -176,17 +179,26 @@ impl Shared {
         let give_up_at = snapshot
             .expires
             .max(crate::clock::later(now, self.retry_window()));
-        let write = if leaving.delete {
-            HeldWrite::Delete
-        } else {
-            HeldWrite::Release(leaving.data)
+        let write = match held.limits.rest_of_min_hold(now) {
+            // Released early: one final write keeps it held to the min hold's end.
+            Some(lease) => HeldWrite::HoldFor {
+                lease,
+                data: leaving.data,
+            },
+            None if leaving.delete => HeldWrite::Delete,
+            None => HeldWrite::Release(leaving.data),
         };
+        let holding = matches!(write, HeldWrite::HoldFor { .. });
         match self
             .write_held(held, write, give_up_at, now, snapshot)
             .await
         {
             WriteEnd::Confirmed => {
-                tracing::info!("released");
+                if holding {
+                    tracing::info!("left held until its min hold ends");
+                } else {
+                    tracing::info!("released");
+                }
                 Ok(())
             }
             WriteEnd::Stolen { owner } => {

@@ -88,6 +88,8 @@ pub(crate) struct Shared {
     /// Clean-up writes running in the background (releases of dropped guards and
     /// of abandoned acquisitions); shutdown waits for them.
     background: Mutex<Background>,
+    /// The token every client clone and guard holds (see `last_handle`).
+    pub handle: std::sync::OnceLock<std::sync::Weak<crate::last_handle::LastHandle>>,
 }
 
 /// An acquire running (see [`Shared::acquiring`]).
@@ -136,6 +138,7 @@ impl Shared {
             acquire_ended: Notify::new(),
             heartbeats: Mutex::new(None),
             background: Mutex::new(Background::default()),
+            handle: std::sync::OnceLock::new(),
         }
     }
 
@@ -306,6 +309,19 @@ impl Shared {
         }
         background.spawn(key, task, &runtime);
         Ok(())
+    }
+
+    /// The locks whose background release is still running (sorted), or
+    /// `None` when no clean-up at all is running.
+    pub(crate) fn background_running(&self) -> Option<Vec<LockKey>> {
+        let mut background = self.background();
+        background.reap();
+        if background.tasks.is_empty() {
+            return None;
+        }
+        let mut keys: Vec<LockKey> = background.keys.values().cloned().collect();
+        keys.sort();
+        Some(keys)
     }
 
     /// The background clean-ups started so far, taken out for shutdown to wait on.

@@ -79,6 +79,87 @@ impl Timing {
     pub fn takeover_at(&self, observation: &Observation) -> Instant {
         crate::clock::later(observation.seen_at, self.takeover_after(observation.lease))
     }
+
+    /// The wait budget of an acquire that sets none: long enough to take over
+    /// a holder of `lease` that crashed, `lease × (1 + drift)`, plus one poll
+    /// (`refresh`), since the takeover happens on a poll. python-dynamodb-lock
+    /// and the Java client wait about as long by default.
+    pub fn default_wait(&self, lease: Duration, refresh: Duration) -> Duration {
+        self.takeover_after(lease).saturating_add(refresh)
+    }
+}
+
+/// When a waiter may take over a record its holder left held on purpose
+/// until `until` (wall clock) by a final write (see
+/// [`Rvn::fresh_final`](crate::Rvn::fresh_final)): as soon as this client's wall
+/// clock reads `until`, as an instant on its monotonic clock (`now` and
+/// `wall_now` read together). No work under the lock follows a final write,
+/// so this ends a schedule, not an ownership: it is the one decision made on
+/// wall-clock time, and a waiter's wall clock `s` ahead of the holder's ends
+/// the hold `s` early.
+pub fn final_hold_ends_at(
+    now: Instant,
+    wall_now: std::time::SystemTime,
+    until: std::time::SystemTime,
+) -> Instant {
+    crate::clock::later(now, until.duration_since(wall_now).unwrap_or_default())
+}
+
+/// The hold-time limits of one acquisition
+/// ([`AcquireOptions::min_hold`](crate::AcquireOptions::min_hold) and
+/// [`max_hold`](crate::AcquireOptions::max_hold)), as instants on the holder's
+/// clock counted from the send time of the write that acquired the lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HoldLimits {
+    /// Until when a release keeps the lock held instead.
+    pub min_until: Option<Instant>,
+    /// When the lease stops being trusted whatever the heartbeats do, and the
+    /// limit it was set with.
+    pub max: Option<(Instant, Duration)>,
+}
+
+impl HoldLimits {
+    /// The limits of a lock acquired by a write sent at `acquired`.
+    pub fn new(acquired: Instant, min_hold: Option<Duration>, max_hold: Option<Duration>) -> Self {
+        Self {
+            min_until: min_hold.map(|hold| crate::clock::later(acquired, hold)),
+            max: max_hold.map(|limit| (crate::clock::later(acquired, limit), limit)),
+        }
+    }
+
+    /// The lease a final write sent at `now` must carry so the lock stays held
+    /// until the min hold ends (rounded up to whole milliseconds, the
+    /// resolution stores keep leases in), or `None` when a release at `now`
+    /// may simply release. The waiter that takes the record over counts this
+    /// lease × (1 + drift) from a reply that came after the write, so in true
+    /// time the lock is held until at least `min_until`.
+    pub fn rest_of_min_hold(&self, now: Instant) -> Option<Duration> {
+        let until = self.min_until?;
+        let rest = until
+            .checked_duration_since(now)
+            .filter(|rest| !rest.is_zero())?;
+        let millis = rest.as_nanos().div_ceil(1_000_000);
+        Some(Duration::from_millis(
+            u64::try_from(millis).unwrap_or(u64::MAX),
+        ))
+    }
+
+    /// The max hold has been reached at `now`: the reason the lease is lost.
+    pub fn max_hold_reached(&self, now: Instant) -> Option<LostReason> {
+        match self.max {
+            Some((until, limit)) if now >= until => Some(LostReason::MaxHold { limit }),
+            _ => None,
+        }
+    }
+
+    /// `at`, or the max hold's end if that comes first: when the holder must
+    /// look at the lock next.
+    pub fn not_after(&self, at: Instant) -> Instant {
+        match self.max {
+            Some((until, _)) => at.min(until),
+            None => at,
+        }
+    }
 }
 
 /// A waiter's observation of a held record: its RVN, its lease, and when the
@@ -141,6 +222,12 @@ pub enum LostReason {
     InDanger,
     /// The lock was released (by the guard, or by `shutdown`).
     Released,
+    /// The lock was held for its
+    /// [`max_hold`](crate::AcquireOptions::max_hold): heartbeats stopped.
+    MaxHold {
+        /// The limit it was acquired with.
+        limit: Duration,
+    },
 }
 
 impl fmt::Display for LostReason {
@@ -155,6 +242,9 @@ impl fmt::Display for LostReason {
                 f.write_str("in danger: no heartbeat confirmed within the safe time")
             }
             LostReason::Released => f.write_str("released"),
+            LostReason::MaxHold { limit } => {
+                write!(f, "held for its max hold of {limit:?}: heartbeats stopped")
+            }
         }
     }
 }

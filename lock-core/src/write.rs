@@ -31,23 +31,35 @@ pub(crate) enum HeldWrite {
     Release(Option<Vec<u8>>),
     /// Delete the record.
     Delete,
+    /// The last write of a lock released before its min hold ended: keep it
+    /// held for `lease` more (the rest of the min hold), under a final RVN,
+    /// with no heartbeat after it; the data replaced when given.
+    HoldFor {
+        lease: std::time::Duration,
+        data: Option<Vec<u8>>,
+    },
 }
 
 impl HeldWrite {
     /// A confirmed write of this kind ends the hold.
     fn releases(&self) -> bool {
-        matches!(self, Self::Release(_) | Self::Delete)
+        matches!(self, Self::Release(_) | Self::Delete | Self::HoldFor { .. })
     }
 
     /// What the write does to the stored data. A heartbeat or a release
     /// without data sends none: the store keeps what is there.
     fn data_update(&self) -> DataUpdate {
         match self {
-            Self::SetData(Some(data)) | Self::Release(Some(data)) => {
-                DataUpdate::Replace(data.clone())
-            }
+            Self::SetData(Some(data))
+            | Self::Release(Some(data))
+            | Self::HoldFor {
+                data: Some(data), ..
+            } => DataUpdate::Replace(data.clone()),
             Self::SetData(None) => DataUpdate::Clear,
-            Self::Heartbeat | Self::Release(None) | Self::Delete => DataUpdate::Keep,
+            Self::Heartbeat
+            | Self::Release(None)
+            | Self::Delete
+            | Self::HoldFor { data: None, .. } => DataUpdate::Keep,
         }
     }
 }
@@ -131,14 +143,23 @@ impl Shared {
             // The data the record holds once this write applies.
             let data = match &write {
                 HeldWrite::SetData(data) => data.clone(),
-                HeldWrite::Release(Some(data)) => Some(data.clone()),
+                HeldWrite::Release(Some(data))
+                | HeldWrite::HoldFor {
+                    data: Some(data), ..
+                } => Some(data.clone()),
                 _ => snapshot.data,
             };
             let expected = snapshot.rvn;
             if sent >= give_up_at {
                 return WriteEnd::GaveUp(last_error);
             }
-            let rvn = Rvn::fresh();
+            let rvn = match write {
+                HeldWrite::HoldFor { lease, .. } => {
+                    let wall = self.clock.wall_now();
+                    Rvn::fresh_final(wall.checked_add(lease).unwrap_or(wall))
+                }
+                _ => Rvn::fresh(),
+            };
             if write.releases() {
                 own.push(rvn.clone());
             }
@@ -173,7 +194,10 @@ impl Shared {
                     let new = NewRecord {
                         owner: self.config.owner.clone(),
                         rvn: rvn.clone(),
-                        lease: held.timing.lease,
+                        lease: match write {
+                            HeldWrite::HoldFor { lease, .. } => lease,
+                            _ => held.timing.lease,
+                        },
                         released: matches!(write, HeldWrite::Release(_)),
                         fence: FenceUpdate::Keep,
                         data: write.data_update(),
@@ -360,6 +384,7 @@ impl Shared {
                 HeldWrite::Heartbeat => true,
                 HeldWrite::SetData(_) => record.data == *data,
                 HeldWrite::Release(_) => record.released,
+                HeldWrite::HoldFor { .. } => own.contains(&rvn),
                 HeldWrite::Delete => false,
             };
             held.confirm(rvn, sent, record.data.clone(), done && write.releases());

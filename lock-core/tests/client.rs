@@ -50,7 +50,12 @@ async fn try_acquire_of_a_held_lock_is_none_and_a_timeout_names_the_holder() {
     let a = client(store.clone(), "alice");
     let b = client(store.clone(), "bob");
     let _guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
-    assert!(b.try_acquire("job").await.unwrap().is_none());
+    assert!(
+        b.try_acquire("job", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
     let started = Instant::now();
     let error = b
         .acquire("job", wait(Duration::from_secs(3)))
@@ -299,7 +304,12 @@ async fn a_stolen_lock_is_detected_at_the_next_heartbeat() {
     assert!(matches!(error, LockError::Lost { .. }), "{error:?}");
     assert_eq!(store.get(&key).await.unwrap().unwrap().owner, "mallory");
     // And this client may acquire the key again later.
-    assert!(a.try_acquire("job").await.unwrap().is_none());
+    assert!(
+        a.try_acquire("job", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -474,7 +484,10 @@ async fn reentrant_acquire_shares_the_acquisition() {
     let store = MemoryStore::new();
     let a = client(store.clone(), "a");
     let first = a.acquire("job", AcquireOptions::new()).await.unwrap();
-    let error = a.acquire("job", AcquireOptions::new()).await.unwrap_err();
+    let error = a
+        .acquire("job", AcquireOptions::new().wait(Duration::ZERO))
+        .await
+        .unwrap_err();
     assert!(matches!(error, LockError::AlreadyHeld { .. }), "{error:?}");
     let writes = store.writes();
     let second = a
@@ -1058,7 +1071,11 @@ async fn an_acquire_that_gives_up_on_an_ambiguous_write_releases_it() {
 
     // A waiter then gets it at once, with the next fence.
     let b = client(store.clone(), "b");
-    let guard = b.try_acquire("job").await.unwrap().unwrap();
+    let guard = b
+        .try_acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(guard.fence(), Fence(2));
 }
 
@@ -1079,7 +1096,12 @@ async fn a_cancelled_acquire_releases_a_write_that_may_have_applied() {
     let guard = b.acquire("job", AcquireOptions::new()).await.unwrap();
     let c = client(store.clone(), "c");
     let writes = store.writes();
-    assert!(c.try_acquire("job").await.unwrap().is_none());
+    assert!(
+        c.try_acquire("job", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
     c.shutdown().await.unwrap();
     assert_eq!(store.writes() - writes, 1, "{:?}", store.history());
     guard.release().await.unwrap();

@@ -45,7 +45,11 @@ async fn dropping_a_guard_and_acquiring_again_on_the_same_client_succeeds() {
     }
     // try_acquire waits for the client's own pending release: that is not "busy".
     drop(a.acquire("job", AcquireOptions::new()).await.unwrap());
-    let guard = a.try_acquire("job").await.unwrap().expect("not busy");
+    let guard = a
+        .try_acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .expect("not busy");
     assert_eq!(guard.fence(), Fence(5));
     guard.release().await.unwrap();
     assert!(store.record(&key("job")).unwrap().released);
@@ -81,7 +85,11 @@ async fn an_acquire_right_after_a_drop_is_handed_the_lock_in_one_write() {
     let rvn = store.inner.record(&key("job")).unwrap().rvn;
     drop(guard);
     let puts = store.puts().len();
-    let again = a.try_acquire("job").await.unwrap().expect("handed over");
+    let again = a
+        .try_acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .expect("handed over");
     assert_eq!(again.fence(), Fence(2));
     let puts = &store.puts()[puts..];
     assert_eq!(puts.len(), 1, "{puts:?}");
@@ -190,12 +198,17 @@ async fn a_queued_waiter_times_out_naming_the_holder_and_fail_fast_is_already_he
         .count();
     assert_eq!(polls, 0);
     let error = a
-        .acquire("leader", AcquireOptions::new())
+        .acquire("leader", AcquireOptions::new().wait(Duration::ZERO))
         .await
         .unwrap_err();
     assert!(matches!(error, LockError::AlreadyHeld { .. }), "{error:?}");
     assert!(!error.to_string().contains("reentrant"), "{error}");
-    assert!(a.try_acquire("leader").await.unwrap().is_none());
+    assert!(
+        a.try_acquire("leader", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
     leader.release().await.unwrap();
 }
 
@@ -228,9 +241,19 @@ async fn a_dropped_holder_hands_the_lock_to_the_next_local_waiter() {
     assert!(!store.record(&key("leader")).unwrap().released);
     // A waiter of another client sees a held lock and waits.
     let b = client(store.clone(), "b");
-    assert!(b.try_acquire("leader").await.unwrap().is_none());
+    assert!(
+        b.try_acquire("leader", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
     guard.release().await.unwrap();
-    assert!(b.try_acquire("leader").await.unwrap().is_some());
+    assert!(
+        b.try_acquire("leader", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -407,7 +430,12 @@ async fn a_record_with_an_enormous_lease_does_not_panic_a_waiter() {
         .await
         .unwrap();
     let a = client(store.clone(), "a");
-    assert!(a.try_acquire("job").await.unwrap().is_none());
+    assert!(
+        a.try_acquire("job", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
     let error = a
         .acquire("job", wait(Duration::from_secs(5)))
         .await
@@ -465,7 +493,7 @@ async fn repeated_try_acquire_takes_over_a_dead_holder() {
     let started = Instant::now();
     let a = client(store.clone(), "a");
     let guard = loop {
-        if let Some(guard) = a.try_acquire("job").await.unwrap() {
+        if let Some(guard) = a.try_acquire("job", AcquireOptions::new()).await.unwrap() {
             break guard;
         }
         assert!(Instant::now() - started < LEASE * 2, "never taken over");
@@ -509,12 +537,22 @@ async fn a_live_holder_is_not_taken_over_by_short_attempts() {
     let held = b.acquire("job", AcquireOptions::new()).await.unwrap();
     let a = client(store.clone(), "a");
     for _ in 0..40 {
-        assert!(a.try_acquire("job").await.unwrap().is_none());
+        assert!(
+            a.try_acquire("job", AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_none()
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     assert!(held.is_safe());
     held.release().await.unwrap();
-    assert!(a.try_acquire("job").await.unwrap().is_some());
+    assert!(
+        a.try_acquire("job", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -644,7 +682,12 @@ async fn a_handoff_whose_waiter_is_cancelled_before_taking_it_is_released() {
         "the orphaned hand-off is released: {record:?}"
     );
     let b = client(store.clone(), "b");
-    assert!(b.try_acquire("leader").await.unwrap().is_some());
+    assert!(
+        b.try_acquire("leader", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 /// A dead holder's lock, and client "a" behind a fault injector (seeded with
@@ -770,7 +813,9 @@ async fn a_one_attempt_acquire_whose_answers_are_lost_gives_up_soon_and_leaves_n
         unreachable.set_unavailable(true);
     });
     let started = Instant::now();
-    let result = timeout(PATIENCE, a.try_acquire("job")).await.unwrap();
+    let result = timeout(PATIENCE, a.try_acquire("job", AcquireOptions::new()))
+        .await
+        .unwrap();
     let took = started.elapsed();
     assert!(result.is_err(), "{result:?}");
     // Not a whole lease: the client's retry window (4 × the 2 s backoff cap).
@@ -918,7 +963,9 @@ async fn shutdown_names_an_abandoned_acquire_write_it_could_not_release() {
         tokio::task::yield_now().await;
         unreachable.set_unavailable(true);
     });
-    let result = timeout(PATIENCE, a.try_acquire("job")).await.unwrap();
+    let result = timeout(PATIENCE, a.try_acquire("job", AcquireOptions::new()))
+        .await
+        .unwrap();
     assert!(result.is_err(), "{result:?}");
     // The store stays down: the write that applied cannot be released, and
     // the report says so instead of saying nothing.

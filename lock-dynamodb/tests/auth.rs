@@ -431,7 +431,11 @@ async fn the_lock_client_fails_at_once_without_retrying() {
         ] {
             let started = Instant::now();
             let error = match options {
-                None => client.try_acquire("job").await.map(|_| ()).unwrap_err(),
+                None => client
+                    .try_acquire("job", AcquireOptions::new())
+                    .await
+                    .map(|_| ())
+                    .unwrap_err(),
                 Some(options) => client
                     .acquire("job", options)
                     .await

@@ -634,7 +634,12 @@ async fn java_layout_round_trips_and_honours_java_records() {
             Some(&b"java data"[..])
         )
     );
-    assert!(rust.try_acquire("held").await.unwrap().is_none());
+    assert!(
+        rust.try_acquire("held", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     let guard = rust.acquire("free", AcquireOptions::new()).await.unwrap();
     assert_eq!(guard.fence(), Fence(1));

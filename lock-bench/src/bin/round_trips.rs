@@ -84,7 +84,7 @@ async fn measure<S: ConditionalStore + Clone>(
     one_write(&store.counts().since(&before), from, &mut cells, &mut ok);
 
     let (before, from) = (store.counts(), mark());
-    let none = bob.try_acquire(key).await?;
+    let none = bob.try_acquire(key, AcquireOptions::new()).await?;
     let conflict = store.counts().since(&before);
     ok &= none.is_none() && conflict.reads() == 0;
     one_write(&conflict, from, &mut cells, &mut ok);
