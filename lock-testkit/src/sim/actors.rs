@@ -125,9 +125,16 @@ async fn work(
         let key = key_name(rng.usize(..schedule.keys));
         let wait = lease.mul_f64(3.0 * rng.f64());
         world.start_waiting(client, &key);
-        let options = AcquireOptions::new()
+        let holds = schedule.holds[client];
+        let mut options = AcquireOptions::new()
             .wait(wait)
             .delete_on_release(release == Release::DeleteOnRelease);
+        if let Some(min) = holds.min {
+            options = options.min_hold(min);
+        }
+        if let Some(max) = holds.max {
+            options = options.max_hold(max);
+        }
         let acquired = locks.acquire(key.clone(), options).await;
         let gave_up = matches!(acquired, Err(LockError::AcquireTimeout { .. }));
         world.stop_waiting(client, &key, gave_up);

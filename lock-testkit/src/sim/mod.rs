@@ -22,7 +22,7 @@ mod schedule;
 mod store;
 mod world;
 
-pub use schedule::{Event, Release, Schedule};
+pub use schedule::{Event, Holds, Release, Schedule};
 
 /// A deliberate bug, to show that the checks catch one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,8 +35,9 @@ pub enum Breakage {
     /// The store keeps the fence on a takeover or re-acquisition instead of
     /// incrementing it: two holders share a fence.
     ReusedFence,
-    /// Waiters poll every two leases instead of every refresh period: released
-    /// and orphaned locks sit free for longer than the liveness bounds.
+    /// Waiters' refresh period is two leases instead of a quarter of one, so
+    /// they poll every one to two leases: released and orphaned locks sit free
+    /// for longer than the liveness bounds.
     SlowPolling,
     /// Clients heartbeat just before their safe time runs out (the period is the
     /// safe time less a microsecond, which the client builder accepts), so each

@@ -50,6 +50,22 @@ pub struct Schedule {
     /// How each client's worker releases: in half of the schedules every worker
     /// keeps the record, in the other half each worker draws one of the three ways.
     pub releases: Vec<Release>,
+    /// Each client's hold-time limits on every acquire: none in two thirds of
+    /// the schedules; otherwise each client may draw a
+    /// [`min_hold`](lock_core::AcquireOptions::min_hold) (up to two leases;
+    /// not with delete-on-release, which refuses one) and a
+    /// [`max_hold`](lock_core::AcquireOptions::max_hold) (half a lease to three).
+    pub holds: Vec<Holds>,
+}
+
+/// One client's hold-time limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Holds {
+    /// Released earlier than this after the acquire, the lock stays held by a
+    /// final write.
+    pub min: Option<Duration>,
+    /// Heartbeats stop and the guard is lost at this long after the acquire.
+    pub max: Option<Duration>,
 }
 
 /// How a worker releases its locks.
@@ -186,6 +202,23 @@ impl Schedule {
                 })
                 .collect()
         };
+        let holds = if rng.u8(..3) == 0 {
+            releases
+                .iter()
+                .map(|release| {
+                    let min = (rng.bool() && *release != Release::DeleteOnRelease)
+                        .then(|| lease.mul_f64(2.0 * rng.f64()));
+                    let max = rng.bool().then(|| {
+                        lease
+                            .mul_f64(0.5 + 2.5 * rng.f64())
+                            .max(min.unwrap_or_default())
+                    });
+                    Holds { min, max }
+                })
+                .collect()
+        } else {
+            vec![Holds::default(); clients]
+        };
         Self {
             seed,
             clients,
@@ -203,6 +236,7 @@ impl Schedule {
             breakage,
             safety_margins,
             releases,
+            holds,
         }
     }
 
@@ -214,6 +248,7 @@ impl Schedule {
         let default_margin = (self.lease / 10).min(Duration::from_secs(1));
         self.safety_margins = vec![default_margin; self.clients];
         self.releases = vec![Release::Keep; self.clients];
+        self.holds = vec![Holds::default(); self.clients];
         self
     }
 

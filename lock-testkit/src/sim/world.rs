@@ -330,12 +330,21 @@ impl World {
             ks.holder = None;
             ks.free = Some(Free::Released(now));
             state.report.releases += 1;
+        } else if new.rvn.final_until().is_some() {
+            // Released within its min hold: held on purpose until the hold
+            // ends, which waiters judge on their wall clocks; no liveness
+            // bound applies to it, and its holder's crash orphans nothing.
+            ks.holder = None;
+            ks.free = None;
+            state.report.releases += 1;
         }
         let (fence, owner, released) = (record.fence, record.owner.clone(), record.released);
+        let final_write = new.rvn.final_until().is_some();
         self.note(&mut state, || {
             let what = match (new.fence, released) {
                 (FenceUpdate::Next, _) => "acquires",
                 (_, true) => "releases",
+                _ if final_write => "leaves held to its min hold's end",
                 _ => "heartbeats",
             };
             format!("store: {owner} {what} {key} (fence {fence})")
@@ -454,6 +463,8 @@ impl World {
         let held_for = since.elapsed();
         let (owner, key, fence) = (view.owner(), view.key(), view.fence());
         let problem = match outcome {
+            // The worker's own limit: it is told, and stops writing.
+            Ok(lock_core::LostReason::MaxHold { .. }) => return,
             Ok(reason) => format!(
                 "in a calm run (no faults, pauses or crashes) {owner}'s guard on {key} with \
                  fence {fence} stopped being safe while its worker held it, {held_for:?} after \
@@ -678,7 +689,10 @@ impl World {
     pub(crate) fn check_shutdown(&self, records: &[LockRecord]) {
         let mut state = self.lock();
         for record in records {
-            if !record.released && !state.dead_owners.contains(&record.owner) {
+            // A final write holds the lock to the end of its min hold on
+            // purpose, shut down or not.
+            let final_write = record.rvn.final_until().is_some();
+            if !record.released && !final_write && !state.dead_owners.contains(&record.owner) {
                 let problem = format!(
                     "{} is still held by {} after every client shut down",
                     record.key, record.owner
