@@ -63,6 +63,18 @@
 #[doc = include_str!("../../docs/dynamodb.md")]
 pub struct DynamoDbGuideDoctests;
 
+/// The README's examples (its first one builds a DynamoDB store), compiled as
+/// doctests: the DynamoDB example compiles only, the in-process one runs.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
+/// The recipes (docs/recipes.md), compiled as doctests: the DynamoDB code
+/// compiles only, the code on the in-process store runs.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/recipes.md")]
+pub struct RecipesDoctests;
+
 mod errors;
 mod item;
 mod layout;

@@ -368,6 +368,29 @@ where
     }
 }
 
+/// The IAM actions the store's lock operations call (acquire, heartbeat,
+/// release, reads, listings): the first policy of docs/dynamodb.md.
+/// `tests/iam_policy.rs` checks this list, and the policy, against the SDK
+/// calls this crate makes.
+const ACTIONS: &str = "GetItem, UpdateItem, DeleteItem, Query, Scan and DescribeTable";
+
+/// The IAM actions `create_table` and `validate_table` call: the second policy
+/// of docs/dynamodb.md (checked the same way).
+const TABLE_ACTIONS: &str = "CreateTable, UpdateTimeToLive, DescribeTable and DescribeTimeToLive";
+
+/// What to allow after `operation` was refused: a table-management call needs
+/// the table actions, `DeleteTable` only itself, anything else the lock
+/// operations' actions.
+fn actions_for(operation: &str) -> &'static str {
+    match operation {
+        "CreateTable" | "UpdateTimeToLive" | "DescribeTable" | "DescribeTimeToLive" => {
+            TABLE_ACTIONS
+        }
+        "DeleteTable" => "DeleteTable",
+        _ => ACTIONS,
+    }
+}
+
 /// What was refused, why, and what to set or allow, by what the code says.
 fn unauthorized_message(
     problem: Option<AuthProblem>,
@@ -375,7 +398,7 @@ fn unauthorized_message(
     table: &str,
     detail: &str,
 ) -> String {
-    const ACTIONS: &str = "GetItem, PutItem, UpdateItem, DeleteItem, Scan, Query, DescribeTable and DescribeTimeToLive";
+    let actions = actions_for(operation);
     match problem {
         Some(AuthProblem::UnknownKey) => format!(
             "{operation} on DynamoDB table {table:?} was refused: the credentials are not recognised ({detail}). \
@@ -395,12 +418,12 @@ fn unauthorized_message(
         ),
         Some(AuthProblem::Denied) => format!(
             "{operation} on DynamoDB table {table:?} was refused by the IAM policy ({detail}). \
-             Allow {ACTIONS} on the table to the identity in use (see docs/dynamodb.md)"
+             Allow {actions} on the table to the identity in use (see docs/dynamodb.md)"
         ),
         Some(AuthProblem::Other) | None => format!(
             "{operation} on DynamoDB table {table:?} was refused for lack of valid credentials or permissions ({detail}). \
              Check the credentials (environment, profile, role) and that the IAM policy allows \
-             {ACTIONS} on the table (see docs/dynamodb.md)"
+             {actions} on the table (see docs/dynamodb.md)"
         ),
     }
 }
@@ -663,6 +686,47 @@ mod tests {
                 .contains("is the endpoint URL a DynamoDB endpoint"),
             "{}",
             error.message()
+        );
+    }
+
+    #[test]
+    fn a_denied_call_names_the_actions_of_its_policy() {
+        for lock_call in [
+            "GetItem",
+            "UpdateItem",
+            "DeleteItem (release)",
+            "Query",
+            "Scan",
+        ] {
+            assert_eq!(actions_for(lock_call), ACTIONS, "{lock_call}");
+        }
+        for table_call in [
+            "CreateTable",
+            "UpdateTimeToLive",
+            "DescribeTable",
+            "DescribeTimeToLive",
+        ] {
+            assert_eq!(actions_for(table_call), TABLE_ACTIONS, "{table_call}");
+        }
+        assert_eq!(actions_for("DeleteTable"), "DeleteTable");
+        let message = unauthorized_message(
+            Some(AuthProblem::Denied),
+            "CreateTable",
+            "locks",
+            "HTTP 400 AccessDeniedException",
+        );
+        assert!(
+            message.contains(
+                "Allow CreateTable, UpdateTimeToLive, DescribeTable and DescribeTimeToLive on the table"
+            ),
+            "{message}"
+        );
+        let message = unauthorized_message(None, "UpdateItem", "locks", "HTTP 403");
+        assert!(
+            message.contains(
+                "allows GetItem, UpdateItem, DeleteItem, Query, Scan and DescribeTable on the table"
+            ),
+            "{message}"
         );
     }
 

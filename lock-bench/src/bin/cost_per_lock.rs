@@ -132,11 +132,13 @@ fn main() -> Result<(), BenchError> {
             per_month * 10_000.0
         );
     }
-    let polls_per_hour = 3600.0 / 1.0;
+    // A waiter sleeps between half and all of its refresh period (1 s by
+    // default) before each poll, 0.75 s on average.
+    let polls_per_hour = 3600.0 / 0.75;
     let waiter_month = polls_per_hour * HOURS_PER_MONTH * PRICE_PER_MILLION_RRU / 1e6;
     println!(
-        "\nA client waiting for a lock reads it once per refresh period (1 s by default): \
-         {polls_per_hour:.0} RRU per waiting hour, ${waiter_month:.2} per month of waiting, around the clock."
+        "\nA client waiting for a lock reads it every 0.5-1 s (the refresh period, 1 s by default, jittered): \
+         about {polls_per_hour:.0} RRU per waiting hour, ${waiter_month:.2} per month of waiting, around the clock."
     );
     println!(
         "Prices: ${PRICE_PER_MILLION_WRU} per million write and ${PRICE_PER_MILLION_RRU} per million read request units (on-demand, US East), {HOURS_PER_MONTH} hours a month."
