@@ -11,10 +11,13 @@ use lock_core::LockKey;
 const EXIT_CODES: &str = "\
 Exit codes:
   0    success (for `run`: the command's own exit code is returned)
-  1    error (store unreachable, table missing, permission denied, ...)
-  2    usage error (bad option, bad duration, confirmation refused)
+  1    error (store unreachable, table missing, permission denied, a forced
+       release not confirmed, ...)
+  2    usage error (bad option, bad duration, `release --force` with no
+       terminal and no --yes)
   3    timed out waiting for the lock (the message names the holder)
   4    the lock was lost while `run` held it (the command got SIGTERM)
+  5    `run`: the command ran for --max-time and was stopped (SIGTERM)
   126  `run`: the command could not be executed
   127  `run`: the command was not found
   128+N  `run`: the command was killed by signal N
@@ -24,7 +27,9 @@ environment (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL, ...), ~/.aws/config
 and ~/.aws/credentials, SSO, web identity and instance roles.
 
 On PostgreSQL: --store postgres://user:password@host:port/database (or
-LOCK_STORE); --table names the table (default `locks`).";
+LOCKCTL_STORE); --table names the table (default `locks`).
+lockctl's own settings come from LOCKCTL_* variables; the LOCK_* variables
+describe a lock (what `run` gives its command, what `acquire` prints).";
 
 /// Run a command under a distributed lock, and inspect and manage locks, on a
 /// DynamoDB or PostgreSQL table.
@@ -44,12 +49,12 @@ pub struct Cli {
 pub struct Global {
     /// Where the locks live: `dynamodb`, or a PostgreSQL connection string
     /// (`postgres://user:password@host:port/database`) [default: dynamodb]
-    #[arg(long, global = true, env = "LOCK_STORE", value_name = "STORE", value_parser = text(), hide_env_values = true)]
+    #[arg(long, global = true, env = "LOCKCTL_STORE", value_name = "STORE", value_parser = text(), hide_env_values = true)]
     pub store: Option<String>,
 
     /// Lock table [default: `locks`; `DynamoDBLockTable` with --layout python;
     /// `lockTable` with --layout java]
-    #[arg(long, global = true, env = "LOCK_TABLE", value_parser = text())]
+    #[arg(long, global = true, env = "LOCKCTL_TABLE", value_parser = text())]
     pub table: Option<String>,
 
     /// AWS region (overrides AWS_REGION and the profile's region)
@@ -62,11 +67,11 @@ pub struct Global {
 
     /// Table layout: this library's own, python-dynamodb-lock's, or the Java
     /// AmazonDynamoDBLockClient's
-    #[arg(long, global = true, value_enum, default_value_t = LayoutName::Default, env = "LOCK_LAYOUT")]
+    #[arg(long, global = true, value_enum, default_value_t = LayoutName::Default, env = "LOCKCTL_LAYOUT")]
     pub layout: LayoutName,
 
     /// Owner name written into the lock [default: host name + random suffix]
-    #[arg(long, global = true, env = "LOCK_OWNER", value_parser = text())]
+    #[arg(long, global = true, env = "LOCKCTL_OWNER", value_parser = text())]
     pub owner: Option<String>,
 
     /// Output format of what goes to stdout
@@ -105,13 +110,15 @@ pub enum Command {
     /// Acquire a lock, run a command while holding it, release it when the
     /// command exits, and exit with the command's exit code.
     ///
-    /// The command gets LOCK_KEY, LOCK_FENCE and LOCK_OWNER in its environment.
+    /// The command gets LOCK_KEY (the lock's name), LOCK_SORT_KEY (with
+    /// --sort-key), LOCK_FENCE and LOCK_OWNER in its environment, and not
+    /// LOCKCTL_OWNER (a lockctl it starts gets an owner name of its own).
     /// The lock is heartbeaten while it runs. SIGINT, SIGTERM and SIGHUP are
     /// forwarded to it. If the lease can no longer be trusted (someone released
     /// or took the lock, or heartbeats failed), the command gets SIGTERM, then
     /// SIGKILL after the grace period, and lockctl exits with 4.
     #[command(
-        after_help = "Example:\n  lockctl --table locks run nightly-report --wait 10m -- ./report.sh --full"
+        after_help = "Example:\n  lockctl --table locks run nightly-report --min-hold 30m --max-time 2h -- ./report.sh --full"
     )]
     Run(RunArgs),
 
@@ -119,7 +126,7 @@ pub enum Command {
     /// (for scripts: release it later with `release --version`, or let the lease
     /// run out).
     #[command(
-        after_help = "Example:\n  eval \"$(lockctl acquire deploy --lease 15m)\"\n  ./deploy.sh --fence \"$LOCK_FENCE\"\n  lockctl release deploy --version \"$LOCK_VERSION\""
+        after_help = "Example:\n  vars=$(lockctl acquire deploy --lease 15m --wait 1m) || exit $?\n  eval \"$vars\"\n  ./deploy.sh --fence \"$LOCK_FENCE\"\n  lockctl release deploy --version \"$LOCK_VERSION\"\n(Check the exit status before eval: `eval \"$(false)\"` succeeds.)"
     )]
     Acquire(AcquireArgs),
 
@@ -236,6 +243,16 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub grace: Option<Duration>,
 
+    /// Keep the lock held until this long after it was acquired, even if the
+    /// command exits sooner (one final write; lockctl then exits with the
+    /// command's code). A host whose timer fires up to this late (timer
+    /// lateness plus clock skew) finds the lock held and skips the job
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_hold: Option<Duration>,
+    /// Stop the command when it has run this long: SIGTERM, then SIGKILL
+    /// after the grace period; the lock is released and lockctl exits with 5
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub max_time: Option<Duration>,
     /// Run the command in lockctl's process group, so it can read from the
     /// terminal and gets terminal signals (Ctrl-C) directly (lockctl then
     /// forwards SIGTERM and SIGHUP but not SIGINT); by default it gets its own
@@ -360,6 +377,109 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// The numeric codes a listing names: `0`, `126 / 127`; `128+N` is
+    /// left out (it is not one code).
+    fn codes_in(lines: impl Iterator<Item = String>) -> Vec<(u8, String)> {
+        let mut codes = Vec::new();
+        for line in lines {
+            let mut words = line.split_whitespace().peekable();
+            let mut numbers = Vec::new();
+            while let Some(word) = words.peek() {
+                if let Ok(code) = word.parse::<u8>() {
+                    numbers.push(code);
+                } else if *word != "/" {
+                    break;
+                }
+                words.next();
+            }
+            if words.peek().is_some_and(|word| word.starts_with('+')) {
+                continue;
+            }
+            let meaning = words.collect::<Vec<_>>().join(" ");
+            codes.extend(numbers.into_iter().map(|code| (code, meaning.clone())));
+        }
+        codes.sort();
+        codes
+    }
+
+    /// The exit codes `--help` lists, docs/cli.md lists and `exit.rs` uses
+    /// are the same, and say the same of a refused confirmation.
+    #[test]
+    fn help_docs_and_code_agree_on_exit_codes() {
+        use crate::exit;
+        let in_code = [
+            exit::OK,
+            exit::ERROR,
+            exit::USAGE,
+            exit::TIMED_OUT,
+            exit::LOST,
+            exit::MAX_TIME,
+            exit::CANNOT_EXECUTE,
+            exit::NOT_FOUND,
+        ];
+        // --help: the lines under "Exit codes:" up to the first blank one,
+        // continuation lines joined to the code they continue.
+        let mut help_lines: Vec<String> = Vec::new();
+        for line in EXIT_CODES
+            .lines()
+            .skip_while(|line| !line.starts_with("Exit codes:"))
+            .skip(1)
+            .take_while(|line| !line.trim().is_empty())
+        {
+            let starts_code = line
+                .split_whitespace()
+                .next()
+                .is_some_and(|word| word.chars().next().is_some_and(|c| c.is_ascii_digit()));
+            match help_lines.last_mut() {
+                Some(last) if !starts_code => {
+                    last.push(' ');
+                    last.push_str(line.trim());
+                }
+                _ => help_lines.push(line.trim().to_owned()),
+            }
+        }
+        let help = codes_in(help_lines.into_iter());
+        // docs/cli.md: the rows of the table under "## Exit codes".
+        let docs_text = include_str!("../../docs/cli.md");
+        let docs = codes_in(
+            docs_text
+                .lines()
+                .skip_while(|line| line.trim() != "## Exit codes")
+                .skip(1)
+                .take_while(|line| !line.starts_with("## "))
+                .filter(|line| line.starts_with("| ") && !line.starts_with("| code"))
+                .map(|line| line.trim_matches('|').replacen(" | ", " ", 1)),
+        );
+        let numbers = |codes: &[(u8, String)]| {
+            let mut numbers: Vec<u8> = codes.iter().map(|(code, _)| *code).collect();
+            numbers.dedup();
+            numbers
+        };
+        assert_eq!(numbers(&help), in_code, "--help: {help:?}");
+        assert_eq!(numbers(&docs), in_code, "docs/cli.md: {docs:?}");
+        for (source, codes) in [("--help", &help), ("docs/cli.md", &docs)] {
+            let says = |code: u8| {
+                codes
+                    .iter()
+                    .find(|(c, _)| *c == code)
+                    .map(|(_, meaning)| meaning.to_lowercase())
+                    .unwrap_or_default()
+            };
+            assert!(
+                says(exit::ERROR).contains("not confirmed"),
+                "{source}: {codes:?}"
+            );
+            assert!(
+                !says(exit::USAGE).contains("confirmation refused"),
+                "{source}"
+            );
+            assert!(
+                says(exit::MAX_TIME).contains("max-time"),
+                "{source}: {codes:?}"
+            );
+        }
     }
 
     #[test]

@@ -82,7 +82,10 @@ pub fn spawn(
         .arg("--")
         .arg(program)
         .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        // lockctl's owner is this process's: a lockctl the command starts
+        // must not write it too.
+        .env_remove("LOCKCTL_OWNER");
     if !foreground {
         // Its own process group: Ctrl-C reaches lockctl alone, which forwards
         // it once, and a lost lock stops the command's children as well.

@@ -16,6 +16,8 @@ pub const USAGE: u8 = 2;
 pub const TIMED_OUT: u8 = 3;
 /// `run` lost the lock while the command ran.
 pub const LOST: u8 = 4;
+/// `run`: the command ran for `--max-time` and was stopped.
+pub const MAX_TIME: u8 = 5;
 /// `run`: the command exists but could not be executed (as in `env`, `timeout`).
 pub const CANNOT_EXECUTE: u8 = 126;
 /// `run`: the command was not found.
@@ -54,6 +56,14 @@ pub enum CliError {
         error: lock_postgres::SchemaError,
         /// What to run from the shell instead, when that helps.
         hint: Option<String>,
+    },
+    /// `run` stopped the command because it ran for `--max-time`.
+    #[error("the command ran for its --max-time of {limit} and was stopped; lock {key} released")]
+    MaxTime {
+        /// The lock.
+        key: LockKey,
+        /// The limit, as written for people.
+        limit: String,
     },
     /// `run` stopped the command because its lock could no longer be trusted.
     #[error(
@@ -123,6 +133,7 @@ impl CliError {
             CliError::Usage(_) | CliError::StoreConfig(_) | CliError::PostgresConfig(_) => USAGE,
             CliError::Lock(LockError::AcquireTimeout { .. }) => TIMED_OUT,
             CliError::Lock(LockError::Lost { .. }) | CliError::Lost { .. } => LOST,
+            CliError::MaxTime { .. } => MAX_TIME,
             CliError::Lock(LockError::InvalidConfig(_) | LockError::InvalidInput { .. }) => USAGE,
             CliError::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
             _ => ERROR,

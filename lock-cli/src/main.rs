@@ -1,6 +1,7 @@
 //! `lockctl`: run a command under a distributed lock (so a cron job, batch job
-//! or deploy step never runs twice across a fleet), and inspect and manage the
-//! locks of a DynamoDB or PostgreSQL table. See `docs/cli.md`.
+//! or deploy step never runs on two hosts at once, and with `--min-hold` not
+//! twice for one timer), and inspect and manage the locks of a DynamoDB or
+//! PostgreSQL table. See `docs/cli.md`.
 
 mod args;
 mod child;

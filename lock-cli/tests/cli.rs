@@ -850,3 +850,105 @@ fn the_next_holder_keeps_the_data_unless_it_clears_it() {
     let shown = env.run(&["-o", "json", "show", "job"]).json();
     assert_eq!(shown["data"], serde_json::Value::Null, "{shown}");
 }
+
+/// `run` names its lock in LOCK_* variables that mean what `acquire`'s do;
+/// lockctl's own settings are LOCKCTL_*, and LOCKCTL_OWNER is not passed on,
+/// so a lockctl the command starts writes an owner name of its own.
+#[test]
+fn a_command_under_run_sees_its_lock_and_a_nested_lockctl_has_its_own_owner() {
+    let Some(env) = Env::with_table("nested") else {
+        return;
+    };
+    let nested = format!(
+        "{} {}",
+        env!("CARGO_BIN_EXE_lockctl"),
+        env.target_args().join(" ")
+    );
+    let script = format!(
+        "echo \"key=$LOCK_KEY sort=${{LOCK_SORT_KEY-unset}} fence=$LOCK_FENCE owner=$LOCK_OWNER \
+         settings=${{LOCKCTL_OWNER-unset}}\"; {nested} acquire inner --lease 5s -o json"
+    );
+    let mut args = vec!["run", "outer", "--lease", "5s", "--"];
+    args.extend(sh(&script));
+    let out = env
+        .lockctl(&args)
+        .env("LOCKCTL_OWNER", "parent")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        stdout.contains("key=outer sort=unset fence=1 owner=parent settings=unset"),
+        "{stdout}"
+    );
+    let inner: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let inner_owner = inner["owner"].as_str().unwrap();
+    assert_ne!(inner_owner, "parent", "{stdout}");
+    assert!(!inner_owner.is_empty());
+}
+
+/// `--min-hold`: a command that ends early leaves the lock held (one final
+/// write) until the hold ends; a `run --wait 0s` meanwhile skips (exit 3) at
+/// once instead of watching for a dead holder.
+#[test]
+fn run_min_hold_keeps_the_lock_after_a_short_command() {
+    let Some(env) = Env::with_table("minhold") else {
+        return;
+    };
+    let out = env.run(&[
+        "run",
+        "nightly",
+        "--lease",
+        "2s",
+        "--min-hold",
+        "30s",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let show = env.run(&["show", "nightly", "-o", "json"]);
+    let record = show.json();
+    assert_eq!(record["held"], true, "{show:?}");
+    assert!(
+        record["version"].as_str().unwrap().contains(".final."),
+        "{show:?}"
+    );
+    let lease = record["lease_ms"].as_u64().unwrap();
+    assert!((25_000..=30_000).contains(&lease), "{show:?}");
+    let started = Instant::now();
+    let again = env.run(&["run", "nightly", "--lease", "2s", "--", "true"]);
+    assert_eq!(again.code, Some(3), "{again:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "skipped at once"
+    );
+    // Bad input is refused before anything is written.
+    let bad = env.run(&["run", "other", "--min-hold", "soon", "--", "true"]);
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+}
+
+/// `--max-time`: the command is stopped (SIGTERM) when it has run that long,
+/// the lock is released and lockctl exits with 5.
+#[test]
+fn run_max_time_stops_the_command_and_exits_5() {
+    let Some(env) = Env::with_table("maxtime") else {
+        return;
+    };
+    let started = Instant::now();
+    let out = env.run(&[
+        "run",
+        "job",
+        "--lease",
+        "4s",
+        "--max-time",
+        "1s",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    assert_eq!(out.code, Some(5), "{out:?}");
+    assert!(out.stderr.contains("--max-time"), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{out:?}");
+    let show = env.run(&["show", "job", "-o", "json"]);
+    assert_eq!(show.json()["held"], false, "{show:?}");
+}

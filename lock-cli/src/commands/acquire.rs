@@ -48,6 +48,6 @@ async fn take_and_detach(
     args: &AcquireArgs,
     signals: &mut Signals,
 ) -> Result<DetachedLock, CliError> {
-    let guard = super::take(client, key, &args.take, false, signals).await?;
+    let guard = super::take(client, key, &args.take, false, None, signals).await?;
     Ok(guard.detach().await?)
 }

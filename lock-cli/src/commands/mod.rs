@@ -106,11 +106,15 @@ pub async fn take(
     key: &LockKey,
     take: &TakeArgs,
     unless_dead: bool,
+    min_hold: Option<std::time::Duration>,
     signals: &mut Signals,
 ) -> Result<LockGuard, CliError> {
     let mut options = AcquireOptions::new()
         .wait(take.wait)
         .busy_unless_dead(unless_dead && take.wait.is_zero());
+    if let Some(hold) = min_hold {
+        options = options.min_hold(hold);
+    }
     if let Some(data) = data(take)? {
         options = options.data(data);
     } else if take.clear_data {

@@ -40,7 +40,7 @@ async fn hold_and_run(
     signals: &mut Signals,
 ) -> Result<u8, CliError> {
     let key = args.key.lock_key();
-    let guard = super::take(client, &key, &args.take, true, signals).await?;
+    let guard = super::take(client, &key, &args.take, true, args.min_hold, signals).await?;
     // The watchdog first: the command never runs without one.
     let mut watchdog = match Watchdog::start() {
         Ok(watchdog) => watchdog,
@@ -49,11 +49,16 @@ async fn hold_and_run(
             return Err(error);
         }
     };
-    let env = [
-        ("LOCK_KEY", key.to_string()),
-        ("LOCK_FENCE", guard.fence().to_string()),
-        ("LOCK_OWNER", client.owner().to_owned()),
-    ];
+    // What the command's environment says of its lock: the same variables,
+    // meaning the same, as `acquire` prints. None of them is a setting of
+    // lockctl's (those are LOCKCTL_*), and LOCKCTL_OWNER is taken out, so a
+    // lockctl the command starts writes an owner name of its own.
+    let mut env = vec![("LOCK_KEY", key.partition().to_owned())];
+    if let Some(sort) = key.sort() {
+        env.push(("LOCK_SORT_KEY", sort.to_owned()));
+    }
+    env.push(("LOCK_FENCE", guard.fence().to_string()));
+    env.push(("LOCK_OWNER", client.owner().to_owned()));
     let mut command = match child::spawn(&args.command, &env, args.foreground) {
         Ok(command) => command,
         Err(error) => {
@@ -68,6 +73,7 @@ async fn hold_and_run(
     let supervisor = Supervisor {
         guard: &guard,
         grace,
+        max_time: args.max_time.map(|limit| (Instant::now() + limit, limit)),
         foreground: args.foreground,
         // Often enough that the watchdog's deadline follows each heartbeat.
         rearm_every: (client.heartbeat_period() / 2).min(Duration::from_secs(1)),
@@ -82,6 +88,20 @@ async fn hold_and_run(
         .await;
     watchdog.done();
     let status = ended.status?;
+    if let Some(limit) = ended.max_time {
+        // Stopped for running too long, with the lease still safe: release.
+        if let Err(error) = guard.release().await {
+            eprintln!(
+                "lockctl: warning: releasing lock {} failed ({}); it is freed when its lease runs out",
+                crate::text::printable(&key.to_string()),
+                crate::text::printable(&error.to_string())
+            );
+        }
+        return Err(CliError::MaxTime {
+            key,
+            limit: duration(limit),
+        });
+    }
     match ended.stopped {
         Some(why) => {
             // The lease is not to be trusted: try to vacate the record, briefly
@@ -120,12 +140,16 @@ async fn release_quietly(guard: LockGuard, key: &str) {
 struct Ended {
     status: Result<ExitStatus, CliError>,
     stopped: Option<String>,
+    /// Stopped for running `--max-time` (this long), not for the lease.
+    max_time: Option<Duration>,
 }
 
 /// Watches the lease and lockctl's signals while the command runs.
 struct Supervisor<'a> {
     guard: &'a LockGuard,
     grace: Duration,
+    /// `--max-time`: when the command is stopped, and the limit.
+    max_time: Option<(Instant, Duration)>,
     foreground: bool,
     rearm_every: Duration,
 }
@@ -136,7 +160,8 @@ struct KillTimes {
     /// The lock is someone else's (stolen, released): the grace period from
     /// that moment, not the safe time, which is over.
     after_loss: Option<Instant>,
-    /// A second SIGTERM to lockctl: the grace period from then.
+    /// A second SIGTERM to lockctl, or `--max-time` reached: the grace
+    /// period from then.
     after_signals: Option<Instant>,
 }
 
@@ -167,6 +192,7 @@ impl Supervisor<'_> {
         let mut kill = KillTimes::default();
         let mut terms_received = 0u32;
         let mut killed = false;
+        let mut max_time: Option<Duration> = None;
         loop {
             let now = Instant::now();
             let plan = Plan::new(self.guard.remaining(), self.grace);
@@ -185,7 +211,7 @@ impl Supervisor<'_> {
                 kill.due_at(now, &plan, stopped.is_some())
             };
             tokio::select! {
-                status = command.wait() => return Ended { status, stopped },
+                status = command.wait() => return Ended { status, stopped, max_time },
                 signal = signals.next() => {
                     // In the foreground the terminal sends Ctrl-C to the command
                     // itself; forwarding it too would deliver it twice. A SIGINT
@@ -217,6 +243,21 @@ impl Supervisor<'_> {
                         let kill_in = if stolen { self.grace } else { plan.kill_in };
                         self.terminate(command, &why, kill_in);
                         stopped = Some(reason.to_string());
+                    }
+                }
+                () = child::sleep_until(self.max_time.filter(|_| stopped.is_none()).map(|(at, _)| at)) => {
+                    if let Some((_, limit)) = self.max_time {
+                        let why = format!("it ran for its --max-time of {}", duration(limit));
+                        eprintln!(
+                            "lockctl: the command {why}: sending SIGTERM, SIGKILL in {}",
+                            duration(self.grace)
+                        );
+                        command.signal(Signal::SIGTERM);
+                        kill.after_signals = Some(
+                            kill.after_signals.map_or(now + self.grace, |at| at.min(now + self.grace)),
+                        );
+                        stopped = Some(why);
+                        max_time = Some(limit);
                     }
                 }
                 () = child::sleep_until(term_at) => {

@@ -107,6 +107,27 @@ impl Env {
     }
 
     /// Create the table with `lockctl create-table`.
+    /// The options that point a `lockctl` at this table and server (for
+    /// one started by a command under `run`).
+    pub fn target_args(&self) -> Vec<String> {
+        match &self.postgres {
+            Some(url) => vec![
+                "--store".into(),
+                url.clone(),
+                "--table".into(),
+                self.table.clone(),
+            ],
+            None => vec![
+                "--table".into(),
+                self.table.clone(),
+                "--endpoint-url".into(),
+                self.endpoint.clone(),
+                "--layout".into(),
+                self.layout.into(),
+            ],
+        }
+    }
+
     pub fn create_table(&self) {
         let out = self.run(&["create-table"]);
         assert_eq!(out.code, Some(0), "create-table failed: {out:?}");
@@ -138,10 +159,10 @@ impl Env {
             .env_remove("AWS_PROFILE")
             .env_remove("AWS_SESSION_TOKEN")
             .env_remove("AWS_ENDPOINT_URL")
-            .env_remove("LOCK_TABLE")
-            .env_remove("LOCK_OWNER")
-            .env_remove("LOCK_LAYOUT")
-            .env_remove("LOCK_STORE")
+            .env_remove("LOCKCTL_TABLE")
+            .env_remove("LOCKCTL_OWNER")
+            .env_remove("LOCKCTL_LAYOUT")
+            .env_remove("LOCKCTL_STORE")
             .stdin(Stdio::null());
         command
     }
