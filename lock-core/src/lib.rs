@@ -47,14 +47,9 @@
 //! ```
 #![deny(missing_docs)]
 
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
-
 /// The code in docs/ that needs no store but lock-core's and lock-memory's,
 /// compiled and run as doctests, so the docs cannot drift from the API (the
-/// DynamoDB guide is compiled by lock-dynamodb).
+/// DynamoDB guide, the README and the recipes are compiled by lock-dynamodb).
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/safety.md")]
 pub struct SafetyDoctests;

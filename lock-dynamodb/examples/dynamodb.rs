@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Against AWS, drop `AWS_ENDPOINT_URL` and use your usual credentials; the
-//! table (`LOCK_TABLE`, default `lease-lock-example`) is created on demand with
+//! table (`LOCK_EXAMPLE_TABLE`, default `lease-lock-example`) is created on demand with
 //! on-demand billing.
 
 use std::time::Duration;
@@ -21,7 +21,7 @@ use lock_dynamodb::{DynamoDbStore, TableError, TableOptions};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let table = std::env::var("LOCK_TABLE").unwrap_or_else(|_| "lease-lock-example".into());
+    let table = std::env::var("LOCK_EXAMPLE_TABLE").unwrap_or_else(|_| "lease-lock-example".into());
     let store = DynamoDbStore::builder(&table).build_from_env().await?;
     match store.validate_table().await {
         Ok(report) => {

@@ -17,7 +17,7 @@
 //! ```
 //!
 //! and `kill -9` the process whose task leads. Settings (environment):
-//! `LOCK_TABLE` (default `lease-lock-example`, created when missing),
+//! `LOCK_EXAMPLE_TABLE` (default `lease-lock-example`, created when missing),
 //! `LEADER_TASKS` (candidates in this process, default 3), `LEADER_LEASE_MS`
 //! (default 2000), `LEADER_TERM_MS` (how long a leader leads before stepping
 //! down, default 1000), `LEADER_RUN_FOR_MS` (how long this process runs, default
@@ -50,7 +50,7 @@ fn say(event: &str, who: &str, fence: u64, extra: &str) {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let node = std::env::args().nth(1).unwrap_or_else(|| "node".into());
-    let table = std::env::var("LOCK_TABLE").unwrap_or_else(|_| "lease-lock-example".into());
+    let table = std::env::var("LOCK_EXAMPLE_TABLE").unwrap_or_else(|_| "lease-lock-example".into());
     let tasks = setting("LEADER_TASKS", 3);
     let lease = Duration::from_millis(setting("LEADER_LEASE_MS", 2000));
     let term = Duration::from_millis(setting("LEADER_TERM_MS", 1000));
