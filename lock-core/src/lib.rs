@@ -42,6 +42,10 @@
 //! guard.release().await?; // the record stays, marked released
 //! let guard = bob.acquire("leader", AcquireOptions::new()).await?;
 //! assert_eq!(guard.fence(), Fence(2)); // fences keep increasing
+//!
+//! // Before the program ends: releases what is still held (here, bob's lock).
+//! alice.shutdown().await?;
+//! bob.shutdown().await?;
 //! # Ok(())
 //! # }
 //! ```

@@ -34,9 +34,11 @@
 //!     store.create_table(TableOptions::default()).await?;
 //! }
 //! let client = LockClient::builder(store).lease(Duration::from_secs(20)).build()?;
-//! let guard = client.acquire("nightly-report", AcquireOptions::new().wait(Duration::from_secs(60))).await?;
+//! // Waits up to lease × 1.01 + 1 s by default: long enough to take over a crashed holder.
+//! let guard = client.acquire("nightly-report", AcquireOptions::new()).await?;
 //! println!("fence {}", guard.fence());
 //! guard.release().await?;
+//! client.shutdown().await?; // before main returns
 //! # Ok(())
 //! # }
 //! ```

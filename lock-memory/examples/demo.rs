@@ -126,6 +126,7 @@ async fn main() -> Result<(), LockError> {
         );
     }
     println!("store calls: {} ({} writes)", store.calls(), store.writes());
+    observer.shutdown().await?;
     Ok(())
 }
 
@@ -232,6 +233,7 @@ async fn stand_by(
     }
     guard.release().await?;
     log.say("w5", format!("released {job}"));
+    client.shutdown().await?;
     Ok(())
 }
 

@@ -42,6 +42,7 @@
 //!     .await?;
 //! println!("fence {}", guard.fence());
 //! guard.release().await?;
+//! client.shutdown().await?; // before main returns
 //! # Ok(())
 //! # }
 //! ```
