@@ -16,7 +16,6 @@ use std::sync::{Arc, Weak};
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-use crate::LockKey;
 use crate::shared::Shared;
 
 /// Held by every clone of a `LockClient` and by every `LockGuard`; dropping
@@ -79,17 +78,17 @@ impl Shared {
         let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             tokio::task::block_in_place(|| {
                 runtime.block_on(async {
-                    let all = async { while pending.tasks.join_next().await.is_some() {} };
-                    tokio::time::timeout(timeout, all).await.is_ok()
+                    tokio::time::timeout(timeout, pending.join_all())
+                        .await
+                        .is_ok()
                 })
             })
         }));
         match waited {
             Ok(true) => tracing::debug!("the last handle of a lock client finished its releases"),
             Ok(false) => {
-                let mut keys: Vec<LockKey> = pending.keys.values().cloned().collect();
-                keys.sort();
-                for key in keys {
+                // Only the releases that have not ended.
+                for key in pending.sorted_keys() {
                     tracing::warn!(
                         %key,
                         "the last handle of a lock client was dropped and the lock's release did \

@@ -53,12 +53,31 @@ impl Background {
     /// Forget the finished tasks.
     fn reap(&mut self) {
         while let Some(done) = self.tasks.try_join_next_with_id() {
-            let id = match done {
-                Ok((id, _)) => id,
-                Err(error) => error.id(),
-            };
-            self.keys.remove(&id);
+            self.forget(&done);
         }
+    }
+
+    /// Wait for every task to end, forgetting each as it does.
+    pub(crate) async fn join_all(&mut self) {
+        while let Some(done) = self.tasks.join_next_with_id().await {
+            self.forget(&done);
+        }
+    }
+
+    /// Forget the lock of a task that ended.
+    fn forget(&mut self, done: &Result<(tokio::task::Id, Cleanup), tokio::task::JoinError>) {
+        let id = match done {
+            Ok((id, _)) => *id,
+            Err(error) => error.id(),
+        };
+        self.keys.remove(&id);
+    }
+
+    /// The locks whose releases are still running, sorted.
+    pub(crate) fn sorted_keys(&self) -> Vec<LockKey> {
+        let mut keys: Vec<LockKey> = self.keys.values().cloned().collect();
+        keys.sort();
+        keys
     }
 }
 
@@ -319,9 +338,7 @@ impl Shared {
         if background.tasks.is_empty() {
             return None;
         }
-        let mut keys: Vec<LockKey> = background.keys.values().cloned().collect();
-        keys.sort();
-        Some(keys)
+        Some(background.sorted_keys())
     }
 
     /// The background clean-ups started so far, taken out for shutdown to wait on.
