@@ -45,7 +45,7 @@ async fn hold_and_run(
     let mut watchdog = match Watchdog::start() {
         Ok(watchdog) => watchdog,
         Err(error) => {
-            release_quietly(guard, &key.to_string()).await;
+            release_or_warn(guard, &key.to_string()).await;
             return Err(error);
         }
     };
@@ -63,7 +63,7 @@ async fn hold_and_run(
         Ok(command) => command,
         Err(error) => {
             watchdog.done();
-            release_quietly(guard, &key.to_string()).await;
+            release_or_warn(guard, &key.to_string()).await;
             return Err(error);
         }
     };
@@ -90,13 +90,7 @@ async fn hold_and_run(
     let status = ended.status?;
     if let Some(limit) = ended.max_time {
         // Stopped for running too long, with the lease still safe: release.
-        if let Err(error) = guard.release().await {
-            eprintln!(
-                "lockctl: warning: releasing lock {} failed ({}); it is freed when its lease runs out",
-                crate::text::printable(&key.to_string()),
-                crate::text::printable(&error.to_string())
-            );
-        }
+        release_or_warn(guard, &key.to_string()).await;
         return Err(CliError::MaxTime {
             key,
             limit: duration(limit),
@@ -114,22 +108,18 @@ async fn hold_and_run(
         }
         None => {
             // The command has ended: release at once.
-            if let Err(error) = guard.release().await {
-                eprintln!(
-                    "lockctl: warning: releasing lock {} failed ({}); it is freed when its lease runs out",
-                    crate::text::printable(&key.to_string()),
-                    crate::text::printable(&error.to_string())
-                );
-            }
+            release_or_warn(guard, &key.to_string()).await;
             Ok(child::exit_code(status))
         }
     }
 }
 
-async fn release_quietly(guard: LockGuard, key: &str) {
+/// Release, and say so on stderr if that fails (the lease then runs out on
+/// its own).
+async fn release_or_warn(guard: LockGuard, key: &str) {
     if let Err(error) = guard.release().await {
         eprintln!(
-            "lockctl: warning: releasing lock {} failed: {}",
+            "lockctl: warning: releasing lock {} failed ({}); it is freed when its lease runs out",
             crate::text::printable(key),
             crate::text::printable(&error.to_string())
         );
