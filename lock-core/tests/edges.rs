@@ -11,7 +11,7 @@ use lock_core::{
     LostReason, NewRecord, Rvn,
 };
 use lock_memory::{FaultyStore, MemoryStore};
-use support::{Delayed, LEASE, client, wait};
+use support::{Delayed, LEASE, client, dead_holder, wait, waiting};
 use tokio::time::{Instant, timeout};
 
 /// Long enough for anything in these tests to happen, short enough that a
@@ -20,16 +20,6 @@ const PATIENCE: Duration = Duration::from_secs(600);
 
 fn key(name: &str) -> LockKey {
     LockKey::new(name)
-}
-
-/// Another task of `client` asking for `name`, waiting up to `budget`.
-fn waiting(
-    client: &LockClient,
-    name: &'static str,
-    budget: Duration,
-) -> tokio::task::JoinHandle<Result<lock_core::LockGuard, LockError>> {
-    let client = client.clone();
-    tokio::spawn(async move { client.acquire(name, wait(budget)).await })
 }
 
 // ---- 1. Drop, then acquire again ------------------------------------------
@@ -217,9 +207,9 @@ async fn a_cancelled_queued_waiter_leaves_the_queue_to_the_next() {
     let store = MemoryStore::new();
     let a = client(store.clone(), "a");
     let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
-    let quitter = waiting(&a, "leader", Duration::from_secs(60));
+    let quitter = waiting(&a, "leader", wait(Duration::from_secs(60)));
     tokio::time::sleep(Duration::from_millis(10)).await;
-    let patient = waiting(&a, "leader", Duration::from_secs(60));
+    let patient = waiting(&a, "leader", wait(Duration::from_secs(60)));
     tokio::time::sleep(Duration::from_millis(10)).await;
     quitter.abort();
     leader.release().await.unwrap();
@@ -233,7 +223,7 @@ async fn a_dropped_holder_hands_the_lock_to_the_next_local_waiter() {
     let store = MemoryStore::new();
     let a = client(store.clone(), "a");
     let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
-    let next = waiting(&a, "leader", Duration::from_secs(60));
+    let next = waiting(&a, "leader", wait(Duration::from_secs(60)));
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(leader);
     let guard = timeout(PATIENCE, next).await.unwrap().unwrap().unwrap();
@@ -263,7 +253,7 @@ async fn a_local_waiter_gets_a_lock_its_holder_lost_to_another_client_by_waiting
     let admin = client(store.clone(), "admin");
     let b = client(store.clone(), "b");
     let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
-    let next = waiting(&a, "leader", Duration::from_secs(60));
+    let next = waiting(&a, "leader", wait(Duration::from_secs(60)));
     tokio::time::sleep(Duration::from_millis(10)).await;
     admin.force_release("leader").await.unwrap();
     let thief = b.acquire("leader", AcquireOptions::new()).await.unwrap();
@@ -473,23 +463,10 @@ async fn durations_that_would_overflow_are_refused_or_saturated() {
 
 // ---- 6. A dead holder is taken over by short attempts ---------------------
 
-/// "job" held by a client that then died: its record stays, nobody heartbeats it.
-async fn dead_holder(store: &MemoryStore) {
-    let dead = client(store.clone(), "dead");
-    let detached = dead
-        .acquire("job", AcquireOptions::new())
-        .await
-        .unwrap()
-        .detach()
-        .await
-        .unwrap();
-    assert_eq!(detached.fence(), Fence(1));
-}
-
 #[tokio::test(start_paused = true)]
 async fn repeated_try_acquire_takes_over_a_dead_holder() {
     let store = MemoryStore::new();
-    dead_holder(&store).await;
+    dead_holder(&store, "job", AcquireOptions::new()).await;
     let started = Instant::now();
     let a = client(store.clone(), "a");
     let guard = loop {
@@ -510,7 +487,7 @@ async fn repeated_try_acquire_takes_over_a_dead_holder() {
 #[tokio::test(start_paused = true)]
 async fn short_waits_of_clones_share_what_they_saw_of_a_dead_holder() {
     let store = MemoryStore::new();
-    dead_holder(&store).await;
+    dead_holder(&store, "job", AcquireOptions::new()).await;
     let a = client(store.clone(), "a");
     let started = Instant::now();
     let mut attempts = 0;
@@ -578,7 +555,7 @@ async fn a_takeover_says_whom_it_took_over_and_a_vacant_acquire_does_not() {
         guard.took_over().is_none(),
         "a released lock is not a takeover"
     );
-    let next = waiting(&a, "job", Duration::from_secs(60));
+    let next = waiting(&a, "job", wait(Duration::from_secs(60)));
     tokio::time::sleep(Duration::from_millis(10)).await;
     guard.release().await.unwrap();
     let handed = timeout(PATIENCE, next).await.unwrap().unwrap().unwrap();
@@ -615,7 +592,7 @@ async fn busy_unless_dead_gives_up_on_a_live_holder_within_a_heartbeat_period() 
 #[tokio::test(start_paused = true)]
 async fn busy_unless_dead_takes_over_a_dead_holder_in_one_attempt() {
     let store = MemoryStore::new();
-    dead_holder(&store).await;
+    dead_holder(&store, "job", AcquireOptions::new()).await;
     let a = client(store.clone(), "a");
     let started = Instant::now();
     let guard = timeout(
@@ -668,7 +645,7 @@ async fn a_handoff_whose_waiter_is_cancelled_before_taking_it_is_released() {
     let store = MemoryStore::new();
     let a = client(store.clone(), "a");
     let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
-    let waiter = waiting(&a, "leader", Duration::from_secs(60));
+    let waiter = waiting(&a, "leader", wait(Duration::from_secs(60)));
     tokio::time::sleep(Duration::from_millis(10)).await;
     // The release picks the waiter and writes nothing; the waiter is cancelled
     // before it runs.
@@ -695,7 +672,7 @@ async fn a_handoff_whose_waiter_is_cancelled_before_taking_it_is_released() {
 /// with its reply lost.
 async fn takeover_reply_lost(seed: u64) -> (FaultyStore<MemoryStore>, LockClient) {
     let store = MemoryStore::new();
-    dead_holder(&store).await;
+    dead_holder(&store, "job", AcquireOptions::new()).await;
     let faulty = FaultyStore::new(store, seed);
     faulty.script(lock_memory::Op::Put, lock_memory::Fault::Pass);
     faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
@@ -992,7 +969,7 @@ async fn an_orphaned_handoff_of_a_long_lease_lock_is_released_for_as_long_as_tha
         )
         .await
         .unwrap();
-    let waiter = waiting(&a, "leader", Duration::from_secs(120));
+    let waiter = waiting(&a, "leader", wait(Duration::from_secs(120)));
     tokio::time::sleep(Duration::from_millis(10)).await;
     leader.release().await.unwrap();
     // The store is slow as the waiter is cancelled: the orphaned hand-off's

@@ -15,7 +15,7 @@ use lock_core::{
     LockKey, LostReason, MAX_LEASE, StoreError,
 };
 use lock_memory::MemoryStore;
-use support::{LEASE, client, wait};
+use support::{LEASE, client, dead_holder, wait, waiting};
 use tokio::time::{Instant, sleep, timeout};
 
 /// Long enough for anything in these tests to happen, short enough that a
@@ -25,21 +25,8 @@ const PATIENCE: Duration = Duration::from_secs(600);
 /// [`client`]'s default wait: lease 10 s × 1.01 + refresh 0.5 s.
 const DEFAULT_WAIT: Duration = Duration::from_millis(10_600);
 
-/// A holder that crashed: it acquired `key` (fence 1) and stopped heartbeating.
-async fn crashed_holder(store: &MemoryStore, key: &str, options: AcquireOptions) {
-    let dead = client(store.clone(), "dead");
-    let detached = dead
-        .acquire(key, options)
-        .await
-        .unwrap()
-        .detach()
-        .await
-        .unwrap();
-    assert_eq!(detached.fence(), Fence(1));
-}
-
-async fn record(store: &MemoryStore, key: &str) -> lock_core::LockRecord {
-    store.get(&LockKey::new(key)).await.unwrap().unwrap()
+fn record(store: &MemoryStore, key: &str) -> lock_core::LockRecord {
+    store.record(&LockKey::new(key)).unwrap()
 }
 
 // ---- The default wait ------------------------------------------------------
@@ -47,7 +34,7 @@ async fn record(store: &MemoryStore, key: &str) -> lock_core::LockRecord {
 #[tokio::test(start_paused = true)]
 async fn acquire_waits_by_default_long_enough_to_take_over_a_crashed_holder() {
     let store = MemoryStore::new();
-    crashed_holder(&store, "job", AcquireOptions::new()).await;
+    dead_holder(&store, "job", AcquireOptions::new()).await;
     let a = client(store.clone(), "a");
     let started = Instant::now();
     let guard = timeout(PATIENCE, a.acquire("job", AcquireOptions::new()))
@@ -87,7 +74,7 @@ async fn the_default_wait_gives_up_on_a_live_holder_after_lease_times_drift_plus
 async fn the_default_wait_follows_the_acquires_own_lease() {
     let store = MemoryStore::new();
     let long = Duration::from_secs(30);
-    crashed_holder(&store, "job", AcquireOptions::new().lease(long)).await;
+    dead_holder(&store, "job", AcquireOptions::new().lease(long)).await;
     let a = client(store.clone(), "a");
     // With the client's 10 s lease the default budget is too short for a
     // holder that wrote 30 s...
@@ -116,10 +103,7 @@ async fn a_queued_local_waiter_follows_the_default_wait() {
     let a = client(store.clone(), "a");
     let first = a.acquire("job", AcquireOptions::new()).await.unwrap();
     // A second task of the same client waits in line instead of failing...
-    let second = {
-        let a = a.clone();
-        tokio::spawn(async move { a.acquire("job", AcquireOptions::new()).await })
-    };
+    let second = waiting(&a, "job", AcquireOptions::new());
     sleep(Duration::from_secs(3)).await;
     assert!(!second.is_finished());
     first.release().await.unwrap();
@@ -166,7 +150,7 @@ async fn try_acquire_takes_options_and_refuses_a_wait() {
         .expect("vacant");
     assert_eq!(guard.lease(), long);
     assert_eq!(
-        record(&store, "job").await.data.as_deref(),
+        record(&store, "job").data.as_deref(),
         Some(&b"checkpoint"[..])
     );
     let b = client(store.clone(), "b");
@@ -202,6 +186,19 @@ async fn try_acquire_takes_options_and_refuses_a_wait() {
 
 const HOLD: Duration = Duration::from_secs(60);
 
+/// A 2 s job on `key` under a min hold of [`HOLD`], released by `client`:
+/// when it was acquired.
+async fn short_job(client: &LockClient, key: &str) -> Instant {
+    let acquired = Instant::now();
+    let guard = client
+        .acquire(key, AcquireOptions::new().min_hold(HOLD))
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(2)).await;
+    guard.release().await.unwrap();
+    acquired
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lock_released_within_its_min_hold_stays_held_by_one_final_write() {
     let store = MemoryStore::new();
@@ -214,7 +211,7 @@ async fn a_lock_released_within_its_min_hold_stays_held_by_one_final_write() {
     let writes = store.writes();
     guard.release().await.unwrap();
     assert_eq!(store.writes(), writes + 1, "one final write");
-    let held = record(&store, "job").await;
+    let held = record(&store, "job");
     assert!(!held.released, "still held");
     assert_eq!(held.owner, "a");
     assert_eq!(held.fence, Fence(1));
@@ -231,15 +228,9 @@ async fn a_lock_released_within_its_min_hold_stays_held_by_one_final_write() {
 #[tokio::test(start_paused = true)]
 async fn busy_unless_dead_skips_a_final_record_until_the_min_hold_ends_then_takes_it() {
     let store = MemoryStore::new();
-    let acquired = Instant::now();
     // Host A's job takes 2 s.
     let a = client(store.clone(), "a");
-    let guard = a
-        .acquire("nightly", AcquireOptions::new().min_hold(HOLD))
-        .await
-        .unwrap();
-    sleep(Duration::from_secs(2)).await;
-    guard.release().await.unwrap();
+    let acquired = short_job(&a, "nightly").await;
     a.shutdown().await.unwrap();
     let cron = AcquireOptions::new().busy_unless_dead(true);
     // Host B's timer fires 5 s late, after A's job ended: it skips at once
@@ -255,7 +246,7 @@ async fn busy_unless_dead_skips_a_final_record_until_the_min_hold_ends_then_take
     );
     assert_eq!(started.elapsed(), Duration::ZERO);
     // So does a host firing just before the min hold ends.
-    sleep(HOLD - Duration::from_secs(6) - acquired.elapsed()).await;
+    sleep(HOLD - Duration::from_secs(1) - acquired.elapsed()).await;
     let c = client(store.clone(), "c");
     assert!(
         c.try_acquire("nightly", cron.clone())
@@ -284,14 +275,8 @@ async fn busy_unless_dead_skips_a_final_record_until_the_min_hold_ends_then_take
 #[tokio::test(start_paused = true)]
 async fn a_waiting_acquire_takes_a_final_record_when_the_min_hold_ends() {
     let store = MemoryStore::new();
-    let acquired = Instant::now();
     let a = client(store.clone(), "a");
-    let guard = a
-        .acquire("job", AcquireOptions::new().min_hold(HOLD))
-        .await
-        .unwrap();
-    sleep(Duration::from_secs(2)).await;
-    guard.release().await.unwrap();
+    let acquired = short_job(&a, "job").await;
     let b = client(store.clone(), "b");
     let next = timeout(PATIENCE, b.acquire("job", wait(Duration::from_secs(120))))
         .await
@@ -331,7 +316,7 @@ async fn a_lock_released_after_its_min_hold_is_released_as_usual() {
         .unwrap();
     sleep(Duration::from_secs(6)).await;
     guard.release().await.unwrap();
-    let released = record(&store, "job").await;
+    let released = record(&store, "job");
     assert!(released.released);
     assert!(released.rvn.final_until().is_none());
     a.shutdown().await.unwrap();
@@ -356,12 +341,12 @@ async fn every_way_out_of_a_lock_honours_its_min_hold() {
     let report = a.shutdown().await.unwrap();
     assert!(report.released.contains(&LockKey::new("shutdown")));
     for key in ["dropped", "with-lock", "with-data", "shutdown"] {
-        let record = record(&store, key).await;
+        let record = record(&store, key);
         assert!(!record.released, "{key}");
         assert!(record.rvn.final_until().is_some(), "{key}");
     }
     assert_eq!(
-        record(&store, "with-data").await.data.as_deref(),
+        record(&store, "with-data").data.as_deref(),
         Some(&b"done"[..])
     );
 }
@@ -378,10 +363,7 @@ async fn a_min_hold_is_not_handed_to_a_task_of_the_same_client() {
         )
         .await
         .unwrap();
-    let next = {
-        let a = a.clone();
-        tokio::spawn(async move { a.acquire("job", wait(Duration::from_secs(60))).await })
-    };
+    let next = waiting(&a, "job", wait(Duration::from_secs(60)));
     sleep(Duration::from_secs(1)).await;
     guard.release().await.unwrap();
     let next = timeout(PATIENCE, next).await.unwrap().unwrap().unwrap();
@@ -418,7 +400,7 @@ async fn at_its_max_hold_a_lock_stops_heartbeating_and_is_reported_lost() {
     assert!(a.held_keys().is_empty());
     // Releasing the guard still releases the record.
     guard.release().await.unwrap();
-    assert!(record(&store, "job").await.released);
+    assert!(record(&store, "job").released);
     a.shutdown().await.unwrap();
 }
 
@@ -451,7 +433,7 @@ async fn with_lock_cancels_its_work_at_the_max_hold() {
     assert_eq!(started.elapsed(), limit);
     assert!(*cancelled.lock().unwrap());
     a.shutdown().await.unwrap();
-    assert!(record(&store, "job").await.released);
+    assert!(record(&store, "job").released);
 }
 
 #[tokio::test(start_paused = true)]

@@ -32,6 +32,30 @@ pub fn wait(budget: Duration) -> AcquireOptions {
     AcquireOptions::new().wait(budget)
 }
 
+/// Another task of `client` asking for `name` with `options`.
+pub fn waiting(
+    client: &LockClient,
+    name: &'static str,
+    options: AcquireOptions,
+) -> tokio::task::JoinHandle<Result<lock_core::LockGuard, lock_core::LockError>> {
+    let client = client.clone();
+    tokio::spawn(async move { client.acquire(name, options).await })
+}
+
+/// `key` held by a client ("dead") that then died, acquired with `options`:
+/// its record stays, nobody heartbeats it.
+pub async fn dead_holder(store: &MemoryStore, key: &str, options: AcquireOptions) {
+    let dead = client(store.clone(), "dead");
+    let detached = dead
+        .acquire(key, options)
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    assert_eq!(detached.fence(), lock_core::Fence(1));
+}
+
 /// One call a [`Delayed`] store served: when it was sent and when its reply left.
 #[derive(Clone, Debug)]
 pub struct Served {
