@@ -596,27 +596,12 @@ fn the_policy_for_taking_locks_grants_exactly_what_the_lock_operations_call() {
         );
     }
     let roots: Vec<&str> = krate.store_methods.iter().map(String::as_str).collect();
-    let called = actions(&krate.reached_from(&roots));
-    // The scan found the calls at all.
-    for needed in ["GetItem", "UpdateItem", "DeleteItem"] {
-        assert!(
-            called.contains_key(needed),
-            "{needed} not found in {called:?}"
-        );
-    }
-    let statements = statements();
-    let granted = statements
-        .get(LOCKS_SID)
-        .unwrap_or_else(|| panic!("no {LOCKS_SID} statement in docs/dynamodb.md"));
-    check(
-        &format!("docs/dynamodb.md's {LOCKS_SID} statement, for the lock operations,"),
-        granted,
-        &called,
-    );
-    check(
-        "src/mapping.rs's ACTIONS, for the lock operations,",
-        &message_actions("ACTIONS"),
-        &called,
+    grants_exactly_what_is_called(
+        &krate,
+        &roots,
+        &["GetItem", "UpdateItem", "DeleteItem"],
+        (LOCKS_SID, "ACTIONS"),
+        "for the lock operations",
     );
 }
 
@@ -626,25 +611,44 @@ fn the_policy_for_the_table_grants_exactly_what_creating_and_validating_it_call(
     for method in ["create_table", "validate_table"] {
         assert!(krate.bodies.contains_key(method), "no fn {method}");
     }
-    let called = actions(&krate.reached_from(&["create_table", "validate_table"]));
-    for needed in ["CreateTable", "DescribeTable"] {
+    grants_exactly_what_is_called(
+        &krate,
+        &["create_table", "validate_table"],
+        &["CreateTable", "DescribeTable"],
+        (TABLE_SID, "TABLE_ACTIONS"),
+        "for create_table and validate_table",
+    );
+}
+
+/// The docs' statement `sid` and mapping.rs's constant `constant` name
+/// exactly the actions reached from `roots`, among which `needed` (so the
+/// scan found the calls at all).
+fn grants_exactly_what_is_called(
+    krate: &Crate,
+    roots: &[&str],
+    needed: &[&str],
+    (sid, constant): (&str, &str),
+    what: &str,
+) {
+    let called = actions(&krate.reached_from(roots));
+    for needed in needed {
         assert!(
-            called.contains_key(needed),
+            called.contains_key(*needed),
             "{needed} not found in {called:?}"
         );
     }
     let statements = statements();
     let granted = statements
-        .get(TABLE_SID)
-        .unwrap_or_else(|| panic!("no {TABLE_SID} statement in docs/dynamodb.md"));
+        .get(sid)
+        .unwrap_or_else(|| panic!("no {sid} statement in docs/dynamodb.md"));
     check(
-        &format!("docs/dynamodb.md's {TABLE_SID} statement, for create_table and validate_table,"),
+        &format!("docs/dynamodb.md's {sid} statement, {what},"),
         granted,
         &called,
     );
     check(
-        "src/mapping.rs's TABLE_ACTIONS, for create_table and validate_table,",
-        &message_actions("TABLE_ACTIONS"),
+        &format!("src/mapping.rs's {constant}, {what},"),
+        &message_actions(constant),
         &called,
     );
 }
