@@ -117,11 +117,12 @@ impl Shared {
     ) -> Result<(), LockError> {
         let _writing = held.writing().await;
         let snapshot = held.snapshot();
+        let now = self.clock.now();
         // A lock within its min hold is not handed over either: it stays held
         // by its final write for everyone, this client's tasks included.
-        let in_min_hold = held.limits.rest_of_min_hold(self.clock.now()).is_some();
-        let handoff = match leaving.data {
-            None if !in_min_hold => self.handoff(held, &snapshot),
+        let min_hold_rest = held.limits.rest_of_min_hold(now);
+        let handoff = match (&leaving.data, min_hold_rest) {
+            (None, None) => self.handoff(held, &snapshot),
             _ => None,
         };
         if let Some(handoff) = handoff {
@@ -130,7 +131,9 @@ impl Shared {
             held.end_turn(Some(handoff));
             return Ok(());
         }
-        let result = self.write_release_locked(held, leaving, snapshot).await;
+        let result = self
+            .write_release_locked(held, leaving, snapshot, (now, min_hold_rest))
+            .await;
         held.end_turn(None);
         result
     }
@@ -158,11 +161,14 @@ impl Shared {
         })
     }
 
+    /// Write the release (or, with `min_hold_rest`, the final write that
+    /// holds the lock that much longer), starting at `now`.
     async fn write_release_locked(
         &self,
         held: &Arc<Held>,
         leaving: Leaving,
         snapshot: crate::held::Snapshot,
+        (now, min_hold_rest): (crate::clock::Instant, Option<Duration>),
     ) -> Result<(), LockError> {
         match &snapshot.lost {
             Some(LostReason::Released) => return Ok(()),
@@ -175,11 +181,10 @@ impl Shared {
             // Expired or in danger: the record may still be ours; try to vacate it.
             _ => {}
         }
-        let now = self.clock.now();
         let give_up_at = snapshot
             .expires
             .max(crate::clock::later(now, self.retry_window()));
-        let write = match held.limits.rest_of_min_hold(now) {
+        let write = match min_hold_rest {
             // Released early: one final write keeps it held to the min hold's end.
             Some(lease) => HeldWrite::HoldFor {
                 lease,
