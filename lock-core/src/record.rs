@@ -223,3 +223,23 @@ pub struct Takeover {
     /// The data that holder left with the lock (a checkpoint, for example).
     pub data: Option<Vec<u8>>,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::Rvn;
+
+    #[test]
+    fn a_final_rvn_carries_its_wall_clock_end_and_no_other_rvn_does() {
+        let until = UNIX_EPOCH + Duration::from_millis(1_800_000_000_123);
+        let rvn = Rvn::fresh_final(until);
+        assert_eq!(rvn.final_until(), Some(until));
+        assert_ne!(Rvn::fresh_final(until), rvn, "each one is fresh");
+        assert_eq!(Rvn::fresh().final_until(), None);
+        // What other libraries write is never read as final.
+        for stored in ["0f8e6c3a-python", "x.final.", "x.final.soon", ""] {
+            assert_eq!(Rvn::from_stored(stored).final_until(), None, "{stored}");
+        }
+    }
+}

@@ -358,6 +358,54 @@ mod tests {
     }
 
     #[test]
+    fn the_rest_of_a_min_hold_rounds_up_to_whole_milliseconds_and_ends() {
+        let acquired = Instant::now();
+        let limits = HoldLimits::new(acquired, Some(Duration::from_secs(60)), None);
+        let at = acquired + Duration::from_millis(2_000) + Duration::from_nanos(1);
+        assert_eq!(
+            limits.rest_of_min_hold(at),
+            Some(Duration::from_millis(58_000)),
+            "57.999999999 s is written as 58 s, never less"
+        );
+        assert_eq!(
+            limits.rest_of_min_hold(acquired + Duration::from_secs(60)),
+            None
+        );
+        assert_eq!(HoldLimits::default().rest_of_min_hold(acquired), None);
+    }
+
+    #[test]
+    fn the_max_hold_is_reached_at_its_limit_and_bounds_the_next_look() {
+        let acquired = Instant::now();
+        let limit = Duration::from_secs(7);
+        let limits = HoldLimits::new(acquired, None, Some(limit));
+        let end = acquired + limit;
+        assert_eq!(limits.max_hold_reached(end - Duration::from_nanos(1)), None);
+        assert_eq!(
+            limits.max_hold_reached(end),
+            Some(LostReason::MaxHold { limit })
+        );
+        assert_eq!(limits.not_after(end + Duration::from_secs(1)), end);
+        assert_eq!(limits.not_after(acquired), acquired);
+    }
+
+    #[test]
+    fn a_final_hold_ends_when_this_clients_wall_clock_reads_its_end() {
+        let now = Instant::now();
+        let wall = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let until = wall + Duration::from_secs(58);
+        assert_eq!(
+            final_hold_ends_at(now, wall, until),
+            now + Duration::from_secs(58)
+        );
+        // A wall clock already past the end: over now.
+        assert_eq!(
+            final_hold_ends_at(now, until + Duration::from_secs(1), until),
+            now
+        );
+    }
+
+    #[test]
     fn safe_time_saturates_at_zero() {
         let t = Timing {
             lease: Duration::from_millis(100),
