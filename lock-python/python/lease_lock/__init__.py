@@ -1,0 +1,64 @@
+"""Lease-based distributed locks for Python, on DynamoDB, PostgreSQL or in memory.
+
+Built on a Rust core: heartbeats run on the core's own threads, so a lock
+stays held while Python code keeps the GIL busy; every lock has a fencing
+token; blocking calls release the GIL and stop at Ctrl-C; every call has an
+``asyncio`` twin (``acquire_async``, ``release_async``, ``async with``).
+
+>>> import lease_lock
+>>> client = lease_lock.LockClient(lease_lock.MemoryStore(), owner="worker-1")
+>>> with client.lock("nightly-report", wait=30) as lock:
+...     print("fence", lock.fence)
+fence 1
+>>> client.close()["released"]
+[]
+
+See docs/python.md in the repository for the whole guide.
+"""
+
+from __future__ import annotations
+
+from ._client import LockClient, LockContext, Store
+from ._errors import (
+    AcquireTimeout,
+    AlreadyHeld,
+    ClientClosed,
+    ConfigError,
+    ForkedError,
+    InvalidInput,
+    LockError,
+    LockLost,
+    LockNotFound,
+    NotOwned,
+    StoreError,
+    StoreSetupError,
+)
+from ._native import DynamoDBStore, Lock, MemoryStore, PostgresStore
+from ._types import LeaseState, LockInfo, LostReason, Seconds, Takeover
+
+__all__ = [
+    "LockClient",
+    "LockContext",
+    "Lock",
+    "Store",
+    "MemoryStore",
+    "DynamoDBStore",
+    "PostgresStore",
+    "LeaseState",
+    "LostReason",
+    "LockInfo",
+    "Takeover",
+    "Seconds",
+    "LockError",
+    "AcquireTimeout",
+    "NotOwned",
+    "LockLost",
+    "AlreadyHeld",
+    "LockNotFound",
+    "ConfigError",
+    "InvalidInput",
+    "StoreError",
+    "StoreSetupError",
+    "ClientClosed",
+    "ForkedError",
+]

@@ -1,0 +1,52 @@
+"""How the Rust runtime completes asyncio futures, and running work until a lease is lost."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._errors import LockLost
+
+if TYPE_CHECKING:
+    from ._native import Lock
+
+T = TypeVar("T")
+
+
+def settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    """Complete ``future`` (on its event loop's thread) unless it was cancelled."""
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+async def run_until_lost(lock: Lock, work: Awaitable[T]) -> T:
+    """Run ``work`` and return its result; cancel it as soon as the lease is lost.
+
+    Raises ``LockLost`` (after the cancelled work has finished unwinding) when
+    the lease can no longer be trusted before ``work`` ends, including when
+    the lock is released meanwhile.
+    """
+    task = asyncio.ensure_future(work)
+    lost: asyncio.Future[Any] = asyncio.ensure_future(lock.lost())
+    try:
+        await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        reason = lost.result()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise LockLost(
+            f"lock {lock.key} lost: {reason}; the work under it was cancelled",
+            key=lock.key,
+            sort_key=lock.sort_key,
+            reason=reason,
+        )
+    finally:
+        lost.cancel()
+        if not task.done():
+            task.cancel()

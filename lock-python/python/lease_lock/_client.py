@@ -1,0 +1,413 @@
+"""LockClient: acquire, hold and release locks on a store, from threads or asyncio."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Union
+
+from . import _events, _native
+from ._native import DynamoDBStore, Lock, MemoryStore, PostgresStore
+from ._types import LockInfo, LostReason, Seconds
+
+__all__ = ["LockClient", "LockContext", "Store"]
+
+#: The stores a client runs on.
+Store = Union[MemoryStore, DynamoDBStore, PostgresStore]
+
+logger = logging.getLogger("lease_lock")
+
+
+def _seconds(name: str, value: Seconds | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"{name} must be seconds (int or float) or a datetime.timedelta, not {type(value).__name__}")
+
+
+def _bytes(value: bytes | bytearray | memoryview | None) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"data must be bytes, not {type(value).__name__} (encode a str with .encode())")
+
+
+class LockClient:
+    """A lock client on one store: acquires locks, heartbeats them, releases them.
+
+    ``owner`` is written into every lock (default: host name and a random
+    suffix); ``lease`` is how long a lock stays held without a heartbeat
+    (default 20 s), ``heartbeat`` how often it is renewed (default a third of
+    the lease), ``refresh`` how often a waiting acquire looks again.
+    Durations are seconds or ``timedelta``.
+
+    One client per process is enough: share it between threads and tasks.
+    Its acquires of one key queue inside it, first come first served. Close
+    it (``close()``, or use it as a context manager) to release what it still
+    holds; at interpreter exit open clients are closed for you.
+
+    >>> client = LockClient(MemoryStore(), owner="worker-1")
+    >>> with client.lock("report", wait=30) as lock:
+    ...     lock.fence
+    1
+    >>> client.close()
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        owner: str | None = None,
+        lease: Seconds | None = None,
+        heartbeat: Seconds | None = None,
+        refresh: Seconds | None = None,
+        max_clock_drift: float | None = None,
+        safety_margin: Seconds | None = None,
+        shutdown_timeout: Seconds | None = None,
+    ) -> None:
+        _events.start()
+        self._native = _native.Client(
+            store,
+            owner,
+            _seconds("lease", lease),
+            _seconds("heartbeat", heartbeat),
+            _seconds("refresh", refresh),
+            max_clock_drift,
+            _seconds("safety_margin", safety_margin),
+            _seconds("shutdown_timeout", shutdown_timeout),
+        )
+        _events.register(self)
+
+    @property
+    def owner(self) -> str:
+        """The owner name written into this client's locks."""
+        return self._native.owner
+
+    @property
+    def lease(self) -> float:
+        """The default lease, in seconds."""
+        return self._native.lease
+
+    @property
+    def heartbeat(self) -> float:
+        """The heartbeat period, in seconds."""
+        return self._native.heartbeat
+
+    def _acquire(
+        self,
+        key: str,
+        sort_key: str | None,
+        try_once: bool,
+        is_async: bool,
+        wait: Seconds | None,
+        lease: Seconds | None,
+        data: bytes | bytearray | memoryview | None,
+        min_hold: Seconds | None,
+        max_hold: Seconds | None,
+        refresh: Seconds | None,
+        busy_unless_dead: bool,
+        only_if_exists: bool,
+        reentrant: bool,
+        delete_on_release: bool,
+        on_lost: Callable[[LostReason], object] | None,
+    ) -> Any:
+        return self._native.acquire(
+            key,
+            sort_key,
+            try_once,
+            is_async,
+            _seconds("wait", wait),
+            _seconds("lease", lease),
+            _bytes(data),
+            _seconds("min_hold", min_hold),
+            _seconds("max_hold", max_hold),
+            _seconds("refresh", refresh),
+            busy_unless_dead,
+            only_if_exists,
+            reentrant,
+            delete_on_release,
+            on_lost,
+        )
+
+    def acquire(
+        self,
+        key: str,
+        *,
+        sort_key: str | None = None,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+        busy_unless_dead: bool = False,
+        only_if_exists: bool = False,
+        reentrant: bool = False,
+        delete_on_release: bool = False,
+        on_lost: Callable[[LostReason], object] | None = None,
+    ) -> Lock:
+        """Acquire ``key``, waiting while someone else holds it; return the held ``Lock``.
+
+        ``wait`` is the most to wait: by default ``lease × (1 + drift) +
+        refresh`` (long enough to take over from a holder that crashed), ``0``
+        for one attempt, ``math.inf`` for no limit. Raises ``AcquireTimeout``
+        when it runs out. ``lease`` overrides the client's for this lock;
+        ``data`` is stored with the lock; ``min_hold`` keeps the lock held at
+        least that long after acquiring, even if released sooner (a job that
+        must not run twice in a period); ``max_hold`` stops heartbeats after
+        that long; ``busy_unless_dead`` reports a live holder as busy at once
+        and waits only for a dead one; ``on_lost(reason)`` is called on the
+        package's callback thread if the lease can no longer be trusted. The
+        blocking wait releases the GIL and stops at Ctrl-C (leaving nothing
+        held).
+        """
+        lock: Lock = self._acquire(
+            key, sort_key, False, False, wait, lease, data, min_hold, max_hold, refresh,
+            busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost,
+        )
+        return lock
+
+    async def acquire_async(
+        self,
+        key: str,
+        *,
+        sort_key: str | None = None,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+        busy_unless_dead: bool = False,
+        only_if_exists: bool = False,
+        reentrant: bool = False,
+        delete_on_release: bool = False,
+        on_lost: Callable[[LostReason], object] | None = None,
+    ) -> Lock:
+        """``acquire``, awaited. Cancelling it (``asyncio.wait_for``'s timeout) leaves nothing held."""
+        lock: Lock = await self._acquire(
+            key, sort_key, False, True, wait, lease, data, min_hold, max_hold, refresh,
+            busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost,
+        )
+        return lock
+
+    def try_acquire(
+        self,
+        key: str,
+        *,
+        sort_key: str | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        busy_unless_dead: bool = False,
+        only_if_exists: bool = False,
+        reentrant: bool = False,
+        delete_on_release: bool = False,
+        on_lost: Callable[[LostReason], object] | None = None,
+    ) -> Lock | None:
+        """One attempt at ``key``: the held ``Lock``, or ``None`` when someone else holds it."""
+        lock: Lock | None = self._acquire(
+            key, sort_key, True, False, None, lease, data, min_hold, max_hold, None,
+            busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost,
+        )
+        return lock
+
+    async def try_acquire_async(
+        self,
+        key: str,
+        *,
+        sort_key: str | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        busy_unless_dead: bool = False,
+        only_if_exists: bool = False,
+        reentrant: bool = False,
+        delete_on_release: bool = False,
+        on_lost: Callable[[LostReason], object] | None = None,
+    ) -> Lock | None:
+        """``try_acquire``, awaited."""
+        lock: Lock | None = await self._acquire(
+            key, sort_key, True, True, None, lease, data, min_hold, max_hold, None,
+            busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost,
+        )
+        return lock
+
+    def lock(
+        self,
+        key: str,
+        *,
+        sort_key: str | None = None,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+        busy_unless_dead: bool = False,
+        only_if_exists: bool = False,
+        reentrant: bool = False,
+        delete_on_release: bool = False,
+        on_lost: Callable[[LostReason], object] | None = None,
+    ) -> LockContext:
+        """The lock as a context manager: ``with client.lock(key) as lock:`` or ``async with``.
+
+        Acquires on entry (as ``acquire``, same arguments), releases on exit.
+        An exception raised in the block propagates; a failed release is then
+        logged, and otherwise raised (``LockLost`` if the lease was lost while
+        the block ran).
+        """
+        return LockContext(
+            self,
+            dict(
+                key=key, sort_key=sort_key, wait=wait, lease=lease, data=data, min_hold=min_hold,
+                max_hold=max_hold, refresh=refresh, busy_unless_dead=busy_unless_dead,
+                only_if_exists=only_if_exists, reentrant=reentrant,
+                delete_on_release=delete_on_release, on_lost=on_lost,
+            ),
+        )
+
+    def get_lock(self, key: str, *, sort_key: str | None = None) -> LockInfo | None:
+        """The lock's record as stored (one consistent read), or ``None``."""
+        info: LockInfo | None = self._native.get_lock(key, sort_key, False)
+        return info
+
+    async def get_lock_async(self, key: str, *, sort_key: str | None = None) -> LockInfo | None:
+        """``get_lock``, awaited."""
+        info: LockInfo | None = await self._native.get_lock(key, sort_key, True)
+        return info
+
+    def list_locks(self, *, partition: str | None = None) -> list[LockInfo]:
+        """Every lock in the store, or under one key (``partition``) of a table with sort keys."""
+        locks: list[LockInfo] = self._native.list_locks(partition, False)
+        return locks
+
+    async def list_locks_async(self, *, partition: str | None = None) -> list[LockInfo]:
+        """``list_locks``, awaited."""
+        locks: list[LockInfo] = await self._native.list_locks(partition, True)
+        return locks
+
+    def force_release(self, key: str, *, sort_key: str | None = None) -> LockInfo | None:
+        """Release ``key`` whoever holds it (an operator's tool for a stuck lock).
+
+        Returns the lock as it was, or ``None`` if it was vacant. The holder,
+        if alive, learns of it on its next heartbeat; until then fences guard
+        the resource.
+        """
+        info: LockInfo | None = self._native.force_release(key, sort_key, False)
+        return info
+
+    async def force_release_async(self, key: str, *, sort_key: str | None = None) -> LockInfo | None:
+        """``force_release``, awaited."""
+        info: LockInfo | None = await self._native.force_release(key, sort_key, True)
+        return info
+
+    def held_keys(self) -> list[tuple[str, str | None]]:
+        """The ``(key, sort_key)`` of each lock this client holds."""
+        return self._native.held_keys()
+
+    def close(self) -> dict[str, Any]:
+        """Stop heartbeats and release every lock still held, within the shutdown timeout.
+
+        Returns what happened: ``{"released": [...], "failed": [(key,
+        message), ...], "timed_out": [...]}``. Later calls on the client raise
+        ``ClientClosed``; closing again does nothing.
+        """
+        report: dict[str, Any] = self._native.close(False)
+        return report
+
+    async def close_async(self) -> dict[str, Any]:
+        """``close``, awaited."""
+        report: dict[str, Any] = await self._native.close(True)
+        return report
+
+    def _close_at_exit(self) -> None:
+        report = self.close()
+        for key, message in report["failed"]:
+            logger.warning("at exit, lock %s could not be released: %s", key, message)
+        for key in report["timed_out"]:
+            logger.warning("at exit, lock %s was not released within the shutdown timeout", key)
+
+    def __enter__(self) -> LockClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> LockClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close_async()
+
+    def __repr__(self) -> str:
+        return f"LockClient(owner={self.owner!r}, lease={self.lease})"
+
+
+class LockContext:
+    """What ``LockClient.lock`` returns: acquires on entry, releases on exit (``with`` or ``async with``)."""
+
+    def __init__(self, client: LockClient, arguments: dict[str, Any]) -> None:
+        self._client = client
+        self._arguments = arguments
+        self._lock: Lock | None = None
+
+    def __enter__(self) -> Lock:
+        self._lock = self._client.acquire(**self._arguments)
+        return self._lock
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return
+        if exc is None:
+            lock.release()
+            return
+        try:
+            lock.release()
+        except Exception:
+            logger.exception("releasing lock %s after an exception in its block failed", lock.key)
+
+    async def __aenter__(self) -> Lock:
+        self._lock = await self._client.acquire_async(**self._arguments)
+        return self._lock
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return
+        if exc is None:
+            await lock.release_async()
+            return
+        try:
+            await lock.release_async()
+        except Exception:
+            logger.exception("releasing lock %s after an exception in its block failed", lock.key)

@@ -1,0 +1,131 @@
+"""The exceptions of lease_lock: one base class, one subclass per kind of error."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._types import LostReason
+
+__all__ = [
+    "LockError",
+    "AcquireTimeout",
+    "NotOwned",
+    "LockLost",
+    "AlreadyHeld",
+    "LockNotFound",
+    "ConfigError",
+    "InvalidInput",
+    "StoreError",
+    "StoreSetupError",
+    "ClientClosed",
+    "ForkedError",
+]
+
+
+class LockError(Exception):
+    """Base class of every error lease_lock raises.
+
+    ``retryable`` says whether the same call may succeed if made again later
+    (the lock was busy, or the store failed in a way that can pass); it is
+    False for what another attempt cannot change (bad configuration or input,
+    a missing table, refused credentials, a lost lock, a closed client).
+    """
+
+    retryable: bool
+
+    def __init__(self, message: str, *, retryable: bool = False, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+
+class AcquireTimeout(LockError, TimeoutError):
+    """The wait ran out while another owner held the lock.
+
+    ``holder`` is the owner last seen holding it (``None`` if the store kept
+    failing); ``waited`` the seconds waited. Pass a longer ``wait`` to wait
+    longer.
+    """
+
+    key: str
+    sort_key: str | None
+    holder: str | None
+    waited: float
+
+
+class NotOwned(LockError):
+    """The lock is not held by this client at the version named: nothing was written.
+
+    ``owner`` is the current owner, if any.
+    """
+
+    key: str
+    sort_key: str | None
+    owner: str | None
+
+
+class LockLost(LockError):
+    """The lease can no longer be trusted (stolen, expired, in danger, past its max hold).
+
+    ``reason`` says which. Work done under the lock since then may have
+    overlapped another holder's: that is what fences are for.
+    """
+
+    key: str
+    sort_key: str | None
+    reason: LostReason
+
+
+class AlreadyHeld(LockError):
+    """A one-attempt acquire found the lock held or being acquired by this same client.
+
+    Give the acquire a ``wait`` to queue for it instead.
+    """
+
+    key: str
+    sort_key: str | None
+
+
+class LockNotFound(LockError):
+    """``only_if_exists=True`` was asked and the lock has no record."""
+
+    key: str
+    sort_key: str | None
+
+
+class ConfigError(LockError, ValueError):
+    """The client's settings or an acquire's options are invalid; the message says what to change."""
+
+
+class InvalidInput(LockError, ValueError):
+    """A key, data or argument is invalid for this store; nothing was written."""
+
+
+class StoreError(LockError):
+    """The store failed in a way retries did not fix, or that is not retryable.
+
+    ``kind`` is one of ``"throttled"``, ``"unavailable"``, ``"ambiguous"``,
+    ``"not_found"`` (no such table), ``"invalid"``, ``"unauthorized"``,
+    ``"other"``.
+    """
+
+    kind: str
+
+
+class StoreSetupError(LockError):
+    """A store could not be built, or its table or schema created or validated."""
+
+
+class ClientClosed(LockError):
+    """The client was closed; make a new one."""
+
+
+class ForkedError(LockError):
+    """A client, store or lock made before ``os.fork()`` was used in the child.
+
+    The child has none of the parent's threads: create the store and the
+    client again in the child.
+    """

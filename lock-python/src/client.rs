@@ -1,0 +1,343 @@
+//! `lease_lock._native.Client`: the Rust `LockClient` for the Python
+//! `lease_lock.LockClient`, which gives it keyword arguments, `timedelta`s
+//! and the `with` / `async with` forms. Every call here takes plain
+//! arguments and an `is_async` flag: blocking (the GIL released) or an
+//! asyncio awaitable.
+
+use std::sync::Arc;
+
+use futures_util::TryStreamExt;
+use lock_core::{AcquireOptions, ListOptions, LockClient, LockError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::convert;
+use crate::errors;
+use crate::lock::{Lock, lock_info};
+use crate::runtime::ProcessRuntime;
+use crate::stores;
+
+/// A lock client on one store (see `lease_lock.LockClient`).
+#[pyclass(module = "lease_lock._native", name = "Client", frozen)]
+pub(crate) struct Client {
+    client: Option<LockClient>,
+    runtime: Arc<ProcessRuntime>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("owner", &self.client().owner())
+            .finish()
+    }
+}
+
+impl Client {
+    fn client(&self) -> &LockClient {
+        // Some until dropped.
+        self.client.as_ref().unwrap_or_else(|| unreachable!())
+    }
+
+    fn run<T, F, C>(
+        &self,
+        py: Python<'_>,
+        is_async: bool,
+        future: F,
+        convert: C,
+    ) -> PyResult<Py<PyAny>>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = T> + Send + 'static,
+        C: for<'a> FnOnce(Python<'a>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+    {
+        if is_async {
+            Ok(self.runtime.awaitable(py, future, convert)?.unbind())
+        } else {
+            let output = self.runtime.block_on(py, future)?;
+            convert(py, output)
+        }
+    }
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (store, owner=None, lease=None, heartbeat=None, refresh=None, max_clock_drift=None, safety_margin=None, shutdown_timeout=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        store: &Bound<'_, PyAny>,
+        owner: Option<String>,
+        lease: Option<f64>,
+        heartbeat: Option<f64>,
+        refresh: Option<f64>,
+        max_clock_drift: Option<f64>,
+        safety_margin: Option<f64>,
+        shutdown_timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let parts = stores::parts(py, store)?;
+        let mut builder = LockClient::builder_shared(parts.store);
+        if let Some(owner) = owner {
+            builder = builder.owner(owner);
+        }
+        if let Some(lease) = convert::optional(py, "lease", lease)? {
+            builder = builder.lease(lease);
+        }
+        if let Some(period) = convert::optional(py, "heartbeat", heartbeat)? {
+            builder = builder.heartbeat_period(period);
+        }
+        if let Some(period) = convert::optional(py, "refresh", refresh)? {
+            builder = builder.refresh_period(period);
+        }
+        if let Some(drift) = max_clock_drift {
+            builder = builder.max_clock_drift(drift);
+        }
+        if let Some(margin) = convert::optional(py, "safety_margin", safety_margin)? {
+            builder = builder.safety_margin(margin);
+        }
+        if let Some(timeout) = convert::optional(py, "shutdown_timeout", shutdown_timeout)? {
+            builder = builder.shutdown_timeout(timeout);
+        }
+        let client = {
+            let _entered = parts.runtime.handle().enter();
+            builder
+                .build()
+                .map_err(|error| errors::lock_error(py, error))?
+        };
+        Ok(Self {
+            client: Some(client),
+            runtime: parts.runtime,
+        })
+    }
+
+    /// The owner name this client writes into its locks.
+    #[getter]
+    fn owner(&self) -> &str {
+        self.client().owner()
+    }
+
+    /// The default lease, in seconds.
+    #[getter]
+    fn lease(&self) -> f64 {
+        self.client().lease().as_secs_f64()
+    }
+
+    /// The heartbeat period, in seconds.
+    #[getter]
+    fn heartbeat(&self) -> f64 {
+        self.client().heartbeat_period().as_secs_f64()
+    }
+
+    /// Acquire `key` (`try_once`: one attempt, `None` when busy).
+    #[pyo3(signature = (key, sort_key, try_once, is_async, wait, lease, data, min_hold, max_hold, refresh, busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        key: String,
+        sort_key: Option<String>,
+        try_once: bool,
+        is_async: bool,
+        wait: Option<f64>,
+        lease: Option<f64>,
+        data: Option<Vec<u8>>,
+        min_hold: Option<f64>,
+        max_hold: Option<f64>,
+        refresh: Option<f64>,
+        busy_unless_dead: bool,
+        only_if_exists: bool,
+        reentrant: bool,
+        delete_on_release: bool,
+        on_lost: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let key = convert::key(key, sort_key);
+        let mut options = AcquireOptions::new()
+            .busy_unless_dead(busy_unless_dead)
+            .only_if_exists(only_if_exists)
+            .reentrant(reentrant)
+            .delete_on_release(delete_on_release);
+        if let Some(wait) = convert::optional(py, "wait", wait)? {
+            options = options.wait(wait);
+        }
+        if let Some(lease) = convert::optional(py, "lease", lease)? {
+            options = options.lease(lease);
+        }
+        if let Some(data) = data {
+            options = options.data(data);
+        }
+        if let Some(hold) = convert::optional(py, "min_hold", min_hold)? {
+            options = options.min_hold(hold);
+        }
+        if let Some(limit) = convert::optional(py, "max_hold", max_hold)? {
+            options = options.max_hold(limit);
+        }
+        if let Some(period) = convert::optional(py, "refresh", refresh)? {
+            options = options.refresh_period(period);
+        }
+        let client = self.client().clone();
+        let runtime = self.runtime.clone();
+        let made = move |py: Python<'_>, guard: lock_core::LockGuard| -> PyResult<Py<PyAny>> {
+            let lock = Lock::new(guard, runtime);
+            if let Some(callback) = on_lost {
+                lock.on_lost(py, callback)?;
+            }
+            Ok(Py::new(py, lock)?.into_any())
+        };
+        if try_once {
+            self.run(
+                py,
+                is_async,
+                async move { client.try_acquire(key, options).await },
+                move |py, result| match result {
+                    Ok(Some(guard)) => made(py, guard),
+                    Ok(None) => Ok(py.None()),
+                    Err(error) => Err(errors::lock_error(py, error)),
+                },
+            )
+        } else {
+            self.run(
+                py,
+                is_async,
+                async move { client.acquire(key, options).await },
+                move |py, result| match result {
+                    Ok(guard) => made(py, guard),
+                    Err(error) => Err(errors::lock_error(py, error)),
+                },
+            )
+        }
+    }
+
+    /// The lock's record as stored (`LockInfo`), or `None`.
+    #[pyo3(signature = (key, sort_key, is_async))]
+    fn get_lock(
+        &self,
+        py: Python<'_>,
+        key: String,
+        sort_key: Option<String>,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let client = self.client().clone();
+        let key = convert::key(key, sort_key);
+        self.run(
+            py,
+            is_async,
+            async move { client.get_lock(key).await },
+            |py, result| match result {
+                Ok(Some(info)) => lock_info(py, info),
+                Ok(None) => Ok(py.None()),
+                Err(error) => Err(errors::lock_error(py, error)),
+            },
+        )
+    }
+
+    /// Every lock in the store (or in one partition), as `LockInfo`s.
+    #[pyo3(signature = (partition, is_async))]
+    fn list_locks(
+        &self,
+        py: Python<'_>,
+        partition: Option<String>,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let client = self.client().clone();
+        let mut options = ListOptions::new();
+        if let Some(partition) = partition {
+            options = options.partition(partition);
+        }
+        self.run(
+            py,
+            is_async,
+            async move { client.list_all(options).try_collect::<Vec<_>>().await },
+            |py, result| {
+                let locks = result.map_err(|error| errors::lock_error(py, error))?;
+                let out = PyList::empty(py);
+                for info in locks {
+                    out.append(lock_info(py, info)?)?;
+                }
+                Ok(out.into_any().unbind())
+            },
+        )
+    }
+
+    /// Release `key` whoever holds it; the lock as it was, or `None`.
+    #[pyo3(signature = (key, sort_key, is_async))]
+    fn force_release(
+        &self,
+        py: Python<'_>,
+        key: String,
+        sort_key: Option<String>,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let client = self.client().clone();
+        let key = convert::key(key, sort_key);
+        self.run(
+            py,
+            is_async,
+            async move { client.force_release(key).await },
+            |py, result| match result {
+                Ok(Some(info)) => lock_info(py, info),
+                Ok(None) => Ok(py.None()),
+                Err(error) => Err(errors::lock_error(py, error)),
+            },
+        )
+    }
+
+    /// The keys this client holds, as `(key, sort_key)` pairs.
+    fn held_keys(&self) -> Vec<(String, Option<String>)> {
+        self.client()
+            .held_keys()
+            .into_iter()
+            .map(|key| (key.partition().to_owned(), key.sort().map(str::to_owned)))
+            .collect()
+    }
+
+    /// Stop heartbeats and release every held lock; returns a dict of the
+    /// keys `released`, `failed` (with the error's message) and `timed_out`.
+    /// Closing twice does nothing.
+    #[pyo3(signature = (is_async))]
+    fn close(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
+        let client = self.client().clone();
+        self.run(
+            py,
+            is_async,
+            async move { client.shutdown().await },
+            |py, result| {
+                let report = match result {
+                    Ok(report) => report,
+                    Err(LockError::Shutdown) => Default::default(),
+                    Err(error) => return Err(errors::lock_error(py, error)),
+                };
+                let out = PyDict::new(py);
+                let names = |keys: &[lock_core::LockKey]| {
+                    keys.iter().map(ToString::to_string).collect::<Vec<_>>()
+                };
+                out.set_item("released", names(&report.released))?;
+                out.set_item(
+                    "failed",
+                    report
+                        .failed
+                        .iter()
+                        .map(|(key, error)| (key.to_string(), errors::chain(error)))
+                        .collect::<Vec<_>>(),
+                )?;
+                out.set_item("timed_out", names(&report.timed_out))?;
+                Ok(out.into_any().unbind())
+            },
+        )
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        if self.runtime.pid().is_current() {
+            // Dropping the last handle finishes the releases still running.
+            let _entered = self.runtime.handle().enter();
+            drop(client);
+        } else {
+            // A copy made by fork(): its locks are the parent's.
+            std::mem::forget(client);
+        }
+    }
+}

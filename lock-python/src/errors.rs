@@ -1,0 +1,195 @@
+//! Rust errors as the Python exceptions of `lease_lock._errors`.
+//!
+//! The classes are written in Python (so `AcquireTimeout` can also be a
+//! `TimeoutError`, and `ConfigError` a `ValueError`, as Python users catch
+//! them); this module picks the class for each error kind of the Rust client
+//! and fills in its attributes. The message is the error's whole chain, one
+//! layer after another, since Python code cannot walk the Rust sources.
+
+use std::error::Error as StdError;
+
+use lock_core::{LockError, StoreError, StoreErrorKind};
+use pyo3::BoundObject;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
+
+use crate::lock::lost_reason;
+
+/// `Display` of `error` and of each of its sources, joined by ": ".
+pub(crate) fn chain(error: &(dyn StdError + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(next) = source {
+        let line = next.to_string();
+        // Some layers repeat their source's text; say each thing once.
+        if !text.ends_with(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        source = next.source();
+    }
+    text
+}
+
+/// An exception of class `name` from `lease_lock._errors`, with `message`,
+/// `retryable` and the attributes in `fields`.
+fn raise(
+    py: Python<'_>,
+    name: &str,
+    message: String,
+    retryable: bool,
+    fields: &[(&str, Py<PyAny>)],
+) -> PyErr {
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    let made = (|| -> PyResult<PyErr> {
+        let module =
+            MODULE.get_or_try_init(py, || py.import("lease_lock._errors").map(Bound::unbind))?;
+        let class = module.bind(py).getattr(name)?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("retryable", retryable)?;
+        for (field, value) in fields {
+            kwargs.set_item(*field, value)?;
+        }
+        let instance = class.call((message,), Some(&kwargs))?;
+        Ok(PyErr::from_value(instance))
+    })();
+    made.unwrap_or_else(|error| error)
+}
+
+fn object<'py, T: IntoPyObject<'py>>(py: Python<'py>, value: T) -> Py<PyAny> {
+    match value.into_pyobject(py) {
+        Ok(bound) => bound.into_any().unbind(),
+        Err(_) => py.None(),
+    }
+}
+
+/// The exception for an error of the lock client.
+pub(crate) fn lock_error(py: Python<'_>, error: LockError) -> PyErr {
+    let message = chain(&error);
+    let retryable = error.is_retryable();
+    match &error {
+        LockError::AcquireTimeout {
+            key,
+            holder,
+            waited,
+        } => raise(
+            py,
+            "AcquireTimeout",
+            message,
+            retryable,
+            &[
+                ("key", object(py, key.partition())),
+                ("sort_key", object(py, key.sort())),
+                ("holder", object(py, holder.as_deref())),
+                ("waited", object(py, waited.as_secs_f64())),
+            ],
+        ),
+        LockError::NotOwned { key, owner } => raise(
+            py,
+            "NotOwned",
+            message,
+            retryable,
+            &[
+                ("key", object(py, key.partition())),
+                ("sort_key", object(py, key.sort())),
+                ("owner", object(py, owner.as_deref())),
+            ],
+        ),
+        LockError::Lost { key, reason } => {
+            let reason = match lost_reason(py, reason) {
+                Ok(reason) => reason,
+                Err(error) => return error,
+            };
+            raise(
+                py,
+                "LockLost",
+                message,
+                retryable,
+                &[
+                    ("key", object(py, key.partition())),
+                    ("sort_key", object(py, key.sort())),
+                    ("reason", reason),
+                ],
+            )
+        }
+        LockError::AlreadyHeld { key } => raise(
+            py,
+            "AlreadyHeld",
+            message,
+            retryable,
+            &[
+                ("key", object(py, key.partition())),
+                ("sort_key", object(py, key.sort())),
+            ],
+        ),
+        LockError::NotFound { key } => raise(
+            py,
+            "LockNotFound",
+            message,
+            retryable,
+            &[
+                ("key", object(py, key.partition())),
+                ("sort_key", object(py, key.sort())),
+            ],
+        ),
+        LockError::InvalidConfig(_) => raise(py, "ConfigError", message, retryable, &[]),
+        LockError::InvalidInput { .. } => raise(py, "InvalidInput", message, retryable, &[]),
+        LockError::Store { source, .. } | LockError::List { source, .. } => {
+            store_error_with(py, source, message, retryable)
+        }
+        LockError::Shutdown => raise(py, "ClientClosed", message, retryable, &[]),
+        _ => raise(py, "LockError", message, retryable, &[]),
+    }
+}
+
+fn store_error_with(
+    py: Python<'_>,
+    source: &StoreError,
+    message: String,
+    retryable: bool,
+) -> PyErr {
+    raise(
+        py,
+        "StoreError",
+        message,
+        retryable,
+        &[("kind", object(py, kind_name(source.kind())))],
+    )
+}
+
+/// A store's kind of failure as the `kind` attribute of `StoreError`.
+fn kind_name(kind: StoreErrorKind) -> &'static str {
+    match kind {
+        StoreErrorKind::Throttled => "throttled",
+        StoreErrorKind::Unavailable => "unavailable",
+        StoreErrorKind::Ambiguous => "ambiguous",
+        StoreErrorKind::NotFound => "not_found",
+        StoreErrorKind::Invalid => "invalid",
+        StoreErrorKind::Unauthorized => "unauthorized",
+        _ => "other",
+    }
+}
+
+/// A store that could not be built, or a table or schema that could not be
+/// created or validated: `StoreSetupError`.
+pub(crate) fn setup_error(py: Python<'_>, error: &(dyn StdError + 'static)) -> PyErr {
+    raise(py, "StoreSetupError", chain(error), false, &[])
+}
+
+/// Input the Python layer refused before calling the client: `InvalidInput`
+/// (a `ValueError`).
+pub(crate) fn invalid_input(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    raise(py, "InvalidInput", message.into(), false, &[])
+}
+
+/// A client, store or lock used in a child of `fork()`: `ForkedError`.
+pub(crate) fn forked(py: Python<'_>, message: String) -> PyErr {
+    raise(py, "ForkedError", message, false, &[])
+}
+
+/// The runtime itself failed: not the user's input, so a `RuntimeError`.
+pub(crate) fn runtime_failed(message: impl Into<String>) -> PyErr {
+    PyRuntimeError::new_err(message.into())
+}

@@ -1,0 +1,49 @@
+//! `lease_lock._native`: the Rust core of the Python package `lease_lock`.
+//!
+//! The Python package (`lock-python/python/lease_lock`) is what users import;
+//! this extension module runs the lock client of `lock-core` on a tokio
+//! runtime of its own, so heartbeats go on while Python threads hold the GIL.
+//! The package's Python layer adds keyword arguments, `timedelta`s, the
+//! `with` and `async with` forms, the callback thread and the exceptions.
+//! Built and installed with `pip install ./lock-python` (maturin).
+//!
+//! ```python
+//! import lease_lock
+//!
+//! client = lease_lock.LockClient(lease_lock.MemoryStore(), owner="worker-1")
+//! with client.lock("nightly-report", wait=30) as lock:
+//!     print("fence", lock.fence)
+//! client.close()
+//! ```
+//!
+//! The modules, in the order a call goes through them: [`convert`] checks
+//! arguments, [`client`] and [`stores`] make the Rust calls, [`runtime`] runs
+//! them (blocking or as asyncio futures), [`lock`] wraps what they return,
+//! [`errors`] turns failures into exceptions, and [`events`] carries
+//! callbacks and log records back to a Python thread.
+
+mod client;
+mod convert;
+mod credentials;
+mod errors;
+mod events;
+mod lock;
+mod runtime;
+mod stores;
+
+use pyo3::prelude::*;
+
+/// The extension module.
+#[pymodule]
+fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    events::install_logging();
+    module.add_class::<client::Client>()?;
+    module.add_class::<lock::Lock>()?;
+    module.add_class::<stores::MemoryStore>()?;
+    module.add_class::<stores::DynamoDBStore>()?;
+    module.add_class::<stores::PostgresStore>()?;
+    module.add_function(wrap_pyfunction!(events::next_events, module)?)?;
+    module.add_function(wrap_pyfunction!(events::set_log_level, module)?)?;
+    module.add_function(wrap_pyfunction!(events::after_fork_in_child, module)?)?;
+    Ok(())
+}

@@ -1,0 +1,444 @@
+//! `lease_lock.Lock`: a held lock (a `LockGuard`), and the value objects the
+//! client returns (`LostReason`, `LockInfo`, `Takeover`, `LeaseState`, all
+//! classes of `lease_lock._types`).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lock_core::{LeaseState, LockError, LockGuard, LockInfo, LockView, LostReason};
+use pyo3::BoundObject;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::errors;
+use crate::runtime::ProcessRuntime;
+
+/// A class of `lease_lock._types`, called with keyword arguments.
+fn make<'py>(
+    py: Python<'py>,
+    name: &'static str,
+    fields: &[(&str, Py<PyAny>)],
+) -> PyResult<Py<PyAny>> {
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    let module =
+        MODULE.get_or_try_init(py, || py.import("lease_lock._types").map(Bound::unbind))?;
+    let kwargs = PyDict::new(py);
+    for (field, value) in fields {
+        kwargs.set_item(*field, value)?;
+    }
+    Ok(module
+        .bind(py)
+        .getattr(name)?
+        .call((), Some(&kwargs))?
+        .unbind())
+}
+
+fn obj<'py, T: IntoPyObject<'py>>(py: Python<'py>, value: T) -> PyResult<Py<PyAny>> {
+    value
+        .into_pyobject(py)
+        .map(|bound| bound.into_any().unbind())
+        .map_err(Into::into)
+}
+
+fn bytes(py: Python<'_>, data: Option<&[u8]>) -> Py<PyAny> {
+    match data {
+        Some(data) => PyBytes::new(py, data).into_any().unbind(),
+        None => py.None(),
+    }
+}
+
+/// `LostReason(kind, owner, limit, message)`.
+pub(crate) fn lost_reason(py: Python<'_>, reason: &LostReason) -> PyResult<Py<PyAny>> {
+    let (kind, owner, limit) = match reason {
+        LostReason::Stolen { owner } => ("stolen", owner.clone(), None),
+        LostReason::Expired => ("expired", None, None),
+        LostReason::InDanger => ("in_danger", None, None),
+        LostReason::Released => ("released", None, None),
+        LostReason::MaxHold { limit } => ("max_hold", None, Some(limit.as_secs_f64())),
+        _ => ("other", None, None),
+    };
+    make(
+        py,
+        "LostReason",
+        &[
+            ("kind", obj(py, kind)?),
+            ("owner", obj(py, owner)?),
+            ("limit", obj(py, limit)?),
+            ("message", obj(py, reason.to_string())?),
+        ],
+    )
+}
+
+/// `LockInfo(...)` for one stored lock.
+pub(crate) fn lock_info(py: Python<'_>, info: LockInfo) -> PyResult<Py<PyAny>> {
+    make(
+        py,
+        "LockInfo",
+        &[
+            ("key", obj(py, info.key.partition())?),
+            ("sort_key", obj(py, info.key.sort())?),
+            ("owner", obj(py, info.owner)?),
+            ("fence", obj(py, info.fence.0)?),
+            ("lease", obj(py, info.lease.as_secs_f64())?),
+            ("released", obj(py, info.released)?),
+            ("data", bytes(py, info.data.as_deref())),
+            ("held_by_this_client", obj(py, info.held_by_this_client)?),
+            ("version", obj(py, info.version)?),
+        ],
+    )
+}
+
+/// A held lock. Returned by `LockClient.acquire` and `try_acquire`; released by
+/// `release()`, by leaving a `with` block, or (in the background) when it is
+/// garbage collected.
+///
+/// While held, heartbeats on the runtime's threads keep the lease alive,
+/// whatever the Python threads are doing. Send `fence` with every write to
+/// the resource the lock protects; check `is_safe` (or wait on `lost()`)
+/// before acting under it.
+#[pyclass(module = "lease_lock._native", name = "Lock", frozen, weakref)]
+pub(crate) struct Lock {
+    view: LockView,
+    guard: Mutex<Option<LockGuard>>,
+    runtime: Arc<ProcessRuntime>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("key", self.view.key())
+            .field("fence", &self.view.fence())
+            .finish()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(guard: LockGuard, runtime: Arc<ProcessRuntime>) -> Self {
+        Self {
+            view: guard.view(),
+            guard: Mutex::new(Some(guard)),
+            runtime,
+        }
+    }
+
+    fn slot(&self) -> MutexGuard<'_, Option<LockGuard>> {
+        self.guard
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The guard, taken out to be released; `None` once released.
+    fn take(&self, py: Python<'_>) -> PyResult<Option<LockGuard>> {
+        self.runtime.pid().check(py)?;
+        Ok(self.slot().take())
+    }
+
+    fn run<T, F, C>(
+        &self,
+        py: Python<'_>,
+        is_async: bool,
+        future: F,
+        convert: C,
+    ) -> PyResult<Py<PyAny>>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = T> + Send + 'static,
+        C: for<'a> FnOnce(Python<'a>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+    {
+        if is_async {
+            Ok(self.runtime.awaitable(py, future, convert)?.unbind())
+        } else {
+            let output = self.runtime.block_on(py, future)?;
+            convert(py, output)
+        }
+    }
+}
+
+impl Lock {
+    fn write_data(
+        &self,
+        py: Python<'_>,
+        data: Option<Vec<u8>>,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        self.runtime.pid().check(py)?;
+        let view = self.view.clone();
+        self.run(
+            py,
+            is_async,
+            async move {
+                match data {
+                    Some(data) => view.set_data(data).await,
+                    None => view.clear_data().await,
+                }
+            },
+            unit,
+        )
+    }
+
+    fn leave(
+        &self,
+        py: Python<'_>,
+        data: Option<Vec<u8>>,
+        delete: bool,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        if data.is_some() && delete {
+            return Err(errors::invalid_input(
+                py,
+                "release(data=..., delete=True) deletes the record the data would be stored in: pass one of them",
+            ));
+        }
+        let Some(guard) = self.take(py)? else {
+            return self.run(py, is_async, async { Ok(()) }, unit);
+        };
+        self.run(
+            py,
+            is_async,
+            async move {
+                match (data, delete) {
+                    (Some(data), _) => guard.release_with_data(data).await,
+                    (None, true) => guard.release_and_delete().await,
+                    (None, false) => guard.release().await,
+                }
+            },
+            unit,
+        )
+    }
+}
+
+fn unit(py: Python<'_>, result: Result<(), LockError>) -> PyResult<Py<PyAny>> {
+    result
+        .map(|()| py.None())
+        .map_err(|error| errors::lock_error(py, error))
+}
+
+#[pymethods]
+impl Lock {
+    /// The lock's key (the partition key).
+    #[getter]
+    fn key(&self) -> &str {
+        self.view.key().partition()
+    }
+
+    /// The sort key, for locks stored under one; otherwise `None`.
+    #[getter]
+    fn sort_key(&self) -> Option<&str> {
+        self.view.key().sort()
+    }
+
+    /// The owner name written in the record (the client's).
+    #[getter]
+    fn owner(&self) -> &str {
+        self.view.owner()
+    }
+
+    /// The fencing token of this acquisition: higher than every earlier
+    /// holder's. Send it with each write to the protected resource and have the
+    /// resource refuse writes with a lower one.
+    #[getter]
+    fn fence(&self) -> u64 {
+        self.view.fence().0
+    }
+
+    /// The lease this lock was acquired with, in seconds.
+    #[getter]
+    fn lease(&self) -> f64 {
+        self.view.lease().as_secs_f64()
+    }
+
+    /// Seconds of safe time left before the next heartbeat must land (0 once
+    /// the lease can no longer be trusted).
+    #[getter]
+    fn remaining(&self) -> f64 {
+        self.view.remaining().as_secs_f64()
+    }
+
+    /// True while the lease is safe to act under.
+    #[getter]
+    fn is_safe(&self) -> bool {
+        self.view.is_safe()
+    }
+
+    /// `LeaseState.SAFE`, `LeaseState.IN_DANGER` (stop starting work) or
+    /// `LeaseState.LOST` (see `lost_reason`).
+    #[getter]
+    fn state(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let name = match self.view.state() {
+            LeaseState::Safe { .. } => "SAFE",
+            LeaseState::InDanger { .. } => "IN_DANGER",
+            _ => "LOST",
+        };
+        static STATES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let states = STATES.import(py, "lease_lock._types", "LeaseState")?;
+        Ok(states.getattr(name)?.unbind())
+    }
+
+    /// Why the lease can no longer be trusted, or `None` while it can.
+    #[getter]
+    fn lost_reason(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        match self.view.state() {
+            LeaseState::Lost { reason } => lost_reason(py, &reason).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// The data stored with the lock (`bytes`), or `None`.
+    #[getter]
+    fn data(&self, py: Python<'_>) -> Py<PyAny> {
+        bytes(py, self.view.data().as_deref())
+    }
+
+    /// When this acquire took over a holder that stopped heartbeating (a
+    /// crash): what that holder left (`Takeover`); otherwise `None`.
+    #[getter]
+    fn took_over(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let Some(takeover) = self.view.took_over() else {
+            return Ok(None);
+        };
+        make(
+            py,
+            "Takeover",
+            &[
+                ("owner", obj(py, takeover.owner.as_str())?),
+                ("fence", obj(py, takeover.fence.0)?),
+                ("data", bytes(py, takeover.data.as_deref())),
+            ],
+        )
+        .map(Some)
+    }
+
+    /// False once `release()` was called (or the `with` block left).
+    #[getter]
+    fn held(&self) -> bool {
+        self.slot().is_some()
+    }
+
+    /// Replace the data stored with the lock (one conditional write), or
+    /// clear it with `None`.
+    fn set_data(&self, py: Python<'_>, data: Option<Vec<u8>>) -> PyResult<Py<PyAny>> {
+        self.write_data(py, data, false)
+    }
+
+    /// `set_data`, awaited.
+    fn set_data_async(&self, py: Python<'_>, data: Option<Vec<u8>>) -> PyResult<Py<PyAny>> {
+        self.write_data(py, data, true)
+    }
+
+    /// Release the lock (one conditional write); with `data`, store it in the
+    /// released record for the next holder; with `delete=True`, delete the
+    /// record instead. Releasing twice does nothing. Raises `LockLost` if the
+    /// lease was lost before the release.
+    #[pyo3(signature = (*, data=None, delete=false))]
+    fn release(&self, py: Python<'_>, data: Option<Vec<u8>>, delete: bool) -> PyResult<Py<PyAny>> {
+        self.leave(py, data, delete, false)
+    }
+
+    /// `release`, awaited.
+    #[pyo3(signature = (*, data=None, delete=false))]
+    fn release_async(
+        &self,
+        py: Python<'_>,
+        data: Option<Vec<u8>>,
+        delete: bool,
+    ) -> PyResult<Py<PyAny>> {
+        self.leave(py, data, delete, true)
+    }
+
+    /// Run the awaitable `work` and return its result, cancelling it as soon
+    /// as the lease can no longer be trusted (then `LockLost` is raised).
+    fn run_until_lost<'py>(
+        slf: &Bound<'py, Self>,
+        work: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("lease_lock._bridge")?
+            .getattr("run_until_lost")?
+            .call1((slf, work))
+    }
+
+    /// An awaitable that resolves with a `LostReason` once the lease can no
+    /// longer be trusted (also when the lock is released).
+    fn lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lost = self.view.lost();
+        self.runtime
+            .awaitable(py, lost, |py, reason| lost_reason(py, &reason))
+    }
+
+    /// Block until the lease can no longer be trusted and return why, or
+    /// return `None` after `timeout` seconds (`None`: no limit).
+    #[pyo3(signature = (timeout=None))]
+    fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
+        let lost = self.view.lost();
+        let limit = match timeout {
+            Some(seconds) => Some(crate::convert::duration(py, "timeout", seconds)?),
+            None => None,
+        };
+        let reason = self.runtime.block_on(py, async move {
+            match limit {
+                Some(limit) => tokio::time::timeout(limit, lost).await.ok(),
+                None => Some(lost.await),
+            }
+        })?;
+        reason.map(|reason| lost_reason(py, &reason)).transpose()
+    }
+
+    /// Call `callback(reason)` on the package's callback thread when the lease
+    /// can no longer be trusted (not when it is released). Exceptions it
+    /// raises are logged to the `lease_lock` logger.
+    pub(crate) fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+        self.runtime.pid().check(py)?;
+        let lost = self.view.lost();
+        self.runtime.handle().spawn(async move {
+            let reason = lost.await;
+            if reason != LostReason::Released {
+                crate::events::call_on_lost(callback, reason);
+            }
+            // Otherwise dropped here without the GIL: PyO3 defers the
+            // reference count to the next thread that holds it.
+        });
+        Ok(())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.leave(py, None, false, false)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<Lock {} fence={} {}>",
+            self.view.key(),
+            self.view.fence().0,
+            if self.slot().is_some() {
+                "held"
+            } else {
+                "released"
+            }
+        )
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let guard = self
+            .guard
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        let Some(guard) = guard else { return };
+        if self.runtime.pid().is_current() {
+            // The guard's drop starts its release on the runtime.
+            let _entered = self.runtime.handle().enter();
+            drop(guard);
+        } else {
+            // A copy made by fork(): the parent holds and releases it.
+            std::mem::forget(guard);
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The tokio runtime the locks run on, and the two ways Python waits for it:
+//! blocking (the GIL released, Ctrl-C still heard) and asyncio (a future of
+//! the caller's event loop, completed from the runtime).
+//!
+//! One runtime per process. A runtime's threads do not survive `fork()`: in a
+//! child, the parent's runtime would accept work and never run it. So the
+//! runtime is kept with the process id that made it, a child gets a runtime
+//! of its own on first use, and everything made on the parent's runtime
+//! (clients, stores, locks) refuses to run in the child ([`Pid::check`]).
+
+use std::future::Future;
+use std::sync::mpsc::{RecvTimeoutError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyCFunction;
+
+use crate::errors;
+
+/// How often a blocking wait looks for a signal (Ctrl-C): Python runs signal
+/// handlers only when the main thread asks, and the issue's bound is 100 ms.
+const SIGNAL_CHECK: Duration = Duration::from_millis(20);
+
+/// A runtime and the process that started it.
+#[derive(Debug)]
+pub(crate) struct ProcessRuntime {
+    runtime: tokio::runtime::Runtime,
+    pid: Pid,
+}
+
+static RUNTIME: Mutex<Option<Arc<ProcessRuntime>>> = Mutex::new(None);
+
+/// The runtime of this process, started on first use.
+pub(crate) fn runtime() -> PyResult<Arc<ProcessRuntime>> {
+    let mut slot = RUNTIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let current = Pid::current();
+    if let Some(existing) = slot.as_ref() {
+        if existing.pid == current {
+            return Ok(existing.clone());
+        }
+        // The parent's runtime, copied by fork() without its threads: never
+        // dropped (dropping waits for threads that do not exist here).
+        if let Some(stale) = slot.take() {
+            std::mem::forget(stale);
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("lease-lock-runtime")
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            errors::runtime_failed(format!("could not start the lock runtime: {error}"))
+        })?;
+    let made = Arc::new(ProcessRuntime {
+        runtime,
+        pid: current,
+    });
+    *slot = Some(made.clone());
+    Ok(made)
+}
+
+impl ProcessRuntime {
+    /// The process that started this runtime.
+    pub(crate) fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The runtime's handle (to enter it while dropping lock objects, whose
+    /// drops start releases on it).
+    pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
+        self.runtime.handle()
+    }
+
+    /// Run `future` on the runtime and block this thread until it ends, with
+    /// the GIL released. A signal handler that raises (Ctrl-C's
+    /// `KeyboardInterrupt`) cancels the future, which the lock client treats
+    /// like any dropped call: nothing it started stays held.
+    pub(crate) fn block_on<T, F>(&self, py: Python<'_>, future: F) -> PyResult<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+    {
+        self.pid.check(py)?;
+        let (sender, receiver) = sync_channel(1);
+        let task = self.runtime.spawn(async move {
+            // The receiver is gone only if the caller was interrupted.
+            let _ = sender.send(future.await);
+        });
+        let mut receiver = receiver;
+        loop {
+            let (received, back) = py.detach(move || {
+                let received = receiver.recv_timeout(SIGNAL_CHECK);
+                (received, receiver)
+            });
+            receiver = back;
+            match received {
+                Ok(value) => return Ok(value),
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(interrupted) = py.check_signals() {
+                        task.abort();
+                        return Err(interrupted);
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(errors::runtime_failed(
+                        "the lock runtime dropped a call before it ended (a bug: please report it)",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Run `future` on the runtime and return an asyncio future of the
+    /// running event loop that completes with `convert(output)`. Cancelling
+    /// the asyncio future (a `wait_for` timeout, a cancelled task) cancels
+    /// `future`.
+    pub(crate) fn awaitable<'py, T, F, C>(
+        &self,
+        py: Python<'py>,
+        future: F,
+        convert: C,
+    ) -> PyResult<Bound<'py, PyAny>>
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+        C: for<'a> FnOnce(Python<'a>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+    {
+        self.pid.check(py)?;
+        let event_loop = py
+            .import("asyncio")?
+            .call_method0("get_running_loop")?
+            .unbind();
+        let py_future = event_loop.bind(py).call_method0("create_future")?.unbind();
+        let settle = settle_function(py)?;
+        let target = py_future.clone_ref(py);
+        let task = self.runtime.spawn(async move {
+            let output = future.await;
+            Python::attach(|py| {
+                let (ok, value) = match convert(py, output) {
+                    Ok(value) => (true, value),
+                    Err(error) => (false, error.into_value(py).into_any()),
+                };
+                // Fails only when the loop is closed: nobody is waiting.
+                let _ = event_loop
+                    .bind(py)
+                    .call_method1("call_soon_threadsafe", (settle, target, ok, value));
+            });
+        });
+        let abort = task.abort_handle();
+        let on_done = PyCFunction::new_closure(
+            py,
+            None,
+            None,
+            move |args: &Bound<'_, pyo3::types::PyTuple>,
+                  _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>|
+                  -> PyResult<()> {
+                let done = args.get_item(0)?;
+                if done.call_method0("cancelled")?.is_truthy()? {
+                    abort.abort();
+                }
+                Ok(())
+            },
+        )?;
+        let py_future = py_future.into_bound(py);
+        py_future.call_method1("add_done_callback", (on_done,))?;
+        Ok(py_future)
+    }
+}
+
+/// `lease_lock._bridge.settle`: sets a future's result or exception unless it
+/// was cancelled meanwhile.
+fn settle_function(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    static SETTLE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    Ok(SETTLE
+        .import(py, "lease_lock._bridge", "settle")?
+        .clone()
+        .unbind())
+}
+
+/// The id of a process, to tell a child of `fork()` from its parent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pid(u32);
+
+impl Pid {
+    pub(crate) fn current() -> Self {
+        Pid(std::process::id())
+    }
+
+    /// Refuse to use, in a child of `fork()`, what was made in the parent.
+    pub(crate) fn check(self, py: Python<'_>) -> PyResult<()> {
+        let current = Pid::current();
+        if self == current {
+            Ok(())
+        } else {
+            Err(errors::forked(
+                py,
+                format!(
+                    "this object was created in process {} and cannot be used after fork() in process {}: \
+                 create the store and the LockClient again in this process",
+                    self.0, current.0
+                ),
+            ))
+        }
+    }
+
+    /// Whether this is the current process.
+    pub(crate) fn is_current(self) -> bool {
+        self == Pid::current()
+    }
+}

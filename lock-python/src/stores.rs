@@ -1,0 +1,367 @@
+//! The stores a `LockClient` can run on: `MemoryStore`, `DynamoDBStore` and
+//! `PostgresStore`, with their set-up calls (table, schema).
+
+use std::sync::Arc;
+
+use aws_config::{BehaviorVersion, Region};
+use lock_core::ConditionalStore;
+use lock_dynamodb::{DynamoDbStore, Layout, TableError, TableOptions};
+use lock_postgres::PostgresStore as RustPostgresStore;
+use pyo3::BoundObject;
+use pyo3::prelude::*;
+
+use crate::convert;
+use crate::credentials::SessionCredentials;
+use crate::errors;
+use crate::runtime::{ProcessRuntime, runtime};
+
+/// What a `LockClient` takes from any store.
+pub(crate) struct StoreParts {
+    pub(crate) store: Arc<dyn ConditionalStore>,
+    pub(crate) runtime: Arc<ProcessRuntime>,
+}
+
+/// The store inside `store`, which must be one of this package's stores.
+pub(crate) fn parts(py: Python<'_>, store: &Bound<'_, PyAny>) -> PyResult<StoreParts> {
+    let (shared, made_on): (Arc<dyn ConditionalStore>, Option<Arc<ProcessRuntime>>) =
+        if let Ok(memory) = store.cast::<MemoryStore>() {
+            (Arc::new(memory.get().store.clone()), None)
+        } else if let Ok(dynamodb) = store.cast::<DynamoDBStore>() {
+            let dynamodb = dynamodb.get();
+            (dynamodb.shared.clone(), Some(dynamodb.runtime.clone()))
+        } else if let Ok(postgres) = store.cast::<PostgresStore>() {
+            let postgres = postgres.get();
+            (postgres.shared.clone(), Some(postgres.runtime.clone()))
+        } else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "store must be a lease_lock.MemoryStore, DynamoDBStore or PostgresStore, not {}",
+                store.get_type().name()?
+            )));
+        };
+    // A store made before fork() holds connections of the parent's runtime.
+    let runtime = match made_on {
+        Some(made_on) => {
+            made_on.pid().check(py)?;
+            made_on
+        }
+        None => runtime()?,
+    };
+    Ok(StoreParts {
+        store: shared,
+        runtime,
+    })
+}
+
+/// Run a set-up call blocking or as an awaitable.
+fn run<T, F>(
+    py: Python<'_>,
+    runtime: &ProcessRuntime,
+    is_async: bool,
+    future: F,
+) -> PyResult<Py<PyAny>>
+where
+    T: for<'py> IntoPyObject<'py> + Send + 'static,
+    F: std::future::Future<Output = Result<T, SetupFailure>> + Send + 'static,
+{
+    let convert = |py: Python<'_>, output: Result<T, SetupFailure>| -> PyResult<Py<PyAny>> {
+        match output {
+            Ok(value) => Ok(value
+                .into_pyobject(py)
+                .map_err(Into::into)?
+                .into_any()
+                .unbind()),
+            Err(SetupFailure(error)) => Err(errors::setup_error(py, &*error)),
+        }
+    };
+    if is_async {
+        Ok(runtime.awaitable(py, future, convert)?.unbind())
+    } else {
+        let output = runtime.block_on(py, future)?;
+        convert(py, output)
+    }
+}
+
+/// A set-up error of any store, carried to the thread that raises it.
+struct SetupFailure(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for SetupFailure {
+    fn from(error: E) -> Self {
+        SetupFailure(Box::new(error))
+    }
+}
+
+/// Locks in this process's memory: for tests of code that uses locks, and
+/// for locks between the threads and tasks of one process. Clients made on
+/// one `MemoryStore` exclude each other as clients on one table do.
+#[pyclass(module = "lease_lock._native", name = "MemoryStore", frozen)]
+#[derive(Debug)]
+pub(crate) struct MemoryStore {
+    store: lock_memory::MemoryStore,
+}
+
+#[pymethods]
+impl MemoryStore {
+    #[new]
+    fn new() -> Self {
+        Self {
+            store: lock_memory::MemoryStore::new(),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("MemoryStore(locks={})", self.store.records().len())
+    }
+}
+
+/// Locks in a DynamoDB table.
+///
+/// `layout` is `"native"` (this library's), `"python-dynamodb-lock"` (that
+/// library's table: its locks and these exclude each other) or `"java"`
+/// (AmazonDynamoDBLockClient's); `partition_key` and `sort_key` rename the
+/// key attributes, and `no_sort_key=True` uses a table without a sort key.
+/// AWS settings come from the environment, shared config files and
+/// profiles as for boto3, overridden by `region`, `profile` and
+/// `endpoint_url`; with `session` (a `boto3.Session`), its credentials and
+/// region are used, asked for again as they near their expiry.
+#[pyclass(module = "lease_lock._native", name = "DynamoDBStore", frozen)]
+pub(crate) struct DynamoDBStore {
+    store: DynamoDbStore,
+    shared: Arc<dyn ConditionalStore>,
+    runtime: Arc<ProcessRuntime>,
+}
+
+impl std::fmt::Debug for DynamoDBStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamoDBStore")
+            .field("table", &self.store.table())
+            .finish()
+    }
+}
+
+fn layout(
+    py: Python<'_>,
+    name: &str,
+    partition_key: Option<String>,
+    sort_key: Option<String>,
+    no_sort_key: bool,
+) -> PyResult<Layout> {
+    let mut layout = match name {
+        "native" => Layout::native(),
+        "python-dynamodb-lock" => Layout::python_dynamodb_lock(),
+        "java" => Layout::java_lock_client(),
+        other => {
+            return Err(errors::invalid_input(
+                py,
+                format!(
+                    "unknown layout {other:?}: use \"native\", \"python-dynamodb-lock\" or \"java\""
+                ),
+            ));
+        }
+    };
+    if let Some(name) = partition_key {
+        layout = layout.with_partition_key(name);
+    }
+    match (sort_key, no_sort_key) {
+        (Some(_), true) => {
+            return Err(errors::invalid_input(
+                py,
+                "sort_key names the sort key attribute and no_sort_key=True says there is none: pass one of them",
+            ));
+        }
+        (Some(name), false) => layout = layout.with_sort_key(name),
+        (None, true) => layout = layout.without_sort_key(),
+        (None, false) => {}
+    }
+    Ok(layout)
+}
+
+#[pymethods]
+impl DynamoDBStore {
+    #[new]
+    #[pyo3(signature = (table, *, layout="native", partition_key=None, sort_key=None, no_sort_key=false, region=None, endpoint_url=None, profile=None, session=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        table: String,
+        layout: &str,
+        partition_key: Option<String>,
+        sort_key: Option<String>,
+        no_sort_key: bool,
+        region: Option<String>,
+        endpoint_url: Option<String>,
+        profile: Option<String>,
+        session: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        let layout = self::layout(py, layout, partition_key, sort_key, no_sort_key)?;
+        let region = match (region, &session) {
+            (Some(region), _) => Some(region),
+            (None, Some(session)) => session.bind(py).getattr("region_name")?.extract()?,
+            (None, None) => None,
+        };
+        let runtime = runtime()?;
+        let sdk_config = runtime.block_on(py, async move {
+            let mut loader = aws_config::defaults(BehaviorVersion::latest());
+            if let Some(region) = region {
+                loader = loader.region(Region::new(region));
+            }
+            if let Some(profile) = profile {
+                loader = loader.profile_name(profile);
+            }
+            if let Some(url) = endpoint_url {
+                loader = loader.endpoint_url(url);
+            }
+            if let Some(session) = session {
+                loader = loader.credentials_provider(SessionCredentials::new(session));
+            }
+            loader.load().await
+        })?;
+        let store = {
+            let _entered = runtime.handle().enter();
+            DynamoDbStore::builder(table)
+                .layout(layout)
+                .build(&sdk_config)
+                .map_err(|error| errors::setup_error(py, &error))?
+        };
+        Ok(Self {
+            shared: Arc::new(store.clone()),
+            store,
+            runtime,
+        })
+    }
+
+    /// The table's name.
+    #[getter]
+    fn table(&self) -> &str {
+        self.store.table()
+    }
+
+    /// Create the table for this layout (on-demand billing, time to live on
+    /// the expiry attribute) and wait until it is active. With
+    /// `exist_ok=True` an existing table is validated instead.
+    #[pyo3(signature = (*, wait=300.0, ttl=true, exist_ok=false, is_async=false))]
+    fn create_table(
+        &self,
+        py: Python<'_>,
+        wait: f64,
+        ttl: bool,
+        exist_ok: bool,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let options = TableOptions::default()
+            .wait(convert::duration(py, "wait", wait)?)
+            .enable_ttl(ttl);
+        let store = self.store.clone();
+        run(py, &self.runtime, is_async, async move {
+            match store.create_table(options).await {
+                Ok(()) => Ok(()),
+                Err(TableError::AlreadyExists { .. }) if exist_ok => {
+                    store.validate_table().await.map(|_| ()).map_err(Into::into)
+                }
+                Err(error) => Err(error.into()),
+            }
+        })
+    }
+
+    /// Check that the table exists, is active and has this layout's keys;
+    /// returns warnings (such as time to live not enabled).
+    #[pyo3(signature = (*, is_async=false))]
+    fn validate_table(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
+        let store = self.store.clone();
+        run(py, &self.runtime, is_async, async move {
+            Ok::<_, SetupFailure>(store.validate_table().await?.warnings)
+        })
+    }
+
+    /// Delete the table and wait until it is gone.
+    #[pyo3(signature = (*, wait=300.0, is_async=false))]
+    fn delete_table(&self, py: Python<'_>, wait: f64, is_async: bool) -> PyResult<Py<PyAny>> {
+        let wait = convert::duration(py, "wait", wait)?;
+        let store = self.store.clone();
+        run(py, &self.runtime, is_async, async move {
+            Ok::<_, SetupFailure>(store.delete_table(wait).await?)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DynamoDBStore(table={:?}, layout={:?})",
+            self.store.table(),
+            self.store.layout().preset_name()
+        )
+    }
+}
+
+/// Locks in a PostgreSQL table, from a connection URL
+/// (`postgres://user:password@host:port/database`). `table` may be
+/// schema-qualified (`schema.table`).
+#[pyclass(module = "lease_lock._native", name = "PostgresStore", frozen)]
+pub(crate) struct PostgresStore {
+    store: RustPostgresStore,
+    shared: Arc<dyn ConditionalStore>,
+    runtime: Arc<ProcessRuntime>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("table", &self.store.table())
+            .finish()
+    }
+}
+
+#[pymethods]
+impl PostgresStore {
+    #[new]
+    #[pyo3(signature = (url, *, table="locks", max_connections=None))]
+    fn new(
+        py: Python<'_>,
+        url: &str,
+        table: &str,
+        max_connections: Option<usize>,
+    ) -> PyResult<Self> {
+        let runtime = runtime()?;
+        let mut builder = RustPostgresStore::builder(table);
+        if let Some(connections) = max_connections {
+            builder = builder.max_connections(connections);
+        }
+        let store = {
+            let _entered = runtime.handle().enter();
+            builder
+                .build_from_url(url)
+                .map_err(|error| errors::setup_error(py, &error))?
+        };
+        Ok(Self {
+            shared: Arc::new(store.clone()),
+            store,
+            runtime,
+        })
+    }
+
+    /// The table's name.
+    #[getter]
+    fn table(&self) -> &str {
+        self.store.table()
+    }
+
+    /// Create the table if it does not exist, then validate it.
+    #[pyo3(signature = (*, is_async=false))]
+    fn create_schema(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
+        let store = self.store.clone();
+        run(py, &self.runtime, is_async, async move {
+            Ok::<_, SetupFailure>(store.create_schema().await?)
+        })
+    }
+
+    /// Check the table's columns, key and the role's rights on it.
+    #[pyo3(signature = (*, is_async=false))]
+    fn validate_schema(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
+        let store = self.store.clone();
+        run(py, &self.runtime, is_async, async move {
+            Ok::<_, SetupFailure>(store.validate_schema().await?)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("PostgresStore(table={:?})", self.store.table())
+    }
+}

@@ -1,0 +1,157 @@
+"""The client's API on every store: acquire, release, fences, waits, data, keys, listing, errors."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import timedelta
+from typing import Any, Callable
+
+import pytest
+
+import lease_lock
+from lease_lock import LockClient
+
+Clients = Callable[..., LockClient]
+
+
+def test_fences_rise_and_a_held_lock_is_busy(clients: Clients) -> None:
+    alice, bob = clients("alice"), clients("bob")
+    lock = alice.acquire("report")
+    assert (lock.key, lock.sort_key, lock.owner, lock.fence) == ("report", None, "alice", 1)
+    assert lock.held and lock.is_safe and lock.state is lease_lock.LeaseState.SAFE
+    assert 0 < lock.remaining <= alice.lease
+    assert bob.try_acquire("report") is None
+    lock.release()
+    assert not lock.held
+    lock.release()  # twice does nothing
+    again = bob.acquire("report", wait=0)
+    assert again.fence == 2 and again.owner == "bob"
+    again.release()
+
+
+def test_with_block_releases_and_lets_its_exception_through(clients: Clients) -> None:
+    alice, bob = clients("alice"), clients("bob")
+    with pytest.raises(ZeroDivisionError):
+        with alice.lock("job", wait=5) as lock:
+            assert lock.fence == 1
+            1 / 0
+    with bob.lock("job", wait=0) as lock:
+        assert lock.fence == 2
+    info = alice.get_lock("job")
+    assert info is not None and info.released and info.owner == "bob"
+
+
+def test_acquire_times_out_naming_the_holder(clients: Clients) -> None:
+    alice, bob = clients("alice"), clients("bob", refresh=0.05)
+    held = alice.acquire("busy")
+    started = time.monotonic()
+    with pytest.raises(lease_lock.AcquireTimeout) as raised:
+        bob.acquire("busy", wait=timedelta(milliseconds=300))
+    assert time.monotonic() - started >= 0.3
+    error = raised.value
+    assert isinstance(error, TimeoutError) and isinstance(error, lease_lock.LockError)
+    assert error.retryable and error.holder == "alice" and error.key == "busy"
+    assert "held by alice" in str(error)
+    held.release()
+
+
+def test_a_waiting_acquire_gets_the_lock_when_it_is_released(clients: Clients) -> None:
+    import threading
+
+    alice, bob = clients("alice"), clients("bob", refresh=0.05)
+    held = alice.acquire("handoff")
+    threading.Timer(0.2, held.release).start()
+    lock = bob.acquire("handoff", wait=math.inf)
+    assert lock.fence == 2
+    lock.release()
+
+
+def test_sort_keys_are_separate_locks(clients: Clients) -> None:
+    alice = clients("alice")
+    a = alice.acquire("tenant", sort_key="a")
+    b = alice.acquire("tenant", sort_key="b")
+    assert (a.sort_key, b.sort_key) == ("a", "b")
+    assert sorted(alice.held_keys()) == [("tenant", "a"), ("tenant", "b")]
+    partition = alice.list_locks(partition="tenant")
+    assert sorted(info.sort_key or "" for info in partition) == ["a", "b"]
+    assert all(info.held_by_this_client for info in partition)
+    a.release()
+    b.release()
+
+
+def test_data_is_stored_with_the_lock_and_left_for_the_next_holder(clients: Clients) -> None:
+    alice, bob = clients("alice"), clients("bob")
+    lock = alice.acquire("checkpoint", data=b"step 1")
+    assert lock.data == b"step 1"
+    lock.set_data(bytearray(b"step 2"))
+    assert lock.data == b"step 2"
+    lock.release(data=b"done")
+    info = bob.get_lock("checkpoint")
+    assert info is not None and info.data == b"done"
+    with pytest.raises(TypeError, match="encode"):
+        bob.acquire("checkpoint", data="text")  # type: ignore[arg-type]
+
+
+def test_a_lock_whose_holder_stopped_heartbeating_is_taken_over(clients: Clients) -> None:
+    # max_hold stops heartbeats without releasing: the holder looks crashed.
+    alice = clients("alice", lease=1, heartbeat=0.2)
+    bob = clients("bob", refresh=0.1)
+    crashed = alice.acquire("job", data=b"half done", max_hold=0.3)
+    assert crashed.wait_lost(timeout=5) is not None
+    reason = crashed.lost_reason
+    assert reason is not None and reason.kind == "max_hold" and reason.limit == pytest.approx(0.3)
+    lock = bob.acquire("job", wait=10)
+    assert lock.took_over == lease_lock.Takeover(owner="alice", fence=1, data=b"half done")
+    lock.release()
+
+
+def test_per_lock_lease_and_listing(clients: Clients) -> None:
+    alice = clients("alice")
+    lock = alice.acquire("short", lease=timedelta(seconds=3))
+    assert lock.lease == 3.0
+    listed = {info.key: info for info in alice.list_locks()}
+    assert listed["short"].lease == 3.0 and not listed["short"].released
+    lock.release()
+
+
+def test_force_release_steals_and_the_holder_learns_it(clients: Clients) -> None:
+    alice = clients("alice", lease=1, heartbeat=0.1)
+    ops = clients("ops")
+    lock = alice.acquire("stuck")
+    before = ops.force_release("stuck")
+    assert before is not None and before.owner == "alice"
+    reason = lock.wait_lost(timeout=5)
+    assert reason is not None and reason.kind == "stolen"
+    assert lock.state is lease_lock.LeaseState.LOST
+    with pytest.raises(lease_lock.LockLost):
+        lock.release()
+
+
+def test_close_releases_and_later_calls_raise(clients: Clients) -> None:
+    alice, bob = clients("alice"), clients("bob")
+    alice.acquire("a")
+    report = alice.close()
+    assert report["released"] == ["a"] and report["failed"] == []
+    assert alice.close()["released"] == []
+    with pytest.raises(lease_lock.ClientClosed):
+        alice.acquire("b")
+    lock = bob.acquire("a", wait=0)
+    assert lock.fence == 2
+    lock.release()
+
+
+def test_bad_input_is_refused_before_anything_is_written(clients: Clients, store: Any) -> None:
+    alice = clients("alice")
+    with pytest.raises(lease_lock.InvalidInput, match="zero or more"):
+        alice.acquire("k", wait=-1)
+    with pytest.raises(TypeError, match="timedelta"):
+        alice.acquire("k", wait="5s")  # type: ignore[arg-type]
+    with pytest.raises(lease_lock.ConfigError) as raised:
+        alice.acquire("k", min_hold=10, max_hold=5)
+    assert isinstance(raised.value, ValueError) and "min hold" in str(raised.value)
+    with pytest.raises(lease_lock.ConfigError, match="heartbeat period"):
+        LockClient(store, lease=1, heartbeat=2)
+    with pytest.raises(lease_lock.ConfigError, match="try_acquire"):
+        alice._native.acquire("k", None, True, False, 5.0, None, None, None, None, None, False, False, False, False, None)
+    assert alice.list_locks() == []
