@@ -1,0 +1,112 @@
+"""The asyncio API: awaitable calls, async with, cancellation, lost() and run_until_lost."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+import pytest
+
+import lease_lock
+from lease_lock import LockClient
+
+Clients = Callable[..., LockClient]
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coroutine, timeout=30))
+
+
+def test_async_with_and_awaitable_calls(clients: Clients) -> None:
+    alice, bob = clients("alice"), clients("bob")
+
+    async def main() -> None:
+        async with alice.lock("report", wait=5, data=b"v1") as lock:
+            assert lock.fence == 1
+            assert await bob.try_acquire_async("report") is None
+            await lock.set_data_async(b"v2")
+            info = await bob.get_lock_async("report")
+            assert info is not None and info.data == b"v2" and not info.released
+        lock = await bob.acquire_async("report", wait=0)
+        assert lock.fence == 2
+        assert [info.key for info in await bob.list_locks_async()] == ["report"]
+        await lock.release_async()
+        report = await alice.close_async()
+        assert report["released"] == []
+
+    run(main())
+
+
+def test_an_exception_in_async_with_propagates_and_the_lock_is_released(clients: Clients) -> None:
+    alice = clients("alice")
+
+    async def main() -> None:
+        with pytest.raises(KeyError):
+            async with alice.lock("job"):
+                raise KeyError("boom")
+        lock = await alice.try_acquire_async("job")
+        assert lock is not None and lock.fence == 2
+        await lock.release_async()
+
+    run(main())
+
+
+def test_a_cancelled_acquire_leaves_nothing_held(clients: Clients) -> None:
+    alice, bob = clients("alice"), clients("bob", refresh=0.05)
+
+    async def main() -> None:
+        held = await alice.acquire_async("busy")
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(bob.acquire_async("busy", wait=60), timeout=0.3)
+        await held.release_async()
+        # The cancelled acquire must not take the lock after the release.
+        await asyncio.sleep(0.3)
+        info = await alice.get_lock_async("busy")
+        assert info is not None and info.released and info.owner == "alice"
+        assert bob.held_keys() == []
+
+    run(main())
+
+
+def test_lost_resolves_when_the_lock_is_stolen(clients: Clients) -> None:
+    alice = clients("alice", lease=1, heartbeat=0.1)
+    ops = clients("ops")
+
+    async def main() -> None:
+        lock = await alice.acquire_async("stuck")
+        waiter = asyncio.ensure_future(lock.lost())
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        await ops.force_release_async("stuck")
+        reason = await asyncio.wait_for(waiter, timeout=5)
+        assert reason.kind == "stolen" and reason.owner == "ops"
+
+    run(main())
+
+
+def test_run_until_lost_cancels_the_work_when_the_lease_is_lost(clients: Clients) -> None:
+    alice = clients("alice", lease=1, heartbeat=0.1)
+    ops = clients("ops")
+    cancelled = []
+
+    async def work() -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "finished"
+
+    async def quick() -> str:
+        return "quick"
+
+    async def main() -> None:
+        lock = await alice.acquire_async("job")
+        assert await lock.run_until_lost(quick()) == "quick"
+        asyncio.get_running_loop().call_later(0.2, lambda: asyncio.ensure_future(ops.force_release_async("job")))
+        with pytest.raises(lease_lock.LockLost) as raised:
+            await lock.run_until_lost(work())
+        assert raised.value.reason.kind == "stolen"
+        assert cancelled == [True]
+
+    run(main())

@@ -1,0 +1,287 @@
+"""The runtime as Python users expect it: the GIL, Ctrl-C, fork, callbacks,
+logging, interpreter exit, many threads on one client, boto3 credentials."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+import pytest
+
+import lease_lock
+from lease_lock import LockClient
+
+from conftest import POSTGRES, _need, eventually, make_postgres_store
+
+Clients = Callable[..., LockClient]
+
+
+def run_script(source: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` in a fresh interpreter; fail if it has not exited within ``timeout``."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(source)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **env},
+    )
+
+
+def test_a_lock_is_kept_while_python_holds_the_gil_for_three_leases() -> None:
+    store = lease_lock.MemoryStore()
+    alice = LockClient(store, owner="alice", lease=1, heartbeat=0.2)
+    bob = LockClient(store, owner="bob")
+    lock = alice.acquire("busy")
+    interval = sys.getswitchinterval()
+    # No other Python thread runs while this one loops: only threads that do
+    # not need the GIL (the runtime's) can heartbeat.
+    sys.setswitchinterval(10.0)
+    try:
+        deadline = time.monotonic() + 3.2
+        spins = 0
+        while time.monotonic() < deadline:
+            spins += 1
+    finally:
+        sys.setswitchinterval(interval)
+    assert spins > 0
+    assert lock.is_safe and lock.lost_reason is None, lock.lost_reason
+    assert bob.try_acquire("busy") is None
+    info = bob.get_lock("busy")
+    assert info is not None and info.owner == "alice" and info.fence == 1
+    lock.release()
+    alice.close()
+    bob.close()
+
+
+def test_ctrl_c_interrupts_a_blocking_acquire_promptly_and_leaves_nothing_held() -> None:
+    done = run_script(
+        """
+        import json, os, signal, threading, time
+        import lease_lock
+        store = lease_lock.MemoryStore()
+        alice = lease_lock.LockClient(store, owner="alice")
+        bob = lease_lock.LockClient(store, owner="bob", refresh=0.05)
+        held = alice.acquire("k")
+        sent = []
+        def interrupt():
+            sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Timer(0.5, interrupt).start()
+        try:
+            bob.acquire("k", wait=float("inf"))
+            result = {"interrupted": False}
+        except KeyboardInterrupt:
+            latency = time.monotonic() - sent[0]
+            held.release()
+            time.sleep(0.3)
+            info = alice.get_lock("k")
+            result = {"interrupted": True, "latency": latency, "bob_holds": bob.held_keys(),
+                      "released": info.released, "owner": info.owner}
+        print(json.dumps(result))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["interrupted"]
+    assert result["latency"] < 0.1, result
+    assert result == {**result, "bob_holds": [], "released": True, "owner": "alice"}
+
+
+def test_after_fork_the_child_gets_a_clear_error_and_the_parent_keeps_its_locks() -> None:
+    done = run_script(
+        """
+        import os, sys, time
+        import lease_lock
+        store = lease_lock.MemoryStore()
+        client = lease_lock.LockClient(store, owner="parent", lease=1, heartbeat=0.2)
+        lock = client.acquire("k")
+        pid = os.fork()
+        if pid == 0:
+            failures = []
+            for call in (lambda: client.acquire("other"), lock.release, lambda: lock.set_data(b"x")):
+                try:
+                    call()
+                    failures.append("no error")
+                except lease_lock.ForkedError as error:
+                    if "fork" not in str(error):
+                        failures.append(str(error))
+            own = lease_lock.LockClient(lease_lock.MemoryStore(), owner="child")
+            with own.lock("k", wait=0) as mine:
+                if mine.fence != 1:
+                    failures.append("fence")
+            async_ok = []
+            import asyncio
+            async def go():
+                got = await own.acquire_async("a")
+                await got.release_async()
+                async_ok.append(True)
+            asyncio.run(go())
+            if async_ok != [True]:
+                failures.append("asyncio")
+            print("child:", failures, flush=True)
+            sys.exit(1 if failures else 0)  # atexit runs, with the parent's client inherited
+        deadline = time.monotonic() + 30
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                print("child hung"); sys.exit(2)
+            time.sleep(0.05)
+        time.sleep(1.5)  # more than a lease: the parent's heartbeats go on
+        ok = os.waitstatus_to_exitcode(status) == 0 and lock.is_safe and lock.held
+        lock.release()
+        print("parent:", ok)
+        sys.exit(0 if ok else 3)
+        """
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "child: []" in done.stdout and "parent: True" in done.stdout
+
+
+def test_on_lost_runs_on_a_python_thread_and_its_exceptions_are_logged(
+    clients: Clients, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice = clients("alice", lease=1, heartbeat=0.1)
+    ops = clients("ops")
+    seen: list[tuple[str, str]] = []
+
+    def on_lost(reason: lease_lock.LostReason) -> None:
+        seen.append((threading.current_thread().name, reason.kind))
+        raise RuntimeError("callback failed")
+
+    lock = alice.acquire("job", on_lost=on_lost)
+    calm = alice.acquire("calm", on_lost=on_lost)
+    calm.release()  # a release is not a loss: no callback
+    with caplog.at_level(logging.ERROR, logger="lease_lock"):
+        ops.force_release("job")
+        eventually(lambda: bool(seen), what="the on_lost callback")
+        eventually(lambda: any("on_lost callback raised" in r.message for r in caplog.records), what="the log record")
+    assert seen == [("lease_lock-callbacks", "stolen")]
+    assert lock.state is lease_lock.LeaseState.LOST
+
+
+def test_rust_events_reach_the_logging_module(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("lease_lock")
+    with caplog.at_level(logging.INFO, logger="lease_lock"):
+        client = LockClient(lease_lock.MemoryStore(), owner="logged")  # reads the level
+        client.acquire("k").release()
+        eventually(
+            lambda: any(r.name == "lease_lock.lock_core.acquire" and "acquired" in r.message for r in caplog.records),
+            what="the 'acquired' record",
+        )
+        client.close()
+    # Clients made later forward at the level then in force again.
+    LockClient(lease_lock.MemoryStore()).close()
+    assert logger.getEffectiveLevel() != logging.INFO
+
+
+@pytest.mark.parametrize("holding", [True, False])
+def test_the_interpreter_exits_promptly_and_releases_what_it_held(holding: bool) -> None:
+    url = _need(POSTGRES, "LOCK_POSTGRES_URL")
+    store = make_postgres_store()
+    started = time.monotonic()
+    done = run_script(
+        f"""
+        import lease_lock
+        store = lease_lock.PostgresStore({url!r}, table={store.table!r})
+        client = lease_lock.LockClient(store, owner="leaving", lease=60)
+        if {holding!r}:
+            kept = client.acquire("k")
+            forgotten = client.acquire("j")
+            del forgotten  # released in the background
+        print("ready", flush=True)
+        """,
+        timeout=30,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 10, elapsed
+    checker = LockClient(store, owner="checker")
+    for key in ("k", "j"):
+        info = checker.get_lock(key)
+        assert info is None if not holding else (info is not None and info.released), info
+    if holding:
+        assert checker.acquire("k", wait=0).fence == 2
+    checker.close()
+
+
+def test_sixteen_threads_on_one_client_never_hold_together_and_are_served_in_order() -> None:
+    client = LockClient(lease_lock.MemoryStore(), owner="shared")
+    first = client.acquire("one")
+    inside = 0
+    most_inside = 0
+    order: list[int] = []
+    guard = threading.Lock()
+
+    def worker(number: int) -> None:
+        nonlocal inside, most_inside
+        with client.lock("one", wait=60):
+            with guard:
+                inside += 1
+                most_inside = max(most_inside, inside)
+                order.append(number)
+            time.sleep(0.005)
+            with guard:
+                inside -= 1
+
+    threads = [threading.Thread(target=worker, args=(number,)) for number in range(16)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.1)  # queued before the next one arrives
+    first.release()
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    assert most_inside == 1
+    assert order == list(range(16))
+    client.close()
+
+
+def test_boto3_session_credentials_are_asked_for_again_not_copied_once() -> None:
+    boto3 = pytest.importorskip("boto3")
+    from botocore.credentials import RefreshableCredentials
+    from botocore.session import Session as BotocoreSession
+
+    endpoint = _need(os.environ.get("LOCK_DYNAMODB_AUTH_ENDPOINT"), "LOCK_DYNAMODB_AUTH_ENDPOINT")
+    keys = {"current": (os.environ["LOCK_AUTH_GOOD_KEY"], os.environ["LOCK_AUTH_GOOD_SECRET"])}
+    refreshes = []
+
+    def refresh() -> dict[str, Any]:
+        refreshes.append(time.monotonic())
+        access, secret = keys["current"]
+        # Expiring soon: botocore refreshes on every use, as it does for
+        # temporary credentials in their last minutes.
+        expiry = datetime.now(timezone.utc) + timedelta(seconds=2)
+        return {"access_key": access, "secret_key": secret, "token": None, "expiry_time": expiry.isoformat()}
+
+    botocore_session = BotocoreSession()
+    botocore_session._credentials = RefreshableCredentials.create_from_metadata(
+        metadata=refresh(), refresh_using=refresh, method="test"
+    )
+    session = boto3.Session(botocore_session=botocore_session, region_name="us-east-1")
+    import uuid
+
+    store = lease_lock.DynamoDBStore(f"py-auth-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint, session=session)
+    store.create_table(wait=60)
+    client = LockClient(store, owner="session")
+    client.acquire("k").release()
+    time.sleep(2.1)
+    client.acquire("k").release()
+    assert len(refreshes) >= 3, refreshes
+    # A key that may not write: the next request is signed with it.
+    keys["current"] = (os.environ["LOCK_AUTH_DENIED_KEY"], os.environ["LOCK_AUTH_DENIED_SECRET"])
+    time.sleep(2.1)
+    with pytest.raises(lease_lock.StoreError) as raised:
+        client.acquire("k", wait=0)
+    assert raised.value.kind == "unauthorized" and not raised.value.retryable
+    client.close()

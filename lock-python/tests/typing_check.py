@@ -1,0 +1,56 @@
+"""Not a test module: type-checked by ./scripts/test (mypy --strict) to prove the
+stubs describe the API as users call it. Each line with ``type: ignore`` must
+stay an error (mypy's warn_unused_ignores fails the check otherwise)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import lease_lock
+from lease_lock import LeaseState, Lock, LockClient, LockInfo, LostReason
+
+
+def blocking(client: LockClient) -> int:
+    with client.lock("report", wait=timedelta(seconds=30), sort_key=None) as lock:
+        fence: int = lock.fence
+        remaining: float = lock.remaining
+        state: LeaseState = lock.state
+        data: bytes | None = lock.data
+        lock.set_data(b"x")
+        assert remaining >= 0 and state and data is None
+    maybe: Lock | None = client.try_acquire("k", lease=5)
+    if maybe is not None:
+        maybe.release(data=b"done")
+    reason: LostReason | None = client.acquire("k", wait=0).wait_lost(timeout=1.5)
+    infos: list[LockInfo] = client.list_locks(partition="p")
+    client.acquire("k", wait="5")  # type: ignore[arg-type]
+    client.acquire(5)  # type: ignore[arg-type]
+    del reason, infos
+    return fence
+
+
+async def awaiting(client: LockClient) -> str:
+    async with client.lock("report") as lock:
+        reason: LostReason = await lock.lost()
+        result: str = await lock.run_until_lost(asyncio.sleep(1, result="done"))
+        del reason
+    acquired: Lock = await client.acquire_async("k", on_lost=lambda reason: print(reason.kind))
+    await acquired.release_async()
+    info: LockInfo | None = await client.get_lock_async("k")
+    report = await client.close_async()
+    del info, report
+    return result
+
+
+def stores() -> None:
+    lease_lock.DynamoDBStore("locks", layout="python-dynamodb-lock", region="eu-west-1")
+    lease_lock.PostgresStore("postgres://localhost/db", table="locks")
+    LockClient(lease_lock.MemoryStore(), owner="me", lease=timedelta(seconds=10), heartbeat=2)
+    LockClient("not a store")  # type: ignore[arg-type]
+    try:
+        pass
+    except lease_lock.AcquireTimeout as error:
+        holder: str | None = error.holder
+        retry: bool = error.retryable
+        del holder, retry
