@@ -3,9 +3,11 @@ scenarios as lock-bench/src/bin/side_by_side.rs, on the library's own table
 layout, against the endpoint in LOCK_DYNAMODB_ENDPOINT. Prints one JSON object.
 
     bench.py uncontended SECONDS
+    bench.py uncontended-lease-lock SECONDS LAYOUT   # the lease_lock package (lock-python)
     bench.py contended SECONDS WORKERS SECTION_MS [POLL_MS]
     bench.py report RESULTS.jsonl      # the table of both libraries and the ratios
     bench.py distance-report RESULTS.jsonl  # the uncontended cycle at each added RTT
+    bench.py package-report RESULTS.jsonl   # lease_lock beside python-dynamodb-lock
 
 Client CPU is this process's user + system time (resource.getrusage, all
 threads) during the measured loop.
@@ -91,6 +93,76 @@ def uncontended(seconds):
         "release_p99_ms": quantile(releases, 0.99),
         "added_rtt_ms": added_rtt_ms(),
     }
+
+
+def uncontended_lease_lock(seconds, layout):
+    """The uncontended cycle of the lease_lock package: the same loop, from Python."""
+    import lease_lock
+
+    name = "bench-package-%s" % uuid.uuid4().hex
+    store = lease_lock.DynamoDBStore(
+        name,
+        layout=layout,
+        endpoint_url=os.environ["LOCK_DYNAMODB_ENDPOINT"],
+        region=os.environ.get("AWS_REGION", "us-east-1"),
+    )
+    store.create_table(wait=60)
+    client = lease_lock.LockClient(store, owner="package-bench")
+    for _ in range(5):  # warm up: connection, first request
+        client.acquire(KEY).release()
+    cpu_before = cpu()
+    start = time.monotonic()
+    deadline = start + seconds
+    cycles = 0
+    acquires, releases = [], []
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        lock = client.acquire(KEY)
+        acquired = time.monotonic()
+        lock.release()
+        acquires.append((acquired - started) * 1e3)
+        releases.append((time.monotonic() - acquired) * 1e3)
+        cycles += 1
+    elapsed = time.monotonic() - start
+    used = cpu() - cpu_before
+    client.close()
+    store.delete_table(wait=60)
+    return {
+        "library": "lease_lock (Python package)",
+        "scenario": "uncontended",
+        "layout": layout,
+        "cycles": cycles,
+        "seconds": elapsed,
+        "per_second": cycles / elapsed,
+        "cpu_s": used,
+        "cpu_ms_per_op": used * 1e3 / max(cycles, 1),
+        "acquire_p50_ms": quantile(acquires, 0.5),
+        "acquire_p99_ms": quantile(acquires, 0.99),
+        "release_p50_ms": quantile(releases, 0.5),
+        "release_p99_ms": quantile(releases, 0.99),
+        "added_rtt_ms": added_rtt_ms(),
+    }
+
+
+def package_report(path):
+    """lease_lock beside python-dynamodb-lock at each added round-trip time:
+    cycles/s and client CPU per cycle, with the ratios."""
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    print("| added RTT | library | acquire p50 | release p50 | cycles/s | CPU ms / cycle | cycles/s ratio | CPU ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for rtt in sorted({row["added_rtt_ms"] for row in rows}):
+        members = [row for row in rows if row["added_rtt_ms"] == rtt]
+        python = next((r for r in members if r["library"].startswith("python-dynamodb-lock")), None)
+        for row in members:
+            ours = row["library"].startswith("lease_lock")
+            ratio_ops = ratio_cpu = "-"
+            if ours and python:
+                ratio_ops = "%.2fx" % (row["per_second"] / python["per_second"])
+                ratio_cpu = "%.2fx" % (row["cpu_ms_per_op"] / python["cpu_ms_per_op"])
+            library = row["library"] + (" (%s layout)" % row["layout"] if ours else "")
+            print("| %g ms | %s | %.1f ms | %.1f ms | %.1f | %.2f | %s | %s |" % (
+                rtt, library, row["acquire_p50_ms"], row["release_p50_ms"], row["per_second"],
+                row["cpu_ms_per_op"], ratio_ops, ratio_cpu))
 
 
 def quantile(values, q):
@@ -273,9 +345,14 @@ def main(argv):
     if mode == "distance-report":
         distance_report(argv[2])
         return
+    if mode == "package-report":
+        package_report(argv[2])
+        return
     seconds = float(argv[2])
     if mode == "uncontended":
         result = uncontended(seconds)
+    elif mode == "uncontended-lease-lock":
+        result = uncontended_lease_lock(seconds, argv[3])
     elif mode == "contended":
         poll = float(argv[5]) if len(argv) > 5 else None
         result = contended(seconds, int(argv[3]), float(argv[4]), poll)

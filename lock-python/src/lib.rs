@@ -16,10 +16,10 @@
 //! client.close()
 //! ```
 //!
-//! The modules, in the order a call goes through them: [`convert`] checks
-//! arguments, [`client`] and [`stores`] make the Rust calls, [`runtime`] runs
-//! them (blocking or as asyncio futures), [`lock`] wraps what they return,
-//! [`errors`] turns failures into exceptions, and [`events`] carries
+//! The modules, in the order a call goes through them: `convert` checks
+//! arguments, `client` and `stores` make the Rust calls, `runtime` runs
+//! them (blocking or as asyncio futures), `lock` wraps what they return,
+//! `errors` turns failures into exceptions, and `events` carries
 //! callbacks and log records back to a Python thread.
 
 mod client;
