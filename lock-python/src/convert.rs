@@ -37,6 +37,40 @@ pub(crate) fn optional(
         .transpose()
 }
 
+/// An optional duration given as seconds (`int`, `float`) or a
+/// `datetime.timedelta`.
+pub(crate) fn optional_seconds(
+    py: Python<'_>,
+    name: &str,
+    value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(value) if value.is_none() => Ok(None),
+        Some(value) => seconds(py, name, value).map(Some),
+    }
+}
+
+/// A duration given as seconds (`int`, `float`) or a `datetime.timedelta`.
+pub(crate) fn seconds(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let number = if value.is_instance_of::<pyo3::types::PyBool>() {
+        None
+    } else if let Ok(number) = value.extract::<f64>() {
+        Some(number)
+    } else if value.hasattr("total_seconds")? {
+        Some(value.call_method0("total_seconds")?.extract::<f64>()?)
+    } else {
+        None
+    };
+    match number {
+        Some(number) => duration(py, name, number),
+        None => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{name} must be seconds (int or float) or a datetime.timedelta, not {}",
+            value.get_type().name()?
+        ))),
+    }
+}
+
 /// The lock key: the key, and the sort key when there is one.
 pub(crate) fn key(key: String, sort_key: Option<String>) -> LockKey {
     match sort_key {

@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -52,6 +52,20 @@ static QUEUE: Queue = Queue {
 };
 /// Log records dropped because the queue was full, not yet reported.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Set by [`wake_events`]: the waiting [`next_events`] returns at once.
+static WAKE: AtomicBool = AtomicBool::new(false);
+
+/// Make a waiting `next_events` return now (the thread is stopping).
+#[pyfunction]
+pub(crate) fn wake_events() {
+    let guard = QUEUE
+        .events
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    WAKE.store(true, Ordering::SeqCst);
+    drop(guard);
+    QUEUE.ready.notify_all();
+}
 
 impl Queue {
     fn push(&self, event: Event) {
@@ -90,8 +104,11 @@ pub(crate) fn next_events(py: Python<'_>, timeout: f64) -> PyResult<Bound<'_, Py
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let (mut guard, _) = QUEUE
             .ready
-            .wait_timeout_while(guard, timeout, |(events, _)| events.is_empty())
+            .wait_timeout_while(guard, timeout, |(events, _)| {
+                events.is_empty() && !WAKE.load(Ordering::SeqCst)
+            })
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        WAKE.store(false, Ordering::SeqCst);
         guard.1 = 0;
         guard.0.drain(..).collect()
     });

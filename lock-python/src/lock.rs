@@ -327,8 +327,10 @@ impl Lock {
 
     /// Release the lock (one conditional write); with `data`, store it in the
     /// released record for the next holder; with `delete=True`, delete the
-    /// record instead. Releasing twice does nothing. Raises `LockLost` if the
-    /// lease was lost before the release.
+    /// record instead. Releasing twice does nothing. Raises `LockLost` if
+    /// another writer had taken the lock (a lease that merely ran out, with
+    /// nobody else writing, is released without an error: check `is_safe` or
+    /// `lost()` to know whether the lease held throughout).
     #[pyo3(signature = (*, data=None, delete=false))]
     fn release(&self, py: Python<'_>, data: Option<Vec<u8>>, delete: bool) -> PyResult<Py<PyAny>> {
         self.leave(py, data, delete, false)
@@ -357,23 +359,27 @@ impl Lock {
             .call1((slf, work))
     }
 
-    /// An awaitable that resolves with a `LostReason` once the lease can no
-    /// longer be trusted (also when the lock is released).
+    /// An awaitable that resolves with a `LostReason` as soon as the lease can
+    /// no longer be trusted: in danger (no heartbeat confirmed within the safe
+    /// time: kind `"in_danger"`, even if a later heartbeat lands), lost
+    /// (stolen, expired, max hold) or released.
     fn lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let lost = self.view.lost();
+        let lost = self.view.until_unsafe();
         self.runtime
             .awaitable(py, lost, |py, reason| lost_reason(py, &reason))
     }
 
-    /// Block until the lease can no longer be trusted and return why, or
-    /// return `None` after `timeout` seconds (`None`: no limit).
+    /// Block until the lease can no longer be trusted (as `lost()`) and
+    /// return why, or return `None` after `timeout` (seconds or `timedelta`;
+    /// `None`: no limit).
     #[pyo3(signature = (timeout=None))]
-    fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
-        let lost = self.view.lost();
-        let limit = match timeout {
-            Some(seconds) => Some(crate::convert::duration(py, "timeout", seconds)?),
-            None => None,
-        };
+    fn wait_lost(
+        &self,
+        py: Python<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let lost = self.view.until_unsafe();
+        let limit = crate::convert::optional_seconds(py, "timeout", timeout)?;
         let reason = self.runtime.block_on(py, async move {
             match limit {
                 Some(limit) => tokio::time::timeout(limit, lost).await.ok(),
@@ -383,12 +389,12 @@ impl Lock {
         reason.map(|reason| lost_reason(py, &reason)).transpose()
     }
 
-    /// Call `callback(reason)` on the package's callback thread when the lease
-    /// can no longer be trusted (not when it is released). Exceptions it
-    /// raises are logged to the `lease_lock` logger.
+    /// Call `callback(reason)` on the package's callback thread as soon as the
+    /// lease can no longer be trusted (as `lost()`; not when it is released).
+    /// Exceptions it raises are logged to the `lease_lock` logger.
     pub(crate) fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
         self.runtime.pid().check(py)?;
-        let lost = self.view.lost();
+        let lost = self.view.until_unsafe();
         self.runtime.handle().spawn(async move {
             let reason = lost.await;
             if reason != LostReason::Released {
@@ -404,10 +410,32 @@ impl Lock {
         slf
     }
 
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.leave(py, None, false, false)?;
-        Ok(false)
+    /// Release on leaving a `with` block. When the block raised, a failed
+    /// release is logged and the block's exception goes on.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: &Bound<'_, PyAny>,
+        _exc: &Bound<'_, PyAny>,
+        _tb: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        match self.leave(py, None, false, false) {
+            Ok(_) => Ok(false),
+            Err(error) if exc_type.is_none() => Err(error),
+            Err(error) => {
+                py.import("logging")?
+                    .call_method1("getLogger", ("lease_lock",))?
+                    .call_method1(
+                        "warning",
+                        (
+                            "releasing lock %s after an exception in its block failed: %s",
+                            self.view.key().to_string(),
+                            error.value(py).str()?,
+                        ),
+                    )?;
+                Ok(false)
+            }
+        }
     }
 
     fn __repr__(&self) -> String {

@@ -8,6 +8,7 @@
 //! of its own on first use, and everything made on the parent's runtime
 //! (clients, stores, locks) refuses to run in the child ([`Pid::check`]).
 
+use std::cell::Cell;
 use std::future::Future;
 use std::sync::mpsc::{RecvTimeoutError, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -19,9 +20,35 @@ use pyo3::types::PyCFunction;
 
 use crate::errors;
 
-/// How often a blocking wait looks for a signal (Ctrl-C): Python runs signal
-/// handlers only when the main thread asks, and the bound is 100 ms.
-const SIGNAL_CHECK: Duration = Duration::from_millis(20);
+/// How often a blocking wait on the main thread looks for a signal (Ctrl-C):
+/// Python runs signal handlers only when the main thread asks. Every look
+/// costs a wake-up, so not more often than a person notices: a
+/// `KeyboardInterrupt` within 50 ms.
+const SIGNAL_CHECK: Duration = Duration::from_millis(50);
+
+thread_local! {
+    /// Whether this is Python's main thread, the only one that runs signal
+    /// handlers (found out once per thread).
+    static MAIN_THREAD: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+fn is_main_thread(py: Python<'_>) -> bool {
+    MAIN_THREAD.with(|known| {
+        if let Some(main) = known.get() {
+            return main;
+        }
+        let main = (|| -> PyResult<bool> {
+            let threading = py.import("threading")?;
+            let main = threading.call_method0("main_thread")?;
+            let current = threading.call_method0("current_thread")?;
+            Ok(main.is(&current))
+        })()
+        // If it cannot be told, look for signals: only a cost.
+        .unwrap_or(true);
+        known.set(Some(main));
+        main
+    })
+}
 
 /// A runtime and the process that started it.
 #[derive(Debug)]
@@ -91,6 +118,12 @@ impl ProcessRuntime {
             // The receiver is gone only if the caller was interrupted.
             let _ = sender.send(future.await);
         });
+        if !is_main_thread(py) {
+            // No signal handler runs on this thread: nothing to look for.
+            return py
+                .detach(move || receiver.recv())
+                .map_err(|_| dropped_call());
+        }
         let mut receiver = receiver;
         loop {
             let (received, back) = py.detach(move || {
@@ -106,11 +139,7 @@ impl ProcessRuntime {
                         return Err(interrupted);
                     }
                 }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(errors::runtime_failed(
-                        "the lock runtime dropped a call before it ended (a bug: please report it)",
-                    ));
-                }
+                Err(RecvTimeoutError::Disconnected) => return Err(dropped_call()),
             }
         }
     }
@@ -140,16 +169,22 @@ impl ProcessRuntime {
         let target = py_future.clone_ref(py);
         let task = self.runtime.spawn(async move {
             let output = future.await;
-            Python::attach(|py| {
-                let (ok, value) = match convert(py, output) {
-                    Ok(value) => (true, value),
-                    Err(error) => (false, error.into_value(py).into_any()),
-                };
-                // Fails only when the loop is closed: nobody is waiting.
-                let _ = event_loop
-                    .bind(py)
-                    .call_method1("call_soon_threadsafe", (settle, target, ok, value));
+            // Handing the result to the event loop needs the GIL: on a thread
+            // of the blocking pool, never on one that runs heartbeats.
+            let handed = tokio::task::spawn_blocking(move || {
+                Python::attach(|py| {
+                    let (ok, value) = match convert(py, output) {
+                        Ok(value) => (true, value),
+                        Err(error) => (false, error.into_value(py).into_any()),
+                    };
+                    // Fails only when the loop is closed: nobody is waiting.
+                    let _ = event_loop
+                        .bind(py)
+                        .call_method1("call_soon_threadsafe", (settle, target, ok, value));
+                })
             });
+            // Fails only if the runtime is shutting down: nobody is waiting.
+            let _ = handed.await;
         });
         let abort = task.abort_handle();
         let on_done = PyCFunction::new_closure(
@@ -170,6 +205,12 @@ impl ProcessRuntime {
         py_future.call_method1("add_done_callback", (on_done,))?;
         Ok(py_future)
     }
+}
+
+fn dropped_call() -> PyErr {
+    errors::runtime_failed(
+        "the lock runtime dropped a call before it ended (a bug: please report it)",
+    )
 }
 
 /// `lease_lock._bridge.settle`: sets a future's result or exception unless it

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use aws_config::{BehaviorVersion, Region};
 use lock_core::ConditionalStore;
 use lock_dynamodb::{DynamoDbStore, Layout, TableError, TableOptions};
+use lock_memory::FaultyStore;
 use lock_postgres::PostgresStore as RustPostgresStore;
 use pyo3::BoundObject;
 use pyo3::prelude::*;
@@ -25,7 +26,7 @@ pub(crate) struct StoreParts {
 pub(crate) fn parts(py: Python<'_>, store: &Bound<'_, PyAny>) -> PyResult<StoreParts> {
     let (shared, made_on): (Arc<dyn ConditionalStore>, Option<Arc<ProcessRuntime>>) =
         if let Ok(memory) = store.cast::<MemoryStore>() {
-            (Arc::new(memory.get().store.clone()), None)
+            (memory.get().store.clone(), None)
         } else if let Ok(dynamodb) = store.cast::<DynamoDBStore>() {
             let dynamodb = dynamodb.get();
             (dynamodb.shared.clone(), Some(dynamodb.runtime.clone()))
@@ -93,23 +94,40 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for SetupFailure {
 /// Locks in this process's memory: for tests of code that uses locks, and
 /// for locks between the threads and tasks of one process. Clients made on
 /// one `MemoryStore` exclude each other as clients on one table do.
+///
+/// For tests of what your code does in an outage, `set_unavailable(True)`
+/// makes every call fail as an unreachable store would (heartbeats fail, the
+/// lease falls into danger, then expires), until `set_unavailable(False)`.
 #[pyclass(module = "lease_lock._native", name = "MemoryStore", frozen)]
 #[derive(Debug)]
 pub(crate) struct MemoryStore {
-    store: lock_memory::MemoryStore,
+    store: Arc<FaultyStore<lock_memory::MemoryStore>>,
 }
 
 #[pymethods]
 impl MemoryStore {
     #[new]
     fn new() -> Self {
+        // No faults unless asked: the seed only matters for random faults,
+        // which this store never injects.
         Self {
-            store: lock_memory::MemoryStore::new(),
+            store: Arc::new(FaultyStore::new(lock_memory::MemoryStore::new(), 0)),
         }
     }
 
+    /// Make every call fail as an unreachable store's would (`True`), or
+    /// answer again (`False`).
+    fn set_unavailable(&self, unavailable: bool) {
+        self.store.set_unavailable(unavailable);
+    }
+
+    /// The number of lock records stored (held or released).
+    fn __len__(&self) -> usize {
+        self.store.inner().records().len()
+    }
+
     fn __repr__(&self) -> String {
-        format!("MemoryStore(locks={})", self.store.records().len())
+        format!("MemoryStore(records={})", self.store.inner().records().len())
     }
 }
 
@@ -236,20 +254,22 @@ impl DynamoDBStore {
     }
 
     /// Create the table for this layout (on-demand billing, time to live on
-    /// the expiry attribute) and wait until it is active. With
-    /// `exist_ok=True` an existing table is validated instead.
-    #[pyo3(signature = (*, wait=300.0, ttl=true, exist_ok=false, is_async=false))]
+    /// the expiry attribute) and wait until it is active (at most `wait`,
+    /// seconds or `timedelta`; default 5 minutes). With `exist_ok=True` an
+    /// existing table is validated instead.
+    #[pyo3(signature = (*, wait=None, ttl=true, exist_ok=false, is_async=false))]
     fn create_table(
         &self,
         py: Python<'_>,
-        wait: f64,
+        wait: Option<&Bound<'_, PyAny>>,
         ttl: bool,
         exist_ok: bool,
         is_async: bool,
     ) -> PyResult<Py<PyAny>> {
-        let options = TableOptions::default()
-            .wait(convert::duration(py, "wait", wait)?)
-            .enable_ttl(ttl);
+        let mut options = TableOptions::default().enable_ttl(ttl);
+        if let Some(wait) = convert::optional_seconds(py, "wait", wait)? {
+            options = options.wait(wait);
+        }
         let store = self.store.clone();
         run(py, &self.runtime, is_async, async move {
             match store.create_table(options).await {
@@ -272,10 +292,17 @@ impl DynamoDBStore {
         })
     }
 
-    /// Delete the table and wait until it is gone.
-    #[pyo3(signature = (*, wait=300.0, is_async=false))]
-    fn delete_table(&self, py: Python<'_>, wait: f64, is_async: bool) -> PyResult<Py<PyAny>> {
-        let wait = convert::duration(py, "wait", wait)?;
+    /// Delete the table and wait until it is gone (at most `wait`, seconds or
+    /// `timedelta`; default 5 minutes).
+    #[pyo3(signature = (*, wait=None, is_async=false))]
+    fn delete_table(
+        &self,
+        py: Python<'_>,
+        wait: Option<&Bound<'_, PyAny>>,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let wait = convert::optional_seconds(py, "wait", wait)?
+            .unwrap_or(std::time::Duration::from_secs(300));
         let store = self.store.clone();
         run(py, &self.runtime, is_async, async move {
             Ok::<_, SetupFailure>(store.delete_table(wait).await?)

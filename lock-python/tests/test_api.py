@@ -155,3 +155,22 @@ def test_bad_input_is_refused_before_anything_is_written(clients: Clients, store
     with pytest.raises(lease_lock.ConfigError, match="try_acquire"):
         alice._native.acquire("k", None, True, False, 5.0, None, None, None, None, None, False, False, False, False, None)
     assert alice.list_locks() == []
+
+
+def test_an_outage_puts_the_lease_in_danger_and_a_landed_heartbeat_makes_it_safe_again() -> None:
+    store = lease_lock.MemoryStore()
+    # Safe for 4 × 0.99 − 2 = 1.96 s after the last heartbeat; expired at 4 s.
+    alice = LockClient(store, owner="alice", lease=4, heartbeat=0.2, safety_margin=2)
+    lock = alice.acquire("job")
+    store.set_unavailable(True)
+    reason = lock.wait_lost(timeout=timedelta(seconds=5))
+    assert reason is not None and reason.kind == "in_danger"
+    assert lock.state is lease_lock.LeaseState.IN_DANGER and not lock.is_safe
+    store.set_unavailable(False)
+    import conftest
+
+    conftest.eventually(lambda: lock.is_safe, timeout=5, what="a heartbeat landing")
+    assert lock.state is lease_lock.LeaseState.SAFE and lock.fence == 1
+    lock.release()
+    assert len(store) == 1
+    alice.close()

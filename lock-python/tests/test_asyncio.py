@@ -110,3 +110,23 @@ def test_run_until_lost_cancels_the_work_when_the_lease_is_lost(clients: Clients
         assert cancelled == [True]
 
     run(main())
+
+
+def test_run_until_lost_cancels_the_work_when_the_lease_falls_into_danger() -> None:
+    store = lease_lock.MemoryStore()
+    alice = LockClient(store, owner="alice", lease=4, heartbeat=0.2, safety_margin=2)
+
+    async def main() -> None:
+        lock = await alice.acquire_async("job")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        store.set_unavailable(True)
+        with pytest.raises(lease_lock.LockLost) as raised:
+            await lock.run_until_lost(asyncio.sleep(60))
+        # Cancelled at the end of the safe time, well before the lease ends.
+        assert raised.value.reason.kind == "in_danger"
+        assert loop.time() - started < 3.5
+        store.set_unavailable(False)
+
+    run(main())
+    alice.close()

@@ -25,11 +25,11 @@ def settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
 
 
 async def run_until_lost(lock: Lock, work: Awaitable[T]) -> T:
-    """Run ``work`` and return its result; cancel it as soon as the lease is lost.
+    """Run ``work`` and return its result; cancel it as soon as the lease can no longer be trusted.
 
-    Raises ``LockLost`` (after the cancelled work has finished unwinding) when
-    the lease can no longer be trusted before ``work`` ends, including when
-    the lock is released meanwhile.
+    Raises ``LockLost`` (after the cancelled work has finished unwinding) when,
+    before ``work`` ends, the lease is in danger (no heartbeat confirmed within
+    the safe time), lost, or the lock is released.
     """
     task = asyncio.ensure_future(work)
     lost: asyncio.Future[Any] = asyncio.ensure_future(lock.lost())

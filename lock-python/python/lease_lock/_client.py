@@ -43,8 +43,8 @@ class LockClient:
 
     ``owner`` is written into every lock (default: host name and a random
     suffix); ``lease`` is how long a lock stays held without a heartbeat
-    (default 20 s), ``heartbeat`` how often it is renewed (default a third of
-    the lease), ``refresh`` how often a waiting acquire looks again.
+    (default 20 s), ``heartbeat`` how often it is renewed (default a quarter
+    of the lease), ``refresh`` how often a waiting acquire looks again.
     Durations are seconds or ``timedelta``.
 
     One client per process is enough: share it between threads and tasks.
@@ -56,7 +56,8 @@ class LockClient:
     >>> with client.lock("report", wait=30) as lock:
     ...     lock.fence
     1
-    >>> client.close()
+    >>> client.close()["released"]  # the lock was released when the block ended
+    []
     """
 
     def __init__(
@@ -163,7 +164,8 @@ class LockClient:
         must not run twice in a period); ``max_hold`` stops heartbeats after
         that long; ``busy_unless_dead`` reports a live holder as busy at once
         and waits only for a dead one; ``on_lost(reason)`` is called on the
-        package's callback thread if the lease can no longer be trusted. The
+        package's callback thread as soon as the lease can no longer be trusted
+        (in danger or lost; not on release). The
         blocking wait releases the GIL and stops at Ctrl-C (leaving nothing
         held).
         """
@@ -330,11 +332,7 @@ class LockClient:
         return report
 
     def _close_at_exit(self) -> None:
-        report = self.close()
-        for key, message in report["failed"]:
-            logger.warning("at exit, lock %s could not be released: %s", key, message)
-        for key in report["timed_out"]:
-            logger.warning("at exit, lock %s was not released within the shutdown timeout", key)
+        _log_report("at exit", self.close())
 
     def __enter__(self) -> LockClient:
         return self
@@ -345,7 +343,7 @@ class LockClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        _log_report("leaving the client's with block", self.close())
 
     async def __aenter__(self) -> LockClient:
         return self
@@ -356,10 +354,18 @@ class LockClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close_async()
+        _log_report("leaving the client's async with block", await self.close_async())
 
     def __repr__(self) -> str:
         return f"LockClient(owner={self.owner!r}, lease={self.lease})"
+
+
+def _log_report(when: str, report: dict[str, Any]) -> None:
+    """Log the locks a close could not release (the caller keeps no report)."""
+    for key, message in report["failed"]:
+        logger.warning("%s, lock %s could not be released: %s", when, key, message)
+    for key in report["timed_out"]:
+        logger.warning("%s, lock %s was not released within the shutdown timeout", when, key)
 
 
 class LockContext:

@@ -46,8 +46,10 @@ def _dispatch(events: list[tuple[Any, ...]]) -> None:
 
 
 def _run() -> None:
+    # Woken by events, or by _at_exit through wake_events; the timeout only
+    # bounds a missed wake-up.
     while not _stop.is_set():
-        _dispatch(_native.next_events(0.1))
+        _dispatch(_native.next_events(5.0))
     # What the runtime queued while the clients closed.
     _dispatch(_native.next_events(0.0))
 
@@ -77,6 +79,7 @@ def _at_exit() -> None:
         except Exception:
             logger.exception("closing a lock client at exit failed")
     _stop.set()
+    _native.wake_events()
     thread = _thread
     if thread is not None:
         thread.join(timeout=2.0)

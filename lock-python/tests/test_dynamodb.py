@@ -1,0 +1,87 @@
+"""DynamoDB specifics: every table layout, a named profile, table set-up errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+import lease_lock
+from lease_lock import LockClient
+
+from conftest import DYNAMODB, _need, make_dynamodb_store
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"sort_key": "sk"},
+        {"layout": "python-dynamodb-lock"},
+        {"layout": "python-dynamodb-lock", "partition_key": "name", "no_sort_key": True},
+        {"layout": "java"},
+    ],
+    ids=["native", "native-sort-key", "python-dynamodb-lock", "renamed-keys", "java"],
+)
+def test_every_layout_holds_and_hands_over(options: dict[str, object]) -> None:
+    store = make_dynamodb_store(**options)
+    alice = LockClient(store, owner="alice")
+    bob = LockClient(store, owner="bob")
+    lock = alice.acquire("job", data=b"d")
+    assert bob.try_acquire("job") is None
+    lock.release()
+    again = bob.acquire("job", wait=0)
+    assert again.fence > 0 and again.owner == "bob"
+    again.release()
+    alice.close()
+    bob.close()
+
+
+def test_a_missing_table_and_a_bad_layout_say_what_to_change() -> None:
+    endpoint = _need(DYNAMODB, "LOCK_DYNAMODB_ENDPOINT")
+    with pytest.raises(lease_lock.InvalidInput, match="python-dynamodb-lock"):
+        lease_lock.DynamoDBStore("locks", layout="python", endpoint_url=endpoint, region="us-east-1")
+    with pytest.raises(lease_lock.InvalidInput, match="pass one of them"):
+        lease_lock.DynamoDBStore("locks", sort_key="s", no_sort_key=True, endpoint_url=endpoint, region="us-east-1")
+    missing = lease_lock.DynamoDBStore(f"missing-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint, region="us-east-1")
+    with pytest.raises(lease_lock.StoreSetupError):
+        missing.validate_table()
+    client = LockClient(missing)
+    with pytest.raises(lease_lock.StoreError) as raised:
+        client.acquire("k", wait=0)
+    assert raised.value.kind == "not_found" and not raised.value.retryable
+    client.close()
+    store = make_dynamodb_store()
+    store.create_table(exist_ok=True)  # validated, not an error
+    with pytest.raises(lease_lock.StoreSetupError, match="already exists"):
+        store.create_table()
+
+
+def test_a_named_profile_supplies_region_and_credentials(tmp_path: Path) -> None:
+    endpoint = _need(os.environ.get("LOCK_DYNAMODB_AUTH_ENDPOINT"), "LOCK_DYNAMODB_AUTH_ENDPOINT")
+    (tmp_path / "config").write_text("[profile locks]\nregion = us-east-1\n")
+    (tmp_path / "credentials").write_text(
+        "[locks]\naws_access_key_id = %s\naws_secret_access_key = %s\n"
+        % (os.environ["LOCK_AUTH_GOOD_KEY"], os.environ["LOCK_AUTH_GOOD_SECRET"])
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_CONFIG_FILE=str(tmp_path / "config"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"),
+               AWS_EC2_METADATA_DISABLED="true")
+    table = f"py-profile-{uuid.uuid4().hex[:8]}"
+    script = f"""
+        import lease_lock
+        store = lease_lock.DynamoDBStore({table!r}, endpoint_url={endpoint!r}, profile="locks")
+        store.create_table(wait=60)
+        client = lease_lock.LockClient(store)
+        print(client.acquire("k").fence)
+        client.close()
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
