@@ -144,7 +144,14 @@ static MIN_LEVEL: AtomicUsize = AtomicUsize::new(30);
 /// Forward `tracing` events at or above this Python logging level.
 #[pyfunction]
 pub(crate) fn set_log_level(level: usize) {
-    MIN_LEVEL.store(level, Ordering::Relaxed);
+    if MIN_LEVEL.swap(level, Ordering::Relaxed) != level {
+        // Each call site cached whether it is enabled (below): ask them again.
+        tracing::callsite::rebuild_interest_cache();
+    }
+}
+
+fn forwarded(level: &Level) -> bool {
+    usize::from(python_level(level)) >= MIN_LEVEL.load(Ordering::Relaxed)
 }
 
 fn python_level(level: &Level) -> u8 {
@@ -165,14 +172,20 @@ pub(crate) struct ToPythonLogging;
 impl<S: Subscriber> Layer<S> for ToPythonLogging {
     fn register_callsite(
         &self,
-        _metadata: &'static Metadata<'static>,
+        metadata: &'static Metadata<'static>,
     ) -> tracing::subscriber::Interest {
-        // The level can change at any time: ask `enabled` every time.
-        tracing::subscriber::Interest::sometimes()
+        // Decided once per call site, so a disabled event or span (the AWS
+        // SDK has many at debug and trace level on every request) costs
+        // nothing; `set_log_level` has them decided again.
+        if forwarded(metadata.level()) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
     }
 
     fn enabled(&self, metadata: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
-        usize::from(python_level(metadata.level())) >= MIN_LEVEL.load(Ordering::Relaxed)
+        forwarded(metadata.level())
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {

@@ -75,8 +75,14 @@ pub(crate) fn runtime() -> PyResult<Arc<ProcessRuntime>> {
             std::mem::forget(stale);
         }
     }
+    // One worker: a Python process's lock work (heartbeats, acquires, the
+    // store's I/O) is light, and with one thread an answer from the store
+    // wakes the thread that runs the call instead of handing it between two
+    // (a third less client CPU per call at a 20 ms round trip, measured in
+    // docs/performance.md). A worker never waits for the GIL, so it stays
+    // free for heartbeats whatever Python does.
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .thread_name("lease-lock-runtime")
         .enable_all()
         .build()

@@ -127,7 +127,10 @@ impl MemoryStore {
     }
 
     fn __repr__(&self) -> String {
-        format!("MemoryStore(records={})", self.store.inner().records().len())
+        format!(
+            "MemoryStore(records={})",
+            self.store.inner().records().len()
+        )
     }
 }
 
