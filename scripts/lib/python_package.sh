@@ -5,8 +5,9 @@
 # python_package_build          maturin develop: the extension with cargo's dev
 #                               profile, in the workspace's target directory,
 #                               installed in .venv as an editable package
-# python_package_test           pytest lock-python/tests; the DynamoDB and
-#                               PostgreSQL tests must not be skipped
+# python_package_test           pytest lock-python/tests (the DynamoDB and
+#                               PostgreSQL tests must not be skipped) and the
+#                               examples in the package's docstrings
 # python_package_typecheck      mypy --strict on the package and on
 #                               lock-python/tests/typing_check.py
 
@@ -28,7 +29,8 @@ python_package_build() {
 
 python_package_test() {
     LEASE_LOCK_REQUIRE_SERVERS=1 LOCK_DYNAMODB_ENDPOINT="$MOTO_ENDPOINT" \
-        "$MOTO_VENV/bin/python" -m pytest -q -p no:cacheprovider "$root/lock-python/tests"
+        "$MOTO_VENV/bin/python" -m pytest -q -p no:cacheprovider \
+        "$root/lock-python/tests" --doctest-modules "$root/lock-python/python/lease_lock"
 }
 
 python_package_typecheck() {
