@@ -59,6 +59,32 @@ impl Client {
     }
 }
 
+impl Client {
+    /// `run` for calls that must not be cut short (closing: a shutdown
+    /// stopped halfway would leave its releases undone and the client
+    /// closed): Ctrl-C or a cancelled await stops the wait, not the call.
+    fn run_to_end<T, F, C>(
+        &self,
+        py: Python<'_>,
+        is_async: bool,
+        future: F,
+        convert: C,
+    ) -> PyResult<Py<PyAny>>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = T> + Send + 'static,
+        C: for<'a> FnOnce(Python<'a>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+    {
+        let future = self.runtime.detached(future);
+        self.run(py, is_async, future, move |py, output| match output {
+            Some(output) => convert(py, output),
+            None => Err(crate::errors::runtime_failed(
+                "the lock runtime stopped before the call ended",
+            )),
+        })
+    }
+}
+
 #[pymethods]
 impl Client {
     #[new]
@@ -291,12 +317,13 @@ impl Client {
     }
 
     /// Stop heartbeats and release every held lock; returns a dict of the
-    /// keys `released`, `failed` (with the error's message) and `timed_out`.
-    /// Closing twice does nothing.
+    /// `(key, sort_key)` pairs `released`, `failed` (each with the error's
+    /// message) and `timed_out`. Closing twice does nothing. Neither Ctrl-C
+    /// nor a cancelled await stops the releases once started.
     #[pyo3(signature = (is_async))]
     fn close(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
         let client = self.client().clone();
-        self.run(
+        self.run_to_end(
             py,
             is_async,
             async move { client.shutdown().await },
@@ -307,16 +334,17 @@ impl Client {
                     Err(error) => return Err(errors::lock_error(py, error)),
                 };
                 let out = PyDict::new(py);
-                let names = |keys: &[lock_core::LockKey]| {
-                    keys.iter().map(ToString::to_string).collect::<Vec<_>>()
+                let pair = |key: &lock_core::LockKey| {
+                    (key.partition().to_owned(), key.sort().map(str::to_owned))
                 };
+                let names = |keys: &[lock_core::LockKey]| keys.iter().map(pair).collect::<Vec<_>>();
                 out.set_item("released", names(&report.released))?;
                 out.set_item(
                     "failed",
                     report
                         .failed
                         .iter()
-                        .map(|(key, error)| (key.to_string(), errors::chain(error)))
+                        .map(|(key, error)| (pair(key), errors::chain(error)))
                         .collect::<Vec<_>>(),
                 )?;
                 out.set_item("timed_out", names(&report.timed_out))?;
@@ -332,9 +360,10 @@ impl Drop for Client {
             return;
         };
         if self.runtime.pid().is_current() {
-            // Dropping the last handle finishes the releases still running.
-            let _entered = self.runtime.handle().enter();
-            drop(client);
+            // Dropping the last handle waits for the releases still running:
+            // on the runtime's worker, never on this thread, which holds the
+            // GIL.
+            self.runtime.handle().spawn(async move { drop(client) });
         } else {
             // A copy made by fork(): its locks are the parent's.
             std::mem::forget(client);

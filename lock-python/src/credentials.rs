@@ -2,6 +2,7 @@
 //! expiry, so temporary credentials (a role, SSO) keep working past their
 //! first hour: the session refreshes them as boto3 does for its own clients.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::Credentials;
@@ -17,18 +18,22 @@ const ASK_AGAIN: Duration = Duration::from_secs(15 * 60);
 /// Credentials of a `boto3.Session` (or a `botocore` session).
 #[derive(Debug)]
 pub(crate) struct SessionCredentials {
-    session: Py<PyAny>,
+    // Shared by reference count, so handing it to another thread needs no
+    // GIL (a `Py` clone does).
+    session: Arc<Py<PyAny>>,
 }
 
 impl SessionCredentials {
     pub(crate) fn new(session: Py<PyAny>) -> Self {
-        Self { session }
+        Self {
+            session: Arc::new(session),
+        }
     }
 
-    /// Ask the session, on a thread that may wait for the GIL (never one of
-    /// the runtime's).
+    /// Ask the session, on a thread that may wait for the GIL: one of the
+    /// blocking pool's, never the runtime's worker, which sends heartbeats.
     async fn load(&self) -> Result<Credentials, CredentialsError> {
-        let session = Python::attach(|py| self.session.clone_ref(py));
+        let session = self.session.clone();
         tokio::task::spawn_blocking(move || Python::attach(|py| read(py, &session)))
             .await
             .map_err(CredentialsError::provider_error)?

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lock_core::{LeaseState, LockError, LockGuard, LockInfo, LockView, LostReason};
 use pyo3::BoundObject;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -155,12 +156,30 @@ impl Lock {
 }
 
 impl Lock {
+    /// Call `callback(reason)` on the package's callback thread as soon as the
+    /// lease can no longer be trusted (as `lost()`; not when it is released).
+    /// Exceptions it raises are logged to the `lease_lock` logger.
+    pub(crate) fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+        self.runtime.pid().check(py)?;
+        let lost = self.view.until_unsafe();
+        self.runtime.handle().spawn(async move {
+            let reason = lost.await;
+            if reason != LostReason::Released {
+                crate::events::call_on_lost(callback, reason);
+            }
+            // Otherwise dropped here without the GIL: PyO3 defers the
+            // reference count to the next thread that holds it.
+        });
+        Ok(())
+    }
+
     fn write_data(
         &self,
         py: Python<'_>,
-        data: Option<Vec<u8>>,
+        data: Option<PyBackedBytes>,
         is_async: bool,
     ) -> PyResult<Py<PyAny>> {
+        let data = data.map(|data| data.to_vec());
         self.runtime.pid().check(py)?;
         let view = self.view.clone();
         self.run(
@@ -179,10 +198,11 @@ impl Lock {
     fn leave(
         &self,
         py: Python<'_>,
-        data: Option<Vec<u8>>,
+        data: Option<PyBackedBytes>,
         delete: bool,
         is_async: bool,
     ) -> PyResult<Py<PyAny>> {
+        let data = data.map(|data| data.to_vec());
         if data.is_some() && delete {
             return Err(errors::invalid_input(
                 py,
@@ -316,12 +336,12 @@ impl Lock {
 
     /// Replace the data stored with the lock (one conditional write), or
     /// clear it with `None`.
-    fn set_data(&self, py: Python<'_>, data: Option<Vec<u8>>) -> PyResult<Py<PyAny>> {
+    fn set_data(&self, py: Python<'_>, data: Option<PyBackedBytes>) -> PyResult<Py<PyAny>> {
         self.write_data(py, data, false)
     }
 
     /// `set_data`, awaited.
-    fn set_data_async(&self, py: Python<'_>, data: Option<Vec<u8>>) -> PyResult<Py<PyAny>> {
+    fn set_data_async(&self, py: Python<'_>, data: Option<PyBackedBytes>) -> PyResult<Py<PyAny>> {
         self.write_data(py, data, true)
     }
 
@@ -332,7 +352,12 @@ impl Lock {
     /// nobody else writing, is released without an error: check `is_safe` or
     /// `lost()` to know whether the lease held throughout).
     #[pyo3(signature = (*, data=None, delete=false))]
-    fn release(&self, py: Python<'_>, data: Option<Vec<u8>>, delete: bool) -> PyResult<Py<PyAny>> {
+    fn release(
+        &self,
+        py: Python<'_>,
+        data: Option<PyBackedBytes>,
+        delete: bool,
+    ) -> PyResult<Py<PyAny>> {
         self.leave(py, data, delete, false)
     }
 
@@ -341,7 +366,7 @@ impl Lock {
     fn release_async(
         &self,
         py: Python<'_>,
-        data: Option<Vec<u8>>,
+        data: Option<PyBackedBytes>,
         delete: bool,
     ) -> PyResult<Py<PyAny>> {
         self.leave(py, data, delete, true)
@@ -387,23 +412,6 @@ impl Lock {
             }
         })?;
         reason.map(|reason| lost_reason(py, &reason)).transpose()
-    }
-
-    /// Call `callback(reason)` on the package's callback thread as soon as the
-    /// lease can no longer be trusted (as `lost()`; not when it is released).
-    /// Exceptions it raises are logged to the `lease_lock` logger.
-    pub(crate) fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
-        self.runtime.pid().check(py)?;
-        let lost = self.view.until_unsafe();
-        self.runtime.handle().spawn(async move {
-            let reason = lost.await;
-            if reason != LostReason::Released {
-                crate::events::call_on_lost(callback, reason);
-            }
-            // Otherwise dropped here without the GIL: PyO3 defers the
-            // reference count to the next thread that holds it.
-        });
-        Ok(())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -461,9 +469,11 @@ impl Drop for Lock {
             .take();
         let Some(guard) = guard else { return };
         if self.runtime.pid().is_current() {
-            // The guard's drop starts its release on the runtime.
-            let _entered = self.runtime.handle().enter();
-            drop(guard);
+            // Dropped on the runtime: the guard's drop starts its release
+            // there, and if it is the client's last handle, the wait for the
+            // releases it does happens on the worker, never on this thread,
+            // which holds the GIL.
+            self.runtime.handle().spawn(async move { drop(guard) });
         } else {
             // A copy made by fork(): the parent holds and releases it.
             std::mem::forget(guard);

@@ -10,6 +10,9 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
 use std::sync::mpsc::{RecvTimeoutError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -142,6 +145,10 @@ impl ProcessRuntime {
                 Err(RecvTimeoutError::Timeout) => {
                     if let Err(interrupted) = py.check_signals() {
                         task.abort();
+                        // The call may have ended just now, its result (a
+                        // lock, say) waiting in the channel: dropped on the
+                        // runtime, where a lock's drop releases it.
+                        self.runtime.spawn(async move { drop(receiver) });
                         return Err(interrupted);
                     }
                 }
@@ -165,21 +172,40 @@ impl ProcessRuntime {
         F: Future<Output = T> + Send + 'static,
         C: for<'a> FnOnce(Python<'a>, T) -> PyResult<Py<PyAny>> + Send + 'static,
     {
-        self.pid.check(py)?;
-        let event_loop = py
-            .import("asyncio")?
-            .call_method0("get_running_loop")?
-            .unbind();
-        let py_future = event_loop.bind(py).call_method0("create_future")?.unbind();
-        let settle = settle_function(py)?;
+        let prepared = (|| -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+            self.pid.check(py)?;
+            let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
+            let py_future = event_loop.call_method0("create_future")?.unbind();
+            Ok((event_loop.unbind(), py_future, settle_function(py)?))
+        })();
+        let (event_loop, py_future, settle) = match prepared {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                // The call may own a lock (a release's guard): dropped on the
+                // runtime, where a lock's drop releases it.
+                if self.pid.is_current() {
+                    self.runtime.spawn(async move { drop(future) });
+                } else {
+                    std::mem::forget(future);
+                }
+                return Err(error);
+            }
+        };
         let target = py_future.clone_ref(py);
         let task = self.runtime.spawn(async move {
-            let output = future.await;
+            let output = AssertUnwindSafe(future).catch_unwind().await;
             // Handing the result to the event loop needs the GIL: on a thread
             // of the blocking pool, never on one that runs heartbeats.
             let handed = tokio::task::spawn_blocking(move || {
                 Python::attach(|py| {
-                    let (ok, value) = match convert(py, output) {
+                    let converted = match output {
+                        Ok(output) => {
+                            std::panic::catch_unwind(AssertUnwindSafe(|| convert(py, output)))
+                                .unwrap_or_else(|_| Err(panicked()))
+                        }
+                        Err(_) => Err(panicked()),
+                    };
+                    let (ok, value) = match converted {
                         Ok(value) => (true, value),
                         Err(error) => (false, error.into_value(py).into_any()),
                     };
@@ -210,6 +236,27 @@ impl ProcessRuntime {
         let py_future = py_future.into_bound(py);
         py_future.call_method1("add_done_callback", (on_done,))?;
         Ok(py_future)
+    }
+}
+
+fn panicked() -> PyErr {
+    errors::runtime_failed("the lock runtime panicked during this call (a bug: please report it)")
+}
+
+impl ProcessRuntime {
+    /// `future` as a task of its own: awaiting the result can be cancelled
+    /// (Ctrl-C, a cancelled await) without cancelling the call. `None` if
+    /// the task panicked.
+    pub(crate) fn detached<T, F>(
+        &self,
+        future: F,
+    ) -> impl Future<Output = Option<T>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+    {
+        let task = self.runtime.spawn(future);
+        async move { task.await.ok() }
     }
 }
 

@@ -62,9 +62,14 @@ def test_a_waiting_acquire_gets_the_lock_when_it_is_released(clients: Clients) -
     alice, bob = clients("alice"), clients("bob", refresh=0.05)
     held = alice.acquire("handoff")
     threading.Timer(0.2, held.release).start()
-    lock = bob.acquire("handoff", wait=math.inf)
-    assert lock.fence == 2
-    lock.release()
+    got: list[lease_lock.Lock] = []
+    # wait=inf (no limit), watched from here so that a broken hand-off fails
+    # the test instead of hanging it.
+    waiter = threading.Thread(target=lambda: got.append(bob.acquire("handoff", wait=math.inf)), daemon=True)
+    waiter.start()
+    waiter.join(timeout=15)
+    assert got and got[0].fence == 2
+    got[0].release()
 
 
 def test_sort_keys_are_separate_locks(clients: Clients) -> None:
@@ -116,7 +121,9 @@ def test_per_lock_lease_and_listing(clients: Clients) -> None:
 
 
 def test_force_release_steals_and_the_holder_learns_it(clients: Clients) -> None:
-    alice = clients("alice", lease=1, heartbeat=0.1)
+    # A lease long enough that a slow round trip never puts it in danger
+    # first: the steal is seen on the next heartbeat.
+    alice = clients("alice", lease=5, heartbeat=0.1)
     ops = clients("ops")
     lock = alice.acquire("stuck")
     before = ops.force_release("stuck")
@@ -130,9 +137,10 @@ def test_force_release_steals_and_the_holder_learns_it(clients: Clients) -> None
 
 def test_close_releases_and_later_calls_raise(clients: Clients) -> None:
     alice, bob = clients("alice"), clients("bob")
-    alice.acquire("a")
+    held = alice.acquire("a")
     report = alice.close()
-    assert report["released"] == ["a"] and report["failed"] == []
+    assert report["released"] == [("a", None)] and report["failed"] == []
+    assert held.held  # close released it without the Lock being told
     assert alice.close()["released"] == []
     with pytest.raises(lease_lock.ClientClosed):
         alice.acquire("b")

@@ -69,7 +69,7 @@ def test_a_cancelled_acquire_leaves_nothing_held(clients: Clients) -> None:
 
 
 def test_lost_resolves_when_the_lock_is_stolen(clients: Clients) -> None:
-    alice = clients("alice", lease=1, heartbeat=0.1)
+    alice = clients("alice", lease=5, heartbeat=0.1)
     ops = clients("ops")
 
     async def main() -> None:
@@ -85,7 +85,7 @@ def test_lost_resolves_when_the_lock_is_stolen(clients: Clients) -> None:
 
 
 def test_run_until_lost_cancels_the_work_when_the_lease_is_lost(clients: Clients) -> None:
-    alice = clients("alice", lease=1, heartbeat=0.1)
+    alice = clients("alice", lease=5, heartbeat=0.1)
     ops = clients("ops")
     cancelled = []
 

@@ -54,3 +54,16 @@ def stores() -> None:
         holder: str | None = error.holder
         retry: bool = error.retryable
         del holder, retry
+
+
+def returns_inside_with(client: LockClient) -> int:
+    # A Lock's with block never swallows exceptions: mypy sees the return.
+    with client.acquire("k") as lock:
+        return lock.fence
+
+
+async def store_setup(store: lease_lock.DynamoDBStore) -> list[str]:
+    store.create_table(exist_ok=True)
+    await store.create_table(exist_ok=True, is_async=True)
+    warnings: list[str] = store.validate_table()
+    return warnings + await store.validate_table(is_async=True)

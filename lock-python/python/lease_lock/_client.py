@@ -25,7 +25,8 @@ def _seconds(name: str, value: Seconds | None) -> float | None:
         return None
     if isinstance(value, timedelta):
         return value.total_seconds()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    # Any real number (numpy's too), but not a bool or a string.
+    if not isinstance(value, (bool, str, bytes)) and hasattr(value, "__float__"):
         return float(value)
     raise TypeError(f"{name} must be seconds (int or float) or a datetime.timedelta, not {type(value).__name__}")
 
@@ -319,9 +320,11 @@ class LockClient:
     def close(self) -> dict[str, Any]:
         """Stop heartbeats and release every lock still held, within the shutdown timeout.
 
-        Returns what happened: ``{"released": [...], "failed": [(key,
+        Returns what happened, each lock as a ``(key, sort_key)`` pair (as
+        ``held_keys()``): ``{"released": [...], "failed": [((key, sort_key),
         message), ...], "timed_out": [...]}``. Later calls on the client raise
-        ``ClientClosed``; closing again does nothing.
+        ``ClientClosed``; closing again does nothing. Neither Ctrl-C nor a
+        cancelled ``close_async`` stops the releases once started.
         """
         report: dict[str, Any] = self._native.close(False)
         return report
@@ -362,10 +365,14 @@ class LockClient:
 
 def _log_report(when: str, report: dict[str, Any]) -> None:
     """Log the locks a close could not release (the caller keeps no report)."""
-    for key, message in report["failed"]:
-        logger.warning("%s, lock %s could not be released: %s", when, key, message)
-    for key in report["timed_out"]:
-        logger.warning("%s, lock %s was not released within the shutdown timeout", when, key)
+    for (key, sort_key), message in report["failed"]:
+        logger.warning("%s, lock %s could not be released: %s", when, _name(key, sort_key), message)
+    for key, sort_key in report["timed_out"]:
+        logger.warning("%s, lock %s was not released within the shutdown timeout", when, _name(key, sort_key))
+
+
+def _name(key: str, sort_key: str | None) -> str:
+    return key if sort_key is None else f"{key} (sort key {sort_key})"
 
 
 class LockContext:
