@@ -61,6 +61,16 @@ def uncontended(seconds):
     client = DynamoDBLockClient(resource_(), table_name=table, owner_name="python-bench")
     for _ in range(5):  # warm up: connection, first request
         client.acquire_lock(KEY).release()
+    result = timed_cycles(seconds, lambda: client.acquire_lock(KEY), lambda lock: lock.release(best_effort=False))
+    client.close()
+    drop_table(table)
+    return {"library": "python-dynamodb-lock 0.9.1", "layout": "python-dynamodb-lock", **result}
+
+
+def timed_cycles(seconds, acquire, release):
+    """Uncontended acquire + release, over and over for ``seconds``: cycles/s,
+    latencies and this process's CPU per cycle (the fields both libraries'
+    rows share)."""
     cpu_before = cpu()
     start = time.monotonic()
     deadline = start + seconds
@@ -68,20 +78,16 @@ def uncontended(seconds):
     acquires, releases = [], []
     while time.monotonic() < deadline:
         started = time.monotonic()
-        lock = client.acquire_lock(KEY)
+        lock = acquire()
         acquired = time.monotonic()
-        lock.release(best_effort=False)
+        release(lock)
         acquires.append((acquired - started) * 1e3)
         releases.append((time.monotonic() - acquired) * 1e3)
         cycles += 1
     elapsed = time.monotonic() - start
     used = cpu() - cpu_before
-    client.close()
-    drop_table(table)
     return {
-        "library": "python-dynamodb-lock 0.9.1",
         "scenario": "uncontended",
-        "layout": "python-dynamodb-lock",
         "cycles": cycles,
         "seconds": elapsed,
         "per_second": cycles / elapsed,
@@ -110,38 +116,10 @@ def uncontended_lease_lock(seconds, layout):
     client = lease_lock.LockClient(store, owner="package-bench")
     for _ in range(5):  # warm up: connection, first request
         client.acquire(KEY).release()
-    cpu_before = cpu()
-    start = time.monotonic()
-    deadline = start + seconds
-    cycles = 0
-    acquires, releases = [], []
-    while time.monotonic() < deadline:
-        started = time.monotonic()
-        lock = client.acquire(KEY)
-        acquired = time.monotonic()
-        lock.release()
-        acquires.append((acquired - started) * 1e3)
-        releases.append((time.monotonic() - acquired) * 1e3)
-        cycles += 1
-    elapsed = time.monotonic() - start
-    used = cpu() - cpu_before
+    result = timed_cycles(seconds, lambda: client.acquire(KEY), lambda lock: lock.release())
     client.close()
     store.delete_table(wait=60)
-    return {
-        "library": "lease_lock (Python package)",
-        "scenario": "uncontended",
-        "layout": layout,
-        "cycles": cycles,
-        "seconds": elapsed,
-        "per_second": cycles / elapsed,
-        "cpu_s": used,
-        "cpu_ms_per_op": used * 1e3 / max(cycles, 1),
-        "acquire_p50_ms": quantile(acquires, 0.5),
-        "acquire_p99_ms": quantile(acquires, 0.99),
-        "release_p50_ms": quantile(releases, 0.5),
-        "release_p99_ms": quantile(releases, 0.99),
-        "added_rtt_ms": added_rtt_ms(),
-    }
+    return {"library": "lease_lock (Python package)", "layout": layout, **result}
 
 
 def package_report(path):

@@ -37,26 +37,6 @@ impl Client {
         // Some until dropped.
         self.client.as_ref().unwrap_or_else(|| unreachable!())
     }
-
-    fn run<T, F, C>(
-        &self,
-        py: Python<'_>,
-        is_async: bool,
-        future: F,
-        convert: C,
-    ) -> PyResult<Py<PyAny>>
-    where
-        T: Send + 'static,
-        F: std::future::Future<Output = T> + Send + 'static,
-        C: for<'a> FnOnce(Python<'a>, T) -> PyResult<Py<PyAny>> + Send + 'static,
-    {
-        if is_async {
-            Ok(self.runtime.awaitable(py, future, convert)?.unbind())
-        } else {
-            let output = self.runtime.block_on(py, future)?;
-            convert(py, output)
-        }
-    }
 }
 
 impl Client {
@@ -76,12 +56,13 @@ impl Client {
         C: for<'a> FnOnce(Python<'a>, T) -> PyResult<Py<PyAny>> + Send + 'static,
     {
         let future = self.runtime.detached(future);
-        self.run(py, is_async, future, move |py, output| match output {
-            Some(output) => convert(py, output),
-            None => Err(crate::errors::runtime_failed(
-                "the lock runtime stopped before the call ended",
-            )),
-        })
+        self.runtime
+            .run(py, is_async, future, move |py, output| match output {
+                Some(output) => convert(py, output),
+                None => Err(crate::errors::runtime_failed(
+                    "the lock runtime stopped before the call ended",
+                )),
+            })
     }
 }
 
@@ -210,7 +191,7 @@ impl Client {
             Ok(Py::new(py, lock)?.into_any())
         };
         if try_once {
-            self.run(
+            self.runtime.run(
                 py,
                 is_async,
                 async move { client.try_acquire(key, options).await },
@@ -221,7 +202,7 @@ impl Client {
                 },
             )
         } else {
-            self.run(
+            self.runtime.run(
                 py,
                 is_async,
                 async move { client.acquire(key, options).await },
@@ -244,15 +225,11 @@ impl Client {
     ) -> PyResult<Py<PyAny>> {
         let client = self.client().clone();
         let key = convert::key(key, sort_key);
-        self.run(
+        self.runtime.run(
             py,
             is_async,
             async move { client.get_lock(key).await },
-            |py, result| match result {
-                Ok(Some(info)) => lock_info(py, info),
-                Ok(None) => Ok(py.None()),
-                Err(error) => Err(errors::lock_error(py, error)),
-            },
+            optional_info,
         )
     }
 
@@ -269,7 +246,7 @@ impl Client {
         if let Some(partition) = partition {
             options = options.partition(partition);
         }
-        self.run(
+        self.runtime.run(
             py,
             is_async,
             async move { client.list_all(options).try_collect::<Vec<_>>().await },
@@ -295,15 +272,11 @@ impl Client {
     ) -> PyResult<Py<PyAny>> {
         let client = self.client().clone();
         let key = convert::key(key, sort_key);
-        self.run(
+        self.runtime.run(
             py,
             is_async,
             async move { client.force_release(key).await },
-            |py, result| match result {
-                Ok(Some(info)) => lock_info(py, info),
-                Ok(None) => Ok(py.None()),
-                Err(error) => Err(errors::lock_error(py, error)),
-            },
+            optional_info,
         )
     }
 
@@ -351,6 +324,19 @@ impl Client {
                 Ok(out.into_any().unbind())
             },
         )
+    }
+}
+
+/// A lock as stored (`LockInfo`), or `None`: what `get_lock` and
+/// `force_release` return.
+fn optional_info(
+    py: Python<'_>,
+    result: Result<Option<lock_core::LockInfo>, LockError>,
+) -> PyResult<Py<PyAny>> {
+    match result {
+        Ok(Some(info)) => lock_info(py, info),
+        Ok(None) => Ok(py.None()),
+        Err(error) => Err(errors::lock_error(py, error)),
     }
 }
 

@@ -9,12 +9,12 @@
 use std::error::Error as StdError;
 
 use lock_core::{LockError, StoreError, StoreErrorKind};
-use pyo3::BoundObject;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyDict;
+use pyo3::types::PyTuple;
 
+use crate::classes;
 use crate::lock::lost_reason;
 
 /// `Display` of `error` and of each of its sources, joined by ": ".
@@ -43,26 +43,24 @@ fn raise(
     fields: &[(&str, Py<PyAny>)],
 ) -> PyErr {
     static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    let made = (|| -> PyResult<PyErr> {
-        let module =
-            MODULE.get_or_try_init(py, || py.import("lease_lock._errors").map(Bound::unbind))?;
-        let class = module.bind(py).getattr(name)?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("retryable", retryable)?;
-        for (field, value) in fields {
-            kwargs.set_item(*field, value)?;
-        }
-        let instance = class.call((message,), Some(&kwargs))?;
-        Ok(PyErr::from_value(instance))
-    })();
-    made.unwrap_or_else(|error| error)
+    let mut fields: Vec<_> = fields
+        .iter()
+        .map(|(field, value)| (*field, value.clone_ref(py)))
+        .collect();
+    fields.push(("retryable", object(py, retryable)));
+    let made = PyTuple::new(py, [message]).and_then(|args| {
+        classes::construct(py, &MODULE, "lease_lock._errors", name, args, &fields)
+    });
+    match made {
+        Ok(instance) => PyErr::from_value(instance),
+        Err(error) => error,
+    }
 }
 
+/// `classes::value` for the fields of an exception: the values are strings,
+/// numbers and `None`, whose conversion cannot fail.
 fn object<'py, T: IntoPyObject<'py>>(py: Python<'py>, value: T) -> Py<PyAny> {
-    match value.into_pyobject(py) {
-        Ok(bound) => bound.into_any().unbind(),
-        Err(_) => py.None(),
-    }
+    classes::value(py, value).unwrap_or_else(|_| py.None())
 }
 
 /// The exception for an error of the lock client.

@@ -19,9 +19,11 @@
 //! The modules, in the order a call goes through them: `convert` checks
 //! arguments, `client` and `stores` make the Rust calls, `runtime` runs
 //! them (blocking or as asyncio futures), `lock` wraps what they return,
-//! `errors` turns failures into exceptions, and `events` carries
+//! `errors` turns failures into exceptions (`classes` makes instances of
+//! the package's Python classes for both), and `events` carries
 //! callbacks and log records back to a Python thread.
 
+mod classes;
 mod client;
 mod convert;
 mod credentials;

@@ -5,40 +5,20 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lock_core::{LeaseState, LockError, LockGuard, LockInfo, LockView, LostReason};
-use pyo3::BoundObject;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyTuple};
 
+use crate::classes;
 use crate::errors;
 use crate::runtime::ProcessRuntime;
 
 /// A class of `lease_lock._types`, called with keyword arguments.
-fn make<'py>(
-    py: Python<'py>,
-    name: &'static str,
-    fields: &[(&str, Py<PyAny>)],
-) -> PyResult<Py<PyAny>> {
+fn make(py: Python<'_>, name: &'static str, fields: &[(&str, Py<PyAny>)]) -> PyResult<Py<PyAny>> {
     static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    let module =
-        MODULE.get_or_try_init(py, || py.import("lease_lock._types").map(Bound::unbind))?;
-    let kwargs = PyDict::new(py);
-    for (field, value) in fields {
-        kwargs.set_item(*field, value)?;
-    }
-    Ok(module
-        .bind(py)
-        .getattr(name)?
-        .call((), Some(&kwargs))?
-        .unbind())
-}
-
-fn obj<'py, T: IntoPyObject<'py>>(py: Python<'py>, value: T) -> PyResult<Py<PyAny>> {
-    value
-        .into_pyobject(py)
-        .map(|bound| bound.into_any().unbind())
-        .map_err(Into::into)
+    let args = PyTuple::empty(py);
+    classes::construct(py, &MODULE, "lease_lock._types", name, args, fields).map(Bound::unbind)
 }
 
 fn bytes(py: Python<'_>, data: Option<&[u8]>) -> Py<PyAny> {
@@ -62,10 +42,10 @@ pub(crate) fn lost_reason(py: Python<'_>, reason: &LostReason) -> PyResult<Py<Py
         py,
         "LostReason",
         &[
-            ("kind", obj(py, kind)?),
-            ("owner", obj(py, owner)?),
-            ("limit", obj(py, limit)?),
-            ("message", obj(py, reason.to_string())?),
+            ("kind", classes::value(py, kind)?),
+            ("owner", classes::value(py, owner)?),
+            ("limit", classes::value(py, limit)?),
+            ("message", classes::value(py, reason.to_string())?),
         ],
     )
 }
@@ -76,15 +56,18 @@ pub(crate) fn lock_info(py: Python<'_>, info: LockInfo) -> PyResult<Py<PyAny>> {
         py,
         "LockInfo",
         &[
-            ("key", obj(py, info.key.partition())?),
-            ("sort_key", obj(py, info.key.sort())?),
-            ("owner", obj(py, info.owner)?),
-            ("fence", obj(py, info.fence.0)?),
-            ("lease", obj(py, info.lease.as_secs_f64())?),
-            ("released", obj(py, info.released)?),
+            ("key", classes::value(py, info.key.partition())?),
+            ("sort_key", classes::value(py, info.key.sort())?),
+            ("owner", classes::value(py, info.owner)?),
+            ("fence", classes::value(py, info.fence.0)?),
+            ("lease", classes::value(py, info.lease.as_secs_f64())?),
+            ("released", classes::value(py, info.released)?),
             ("data", bytes(py, info.data.as_deref())),
-            ("held_by_this_client", obj(py, info.held_by_this_client)?),
-            ("version", obj(py, info.version)?),
+            (
+                "held_by_this_client",
+                classes::value(py, info.held_by_this_client)?,
+            ),
+            ("version", classes::value(py, info.version)?),
         ],
     )
 }
@@ -133,26 +116,6 @@ impl Lock {
         self.runtime.pid().check(py)?;
         Ok(self.slot().take())
     }
-
-    fn run<T, F, C>(
-        &self,
-        py: Python<'_>,
-        is_async: bool,
-        future: F,
-        convert: C,
-    ) -> PyResult<Py<PyAny>>
-    where
-        T: Send + 'static,
-        F: std::future::Future<Output = T> + Send + 'static,
-        C: for<'a> FnOnce(Python<'a>, T) -> PyResult<Py<PyAny>> + Send + 'static,
-    {
-        if is_async {
-            Ok(self.runtime.awaitable(py, future, convert)?.unbind())
-        } else {
-            let output = self.runtime.block_on(py, future)?;
-            convert(py, output)
-        }
-    }
 }
 
 impl Lock {
@@ -182,7 +145,7 @@ impl Lock {
         let data = data.map(|data| data.to_vec());
         self.runtime.pid().check(py)?;
         let view = self.view.clone();
-        self.run(
+        self.runtime.run(
             py,
             is_async,
             async move {
@@ -210,9 +173,9 @@ impl Lock {
             ));
         }
         let Some(guard) = self.take(py)? else {
-            return self.run(py, is_async, async { Ok(()) }, unit);
+            return self.runtime.run(py, is_async, async { Ok(()) }, unit);
         };
-        self.run(
+        self.runtime.run(
             py,
             is_async,
             async move {
@@ -320,8 +283,8 @@ impl Lock {
             py,
             "Takeover",
             &[
-                ("owner", obj(py, takeover.owner.as_str())?),
-                ("fence", obj(py, takeover.fence.0)?),
+                ("owner", classes::value(py, takeover.owner.as_str())?),
+                ("fence", classes::value(py, takeover.fence.0)?),
                 ("data", bytes(py, takeover.data.as_deref())),
             ],
         )

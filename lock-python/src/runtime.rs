@@ -157,6 +157,30 @@ impl ProcessRuntime {
         }
     }
 
+    /// Run `future` and hand `convert(output)` to Python: blocking
+    /// ([`block_on`](Self::block_on)) or as an awaitable
+    /// ([`awaitable`](Self::awaitable)), as `is_async` says. Every call of
+    /// the package that has an `_async` twin goes through here.
+    pub(crate) fn run<T, F, C>(
+        &self,
+        py: Python<'_>,
+        is_async: bool,
+        future: F,
+        convert: C,
+    ) -> PyResult<Py<PyAny>>
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+        C: for<'a> FnOnce(Python<'a>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+    {
+        if is_async {
+            Ok(self.awaitable(py, future, convert)?.unbind())
+        } else {
+            let output = self.block_on(py, future)?;
+            convert(py, output)
+        }
+    }
+
     /// Run `future` on the runtime and return an asyncio future of the
     /// running event loop that completes with `convert(output)`. Cancelling
     /// the asyncio future (a `wait_for` timeout, a cancelled task) cancels

@@ -74,12 +74,7 @@ where
             Err(SetupFailure(error)) => Err(errors::setup_error(py, &*error)),
         }
     };
-    if is_async {
-        Ok(runtime.awaitable(py, future, convert)?.unbind())
-    } else {
-        let output = runtime.block_on(py, future)?;
-        convert(py, output)
-    }
+    runtime.run(py, is_async, future, convert)
 }
 
 /// A set-up error of any store, carried to the thread that raises it.
