@@ -211,11 +211,15 @@ pub(crate) fn record_from_item(
         })?,
         _ => 0,
     };
-    let data = layout.data().and_then(|name| match item.get(name) {
-        Some(AttributeValue::B(blob)) => Some(blob.as_ref().to_vec()),
-        Some(AttributeValue::S(s)) => Some(s.as_bytes().to_vec()),
-        _ => None,
-    });
+    let data = if layout.data_as_attributes() {
+        crate::attributes::data_from_item(layout, item)
+    } else {
+        layout.data().and_then(|name| match item.get(name) {
+            Some(AttributeValue::B(blob)) => Some(blob.as_ref().to_vec()),
+            Some(AttributeValue::S(s)) => Some(s.as_bytes().to_vec()),
+            _ => None,
+        })
+    };
     let expires_at = layout.expires_at().and_then(|name| match item.get(name) {
         Some(AttributeValue::N(n)) => n
             .trim()
@@ -248,15 +252,30 @@ pub(crate) fn epoch_seconds_in(after: Duration) -> u64 {
 /// The size DynamoDB counts for an attribute (name plus value), never less than
 /// the real one.
 pub(crate) fn attribute_size(name: &str, value: &AttributeValue) -> usize {
-    name.len()
-        + match value {
-            AttributeValue::S(s) => s.len(),
-            AttributeValue::N(_) => MAX_NUMBER_BYTES,
-            AttributeValue::B(b) => b.as_ref().len(),
-            AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
-            // Not written by this crate; counted generously.
-            _ => MAX_ITEM_BYTES,
+    name.len() + value_size(value)
+}
+
+/// The size DynamoDB counts for a value: documents cost 3 bytes plus 1 per
+/// element on top of their elements (and a map's member names).
+fn value_size(value: &AttributeValue) -> usize {
+    match value {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(_) => MAX_NUMBER_BYTES,
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::M(m) => {
+            3 + m
+                .iter()
+                .map(|(k, v)| k.len() + value_size(v) + 1)
+                .sum::<usize>()
         }
+        AttributeValue::L(l) => 3 + l.iter().map(|v| value_size(v) + 1).sum::<usize>(),
+        AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
+        AttributeValue::Ns(v) => v.len() * MAX_NUMBER_BYTES,
+        AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
+        // Not written by this crate; counted generously.
+        _ => MAX_ITEM_BYTES,
+    }
 }
 
 /// Encode a listing cursor from a `LastEvaluatedKey`.

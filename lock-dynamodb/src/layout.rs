@@ -67,6 +67,9 @@ pub struct Layout {
     pub(crate) release_mode: ReleaseMode,
     pub(crate) fence: String,
     pub(crate) data: Option<String>,
+    /// Data kept as top-level attributes of the item instead of one binary
+    /// attribute (see [`Layout::with_data_as_attributes`]).
+    pub(crate) data_as_attributes: bool,
     pub(crate) expires_at: Option<String>,
     pub(crate) default_expiry: Option<Duration>,
     pub(crate) name: &'static str,
@@ -108,6 +111,7 @@ impl Layout {
             release_mode: ReleaseMode::MarkReleased,
             fence: "fence".into(),
             data: Some("data".into()),
+            data_as_attributes: false,
             expires_at: Some("expires_at".into()),
             default_expiry: None,
             name: "native",
@@ -141,6 +145,7 @@ impl Layout {
             release_mode: ReleaseMode::Delete,
             fence: "fence".into(),
             data: Some("data".into()),
+            data_as_attributes: false,
             expires_at: Some("expiry_time".into()),
             default_expiry: Some(Duration::from_secs(3600)),
             name: "python-dynamodb-lock",
@@ -173,6 +178,7 @@ impl Layout {
             release_mode: ReleaseMode::MarkReleased,
             fence: "fence".into(),
             data: Some("data".into()),
+            data_as_attributes: false,
             expires_at: None,
             default_expiry: None,
             name: "java-lock-client",
@@ -252,12 +258,49 @@ impl Layout {
     /// Set the data attribute (`B`).
     pub fn with_data(mut self, name: impl Into<String>) -> Self {
         self.data = Some(name.into());
+        self.data_as_attributes = false;
         self
     }
 
     /// Store no data: writes carrying data are refused as invalid.
     pub fn without_data(mut self) -> Self {
         self.data = None;
+        self.data_as_attributes = false;
+        self
+    }
+
+    /// Keep the data as top-level attributes of the item, the way
+    /// python-dynamodb-lock keeps its `additional_attributes`: every attribute
+    /// of an item that the layout does not name is data.
+    ///
+    /// The data is then a JSON object of DynamoDB attribute values in the
+    /// service's wire format, one member per attribute:
+    /// `{"job": {"S": "nightly"}, "tries": {"N": "3"}, "blob": {"B": "aGk="}}`
+    /// (binary values in base64; `S`, `N`, `B`, `BOOL`, `NULL`, `M`, `L`, `SS`,
+    /// `NS` and `BS` are accepted). Reads give the same form back, members in
+    /// name order, and no data when the item has no such attribute. A write
+    /// that replaces or clears the data removes the attributes the record had
+    /// at the version it expects, so a takeover leaves none of the previous
+    /// holder's behind; that costs a consistent read before the write, only
+    /// for writes that replace data on a version (takeovers and data updates),
+    /// never for heartbeats or for acquiring an absent key.
+    ///
+    /// Needs [`ReleaseMode::Delete`], so that a vacant key is an absent item
+    /// with no attributes left to remove (the store builder refuses other
+    /// layouts).
+    ///
+    /// ```
+    /// use lock_dynamodb::Layout;
+    ///
+    /// let layout = Layout::python_dynamodb_lock().with_data_as_attributes();
+    /// assert!(layout.data_as_attributes());
+    /// assert_eq!(layout.data(), None);
+    /// layout.validate()?;
+    /// # Ok::<(), lock_dynamodb::StoreConfigError>(())
+    /// ```
+    pub fn with_data_as_attributes(mut self) -> Self {
+        self.data = None;
+        self.data_as_attributes = true;
         self
     }
 
@@ -328,9 +371,15 @@ impl Layout {
     pub fn fence(&self) -> &str {
         &self.fence
     }
-    /// The data attribute, if any.
+    /// The data attribute, if any (none when the data is kept as top-level
+    /// attributes).
     pub fn data(&self) -> Option<&str> {
         self.data.as_deref()
+    }
+    /// Whether the data is kept as top-level attributes
+    /// ([`with_data_as_attributes`](Self::with_data_as_attributes)).
+    pub fn data_as_attributes(&self) -> bool {
+        self.data_as_attributes
     }
     /// The expiry (TTL) attribute, if any.
     pub fn expires_at(&self) -> Option<&str> {
@@ -394,6 +443,9 @@ impl Layout {
         if self.release_mode == ReleaseMode::MarkReleased && self.released.is_none() {
             return Err(StoreConfigError::ReleaseNeedsAttribute);
         }
+        if self.data_as_attributes && self.release_mode != ReleaseMode::Delete {
+            return Err(StoreConfigError::DataAttributesNeedDelete);
+        }
         if self.sort_key.is_some() && self.no_sort_value.is_empty() {
             return Err(StoreConfigError::EmptyNoSortValue);
         }
@@ -449,6 +501,22 @@ mod tests {
             Layout::native().without_released().release_mode(),
             ReleaseMode::Delete
         );
+    }
+
+    #[test]
+    fn data_as_attributes_needs_release_by_delete() {
+        assert_eq!(
+            Layout::native().with_data_as_attributes().validate(),
+            Err(StoreConfigError::DataAttributesNeedDelete)
+        );
+        let java = Layout::java_lock_client()
+            .with_release_mode(ReleaseMode::Delete)
+            .with_data_as_attributes();
+        assert_eq!(java.validate(), Ok(()));
+        assert_eq!(java.data(), None);
+        let back = java.with_data("payload");
+        assert!(!back.data_as_attributes());
+        assert_eq!(back.data(), Some("payload"));
     }
 
     #[test]

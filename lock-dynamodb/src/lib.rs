@@ -77,6 +77,7 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../docs/recipes.md")]
 pub struct RecipesDoctests;
 
+mod attributes;
 mod errors;
 mod item;
 mod layout;

@@ -436,6 +436,17 @@ impl DynamoDbStore {
                 AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes)),
             ));
         }
+        let data_attributes = match new.data.bytes() {
+            Some(bytes) if layout.data_as_attributes() => {
+                crate::attributes::attributes_from_data(layout, key, bytes)?
+            }
+            _ => HashMap::new(),
+        };
+        attributes.extend(
+            data_attributes
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.clone())),
+        );
         if let (Some(name), Some(at)) = (layout.expires_at(), self.expiry(new)) {
             attributes.push((name, AttributeValue::N(at.to_string())));
         }
@@ -662,6 +673,14 @@ impl DynamoDbStore {
 /// explanation of a table whose key schema does not fit the layout.
 impl DynamoDbStore {
     async fn get_item(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        match self.get_raw_item(key).await? {
+            Some(item) => Ok(Some(self.record(&item)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The item under `key` as DynamoDB holds it (consistent read).
+    async fn get_raw_item(&self, key: &LockKey) -> Result<Option<Item>, StoreError> {
         let key_item = item::key_item(&self.inner.layout, key)?;
         let output = self
             .inner
@@ -673,10 +692,52 @@ impl DynamoDbStore {
             .send()
             .await
             .map_err(|err| map_sdk_error(err, Access::Read, self.ctx("GetItem")))?;
-        match output.item() {
-            Some(item) if !item.is_empty() => Ok(Some(self.record(item)?)),
-            _ => Ok(None),
+        Ok(output.item.filter(|item| !item.is_empty()))
+    }
+
+    /// For data kept as attributes: the attributes a write of `data` sets, and
+    /// the names of those it must remove (the data attributes the record has
+    /// at the version the write expects, read first, when the write replaces
+    /// or clears the data on a version). `Err(Ok(outcome))`: the read showed
+    /// the write would be rejected; this is its outcome.
+    async fn data_attributes(
+        &self,
+        key: &LockKey,
+        expect: &Expect,
+        data: &DataUpdate,
+    ) -> Result<Result<(Vec<(String, AttributeValue)>, Vec<String>), Outcome>, StoreError> {
+        let layout = &self.inner.layout;
+        let set = match data {
+            DataUpdate::Keep => return Ok(Ok((Vec::new(), Vec::new()))),
+            DataUpdate::Replace(bytes) => {
+                let mut set: Vec<_> = crate::attributes::attributes_from_data(layout, key, bytes)?
+                    .into_iter()
+                    .collect();
+                set.sort_by(|a, b| a.0.cmp(&b.0));
+                set
+            }
+            DataUpdate::Clear => Vec::new(),
+        };
+        // A vacant key is an absent item (the layout deletes on release):
+        // nothing to remove.
+        let Expect::Version(rvn) = expect else {
+            return Ok(Ok((set, Vec::new())));
+        };
+        let Some(current) = self.get_raw_item(key).await? else {
+            return Ok(Err(Outcome::Rejected { current: None }));
+        };
+        let record = self.record(&current)?;
+        if record.rvn != *rvn {
+            return Ok(Err(Outcome::Rejected {
+                current: Some(record),
+            }));
         }
+        let remove = crate::attributes::data_names(layout, &current)
+            .into_iter()
+            .filter(|name| !set.iter().any(|(n, _)| n == name))
+            .map(str::to_owned)
+            .collect();
+        Ok(Ok((set, remove)))
     }
 
     async fn put_item(
@@ -687,7 +748,7 @@ impl DynamoDbStore {
     ) -> Result<Outcome, StoreError> {
         let layout = &self.inner.layout;
         let key_item = item::key_item(layout, key)?;
-        if new.data.bytes().is_some() && layout.data().is_none() {
+        if new.data.bytes().is_some() && layout.data().is_none() && !layout.data_as_attributes() {
             return Err(StoreError::invalid(format!(
                 "lock {key} carries data, but the table layout ({}) has no data attribute",
                 layout.preset_name()
@@ -699,6 +760,15 @@ impl DynamoDbStore {
         if new.released && layout.release_mode() == ReleaseMode::Delete {
             return self.release_by_delete(key, key_item, expect, new).await;
         }
+
+        let (data_set, data_remove) = if layout.data_as_attributes() {
+            match self.data_attributes(key, &expect, &new.data).await? {
+                Ok(attributes) => attributes,
+                Err(rejected) => return Ok(rejected),
+            }
+        } else {
+            (Vec::new(), Vec::new())
+        };
 
         let mut expr = Expr::default();
         let condition = match &expect {
@@ -754,6 +824,15 @@ impl DynamoDbStore {
                 (DataUpdate::Clear, _) => remove.push(expr.name("#data", name)),
                 _ => {}
             }
+        }
+        for (i, (name, value)) in data_set.iter().enumerate() {
+            let placeholder = expr.name(&format!("#d{i}"), name);
+            set.push(format!("{placeholder} = :d{i}"));
+            expr.value(&format!(":d{i}"), value.clone());
+            sized.push((name, value));
+        }
+        for (i, name) in data_remove.iter().enumerate() {
+            remove.push(expr.name(&format!("#x{i}"), name));
         }
         if let Some(name) = layout.expires_at() {
             let placeholder = expr.name("#exp", name);

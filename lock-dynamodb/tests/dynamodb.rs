@@ -591,6 +591,157 @@ async fn a_lock_written_by_python_dynamodb_lock_is_honoured_then_taken_over() {
 }
 
 #[tokio::test]
+async fn data_as_attributes_are_the_items_own_attributes_replaced_on_takeover_kept_by_heartbeats() {
+    let counter = CallCounter::default();
+    let layout = Layout::python_dynamodb_lock().with_data_as_attributes();
+    let Some(store) = fresh_store_with(layout, |b| b.interceptor(counter.clone())).await else {
+        return;
+    };
+    let key = [("lock_key", "job"), ("sort_key", "-")];
+    // A python-dynamodb-lock holder with additional_attributes, then crashed.
+    store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("lock_key", AttributeValue::S("job".into()))
+        .item("sort_key", AttributeValue::S("-".into()))
+        .item("owner_name", AttributeValue::S("python-host".into()))
+        .item("lease_duration", AttributeValue::N("1.0".into()))
+        .item(
+            "record_version_number",
+            AttributeValue::S("rvn-python".into()),
+        )
+        .item("expiry_time", AttributeValue::N("4000000000".into()))
+        .item("job_id", AttributeValue::S("42".into()))
+        .item("tries", AttributeValue::N("7".into()))
+        .send()
+        .await
+        .unwrap();
+    let rust = client(store.clone(), "rust", Duration::from_secs(2));
+    let info = rust.get_lock("job").await.unwrap().unwrap();
+    let read: serde_json::Value = serde_json::from_slice(&info.data.unwrap()).unwrap();
+    assert_eq!(
+        read,
+        serde_json::json!({"job_id": {"S": "42"}, "tries": {"N": "7"}}),
+        "every attribute the layout does not name is data"
+    );
+
+    // The takeover replaces the whole record, as python-dynamodb-lock's PutItem
+    // does: none of the crashed holder's attributes survive.
+    counter.reset();
+    let data = br#"{"job_id": {"S": "43"}, "note": {"M": {"by": {"S": "rust"}}}}"#.to_vec();
+    let guard = rust
+        .acquire(
+            "job",
+            AcquireOptions::new()
+                .wait(Duration::from_secs(10))
+                .data(data),
+        )
+        .await
+        .unwrap();
+    assert!(guard.took_over().is_some());
+    assert_eq!(
+        counter.calls().last().map(String::as_str),
+        Some("UpdateItem")
+    );
+    assert_eq!(
+        counter.calls().iter().rev().nth(1).map(String::as_str),
+        Some("GetItem"),
+        "a takeover that replaces data reads the attributes to remove first: {:?}",
+        counter.calls()
+    );
+    let item = raw_item(&store, &key).await.unwrap();
+    assert_eq!(item.get("job_id"), Some(&AttributeValue::S("43".into())));
+    assert!(!item.contains_key("tries"), "{item:?}");
+    assert!(!item.contains_key("data"), "{item:?}");
+    assert_eq!(item.get("fence"), Some(&AttributeValue::N("1".into())));
+    let Some(AttributeValue::M(note)) = item.get("note") else {
+        panic!("{item:?}")
+    };
+    assert_eq!(note.get("by"), Some(&AttributeValue::S("rust".into())));
+
+    // Heartbeats keep them, in one write each.
+    let rvn = item.get("record_version_number").cloned();
+    counter.reset();
+    let mut reads = 0;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            reads += 1;
+            let now = raw_item(&store, &key).await.unwrap();
+            if now.get("record_version_number") != rvn.as_ref() {
+                assert_eq!(now.get("job_id"), Some(&AttributeValue::S("43".into())));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let calls = counter.calls();
+    assert_eq!(
+        calls.iter().filter(|call| *call == "GetItem").count(),
+        reads,
+        "a heartbeat reads nothing (the GetItems are the test's): {calls:?}"
+    );
+    // A write on a version the item no longer has is rejected by the read,
+    // with the current record, and writes nothing.
+    let stale = NewRecord {
+        data: DataUpdate::Replace(br#"{"x": {"S": "y"}}"#.to_vec()),
+        ..write("intruder", false, FenceUpdate::Next)
+    };
+    counter.reset();
+    let outcome = store
+        .put(
+            &LockKey::new("job"),
+            Expect::Version(Rvn::from_stored("rvn-python")),
+            stale,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, Outcome::Rejected { current: Some(ref r) } if r.owner == "rust"),
+        "{outcome:?}"
+    );
+    assert_eq!(counter.calls(), ["GetItem"]);
+    assert!(!raw_item(&store, &key).await.unwrap().contains_key("x"));
+    guard.release().await.unwrap();
+    assert_eq!(raw_item(&store, &key).await, None);
+
+    // Acquiring an absent key with data is one write.
+    counter.reset();
+    let guard = rust
+        .acquire(
+            "job",
+            AcquireOptions::new().data(br#"{"blob": {"B": "aGk="}}"#.to_vec()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(counter.calls(), ["UpdateItem"]);
+    let item = raw_item(&store, &key).await.unwrap();
+    assert_eq!(
+        item.get("blob"),
+        Some(&AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+            b"hi".to_vec()
+        )))
+    );
+    guard.release().await.unwrap();
+
+    // Data that is not attribute values, or that names the layout's own
+    // attributes, is refused before anything is sent.
+    for bad in [&b"checkpoint 1"[..], br#"{"owner_name": {"S": "x"}}"#] {
+        counter.reset();
+        let error = rust
+            .acquire("job", AcquireOptions::new().data(bad.to_vec()))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, LockError::InvalidInput { .. }), "{error:?}");
+        assert!(counter.calls().is_empty(), "{:?}", counter.calls());
+    }
+    assert_eq!(raw_item(&store, &key).await, None);
+    rust.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn java_layout_round_trips_and_honours_java_records() {
     let Some(store) = fresh_store(Layout::java_lock_client()).await else {
         return;
