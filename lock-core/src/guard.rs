@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::held::Held;
 use crate::release::Leaving;
 use crate::shared::Shared;
-use crate::{DetachedLock, Fence, LeaseState, LockError, LockKey, LostReason, Takeover};
+use crate::{DetachedLock, Fence, LeaseState, LockError, LockKey, LostReason, Rvn, Takeover};
 
 /// A cheap, clonable handle to a held lock, to read its state and update its
 /// data: what
@@ -48,6 +48,14 @@ impl LockView {
     /// How often this lock is heartbeaten.
     pub fn heartbeat_period(&self) -> Duration {
         self.held.heartbeat_period
+    }
+
+    /// The record version (RVN) of the latest write this client saw confirmed:
+    /// it changes with every heartbeat. A waiter in another process sees the
+    /// lock alive as long as it keeps changing; a record still carrying it can
+    /// be released by [`LockClient::release_version`](crate::LockClient::release_version).
+    pub fn version(&self) -> Rvn {
+        self.held.state().rvn.clone()
     }
 
     /// This client's owner name, as written in the record.

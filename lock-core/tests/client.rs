@@ -851,7 +851,21 @@ async fn a_detached_lock_is_not_heartbeaten_and_is_taken_over_after_its_lease() 
     let a = client(store.clone(), "a");
     let b = client(store.clone(), "b");
     let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    // The view's version follows the record's, heartbeat after heartbeat.
+    let first = guard.version();
+    assert_eq!(
+        store.get(&LockKey::new("job")).await.unwrap().unwrap().rvn,
+        first
+    );
+    tokio::time::sleep(guard.heartbeat_period() + Duration::from_millis(100)).await;
+    let beaten = guard.version();
+    assert_ne!(beaten, first, "a heartbeat writes a new version");
+    assert_eq!(
+        store.get(&LockKey::new("job")).await.unwrap().unwrap().rvn,
+        beaten
+    );
     let detached = guard.detach().await.unwrap();
+    assert_eq!(detached.version(), &beaten);
     assert_eq!(detached.key(), &LockKey::new("job"));
     assert_eq!(detached.fence(), Fence(1));
     assert_eq!(detached.owner(), "a");

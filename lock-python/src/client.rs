@@ -69,7 +69,7 @@ impl Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (store, owner=None, lease=None, heartbeat=None, refresh=None, max_clock_drift=None, safety_margin=None, shutdown_timeout=None))]
+    #[pyo3(signature = (store, owner=None, lease=None, heartbeat=None, refresh=None, max_clock_drift=None, safety_margin=None, shutdown_timeout=None, heartbeat_rate_limit=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -81,6 +81,7 @@ impl Client {
         max_clock_drift: Option<f64>,
         safety_margin: Option<f64>,
         shutdown_timeout: Option<f64>,
+        heartbeat_rate_limit: Option<u32>,
     ) -> PyResult<Self> {
         let parts = stores::parts(py, store)?;
         let mut builder = LockClient::builder_shared(parts.store);
@@ -104,6 +105,9 @@ impl Client {
         }
         if let Some(timeout) = convert::optional(py, "shutdown_timeout", shutdown_timeout)? {
             builder = builder.shutdown_timeout(timeout);
+        }
+        if let Some(per_second) = heartbeat_rate_limit {
+            builder = builder.heartbeat_rate_limit(per_second);
         }
         let client = {
             let _entered = parts.runtime.handle().enter();
@@ -276,6 +280,29 @@ impl Client {
             py,
             is_async,
             async move { client.force_release(key).await },
+            optional_info,
+        )
+    }
+
+    /// Release `key` if its record still carries `version` (a `Lock`'s
+    /// `version`, handed on by a process that detached it); the lock as it
+    /// was. Raises `NotOwned` when the record has another version.
+    #[pyo3(signature = (key, sort_key, version, is_async))]
+    fn release_version(
+        &self,
+        py: Python<'_>,
+        key: String,
+        sort_key: Option<String>,
+        version: String,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let client = self.client().clone();
+        let key = convert::key(key, sort_key);
+        let version = lock_core::Rvn::from_stored(version);
+        self.runtime.run(
+            py,
+            is_async,
+            async move { client.release_version(key, &version).await.map(Some) },
             optional_info,
         )
     }

@@ -190,6 +190,27 @@ impl Lock {
     }
 }
 
+impl Lock {
+    fn detach_with(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
+        let Some(guard) = self.take(py)? else {
+            return Err(errors::invalid_input(
+                py,
+                "the lock was released or detached already: there is nothing to detach",
+            ));
+        };
+        self.runtime.run(
+            py,
+            is_async,
+            async move { guard.detach().await },
+            |py, result| {
+                result
+                    .map(|detached| classes::value(py, detached.version().as_str()))
+                    .map_err(|error| errors::lock_error(py, error))?
+            },
+        )
+    }
+}
+
 fn unit(py: Python<'_>, result: Result<(), LockError>) -> PyResult<Py<PyAny>> {
     result
         .map(|()| py.None())
@@ -222,6 +243,14 @@ impl Lock {
     #[getter]
     fn fence(&self) -> u64 {
         self.view.fence().0
+    }
+
+    /// The record version of the latest write this client saw confirmed (a
+    /// string that changes with every heartbeat): what
+    /// `LockClient.release_version` needs once the lock is detached.
+    #[getter]
+    fn version(&self) -> String {
+        self.view.version().as_str().to_owned()
     }
 
     /// The lease this lock was acquired with, in seconds.
@@ -333,6 +362,21 @@ impl Lock {
         delete: bool,
     ) -> PyResult<Py<PyAny>> {
         self.leave(py, data, delete, true)
+    }
+
+    /// Stop heartbeating the lock without releasing it; returns its `version`.
+    /// The lock stays held in the store until its lease runs out (then
+    /// others take it over) or until `LockClient.release_version` releases
+    /// it, from this process or one it was handed on to. Waits for a
+    /// heartbeat in flight, so the version is the one the store keeps.
+    /// Raises `LockLost` if the lease was already lost.
+    fn detach(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.detach_with(py, false)
+    }
+
+    /// `detach`, awaited.
+    fn detach_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.detach_with(py, true)
     }
 
     /// Run the awaitable `work` and return its result, cancelling it as soon

@@ -135,6 +135,12 @@ impl MemoryStore {
 /// library's table: its locks and these exclude each other) or `"java"`
 /// (AmazonDynamoDBLockClient's); `partition_key` and `sort_key` rename the
 /// key attributes, and `no_sort_key=True` uses a table without a sort key.
+/// `expiry_attribute` renames the time-to-live attribute and `expiry` (seconds
+/// or `timedelta`) sets how far ahead it is written when the layout writes one
+/// on every write (python-dynamodb-lock's: an hour). With
+/// `data_as_attributes=True` a lock's data is kept as top-level attributes of
+/// the item, the way python-dynamodb-lock keeps `additional_attributes`: a
+/// JSON object of DynamoDB attribute values such as `{"job": {"S": "nightly"}}`.
 /// AWS settings come from the environment, shared config files and
 /// profiles as for boto3, overridden by `region`, `profile` and
 /// `endpoint_url`; with `session` (a `boto3.Session`), its credentials and
@@ -154,13 +160,27 @@ impl std::fmt::Debug for DynamoDBStore {
     }
 }
 
-fn layout(
-    py: Python<'_>,
-    name: &str,
+/// What a `DynamoDBStore` says about its table's attributes.
+struct LayoutChoice<'a> {
+    name: &'a str,
     partition_key: Option<String>,
     sort_key: Option<String>,
     no_sort_key: bool,
-) -> PyResult<Layout> {
+    expiry_attribute: Option<String>,
+    expiry: Option<std::time::Duration>,
+    data_as_attributes: bool,
+}
+
+fn layout(py: Python<'_>, choice: LayoutChoice<'_>) -> PyResult<Layout> {
+    let LayoutChoice {
+        name,
+        partition_key,
+        sort_key,
+        no_sort_key,
+        expiry_attribute,
+        expiry,
+        data_as_attributes,
+    } = choice;
     let mut layout = match name {
         "native" => Layout::native(),
         "python-dynamodb-lock" => Layout::python_dynamodb_lock(),
@@ -188,13 +208,22 @@ fn layout(
         (None, true) => layout = layout.without_sort_key(),
         (None, false) => {}
     }
+    if let Some(name) = expiry_attribute {
+        layout = layout.with_expires_at(name);
+    }
+    if let Some(expiry) = expiry {
+        layout = layout.with_default_expiry(Some(expiry));
+    }
+    if data_as_attributes {
+        layout = layout.with_data_as_attributes();
+    }
     Ok(layout)
 }
 
 #[pymethods]
 impl DynamoDBStore {
     #[new]
-    #[pyo3(signature = (table, *, layout="native", partition_key=None, sort_key=None, no_sort_key=false, region=None, endpoint_url=None, profile=None, session=None))]
+    #[pyo3(signature = (table, *, layout="native", partition_key=None, sort_key=None, no_sort_key=false, expiry_attribute=None, expiry=None, data_as_attributes=false, region=None, endpoint_url=None, profile=None, session=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -203,12 +232,26 @@ impl DynamoDBStore {
         partition_key: Option<String>,
         sort_key: Option<String>,
         no_sort_key: bool,
+        expiry_attribute: Option<String>,
+        expiry: Option<&Bound<'_, PyAny>>,
+        data_as_attributes: bool,
         region: Option<String>,
         endpoint_url: Option<String>,
         profile: Option<String>,
         session: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let layout = self::layout(py, layout, partition_key, sort_key, no_sort_key)?;
+        let layout = self::layout(
+            py,
+            LayoutChoice {
+                name: layout,
+                partition_key,
+                sort_key,
+                no_sort_key,
+                expiry_attribute,
+                expiry: convert::optional_seconds(py, "expiry", expiry)?,
+                data_as_attributes,
+            },
+        )?;
         let region = match (region, &session) {
             (Some(region), _) => Some(region),
             (None, Some(session)) => session.bind(py).getattr("region_name")?.extract()?,

@@ -46,7 +46,9 @@ class LockClient:
     suffix); ``lease`` is how long a lock stays held without a heartbeat
     (default 20 s), ``heartbeat`` how often it is renewed (default a quarter
     of the lease), ``refresh`` how often a waiting acquire looks again.
-    Durations are seconds or ``timedelta``.
+    Durations are seconds or ``timedelta``. ``heartbeat_rate_limit`` caps
+    the heartbeats this client starts per second (default: no cap), to
+    bound the write rate of a client holding many locks.
 
     One client per process is enough: share it between threads and tasks.
     Its acquires of one key queue inside it, first come first served. Close
@@ -72,6 +74,7 @@ class LockClient:
         max_clock_drift: float | None = None,
         safety_margin: Seconds | None = None,
         shutdown_timeout: Seconds | None = None,
+        heartbeat_rate_limit: int | None = None,
     ) -> None:
         _events.start()
         self._native = _native.Client(
@@ -83,6 +86,7 @@ class LockClient:
             max_clock_drift,
             _seconds("safety_margin", safety_margin),
             _seconds("shutdown_timeout", shutdown_timeout),
+            heartbeat_rate_limit,
         )
         _events.register(self)
 
@@ -311,6 +315,23 @@ class LockClient:
     async def force_release_async(self, key: str, *, sort_key: str | None = None) -> LockInfo | None:
         """``force_release``, awaited."""
         info: LockInfo | None = await self._native.force_release(key, sort_key, True)
+        return info
+
+    def release_version(self, key: str, version: str, *, sort_key: str | None = None) -> LockInfo:
+        """Release ``key`` if its record still carries ``version``; return the lock as it was.
+
+        For a lock detached with ``Lock.detach()`` (in this process or one
+        that handed on the version). Raises ``NotOwned`` when the record has
+        another version (its holder heartbeated since, or someone took it).
+        """
+        info: LockInfo = self._native.release_version(key, sort_key, version, False)
+        return info
+
+    async def release_version_async(
+        self, key: str, version: str, *, sort_key: str | None = None
+    ) -> LockInfo:
+        """``release_version``, awaited."""
+        info: LockInfo = await self._native.release_version(key, sort_key, version, True)
         return info
 
     def held_keys(self) -> list[tuple[str, str | None]]:
