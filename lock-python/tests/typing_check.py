@@ -67,3 +67,30 @@ async def store_setup(store: lease_lock.DynamoDBStore) -> list[str]:
     await store.create_table(exist_ok=True, is_async=True)
     warnings: list[str] = store.validate_table()
     return warnings + await store.validate_table(is_async=True)
+
+
+def drop_in(resource: object) -> int | None:
+    # python-dynamodb-lock 0.9.1's API, as its users call it.
+    from lease_lock.python_dynamodb_lock import (
+        DynamoDBLock,
+        DynamoDBLockClient,
+        DynamoDBLockError,
+        datetime,
+    )
+
+    client = DynamoDBLockClient(resource, heartbeat_period=datetime.timedelta(seconds=5))
+    lock: DynamoDBLock = client.acquire_lock(
+        "k", retry_timeout=datetime.timedelta(seconds=1), additional_attributes={"a": 1},
+        app_callback=lambda code, lock: print(code, lock.unique_identifier),
+    )
+    with lock:
+        status: str = lock.status
+        del status
+    try:
+        client.release_lock(lock, best_effort=False)
+    except DynamoDBLockError as error:
+        code: str = error.code
+        del code
+    client.close(release_locks=True)
+    client.acquire_lock(5)  # type: ignore[arg-type]
+    return lock.fence

@@ -29,7 +29,12 @@ boto3 resource it is given: its endpoint, its region and its credentials
 
 # The names python-dynamodb-lock's module imports are imported here too:
 # ``from ... import *`` of either module gives the same names.
-from botocore.exceptions import ClientError
+try:
+    from botocore.exceptions import ClientError
+except ImportError as error:
+    raise ImportError(
+        "lease_lock.python_dynamodb_lock takes a boto3 resource: pip install 'lease_lock[boto3]'"
+    ) from error
 from concurrent.futures import ThreadPoolExecutor
 import datetime
 from decimal import Decimal
@@ -92,7 +97,8 @@ def _wire(value):
 
 class DynamoDBLockClient:
     """
-    Provides distributed locks using DynamoDB's support for conditional reads/writes.
+    Locks in a DynamoDB table of python-dynamodb-lock's layout, held by lease_lock's Rust
+    client: heartbeats, takeover of crashed holders and conditional writes run there.
     """
 
     # default values for class properties
@@ -289,9 +295,8 @@ class DynamoDBLockClient:
 
     def _call_app_callback(self, lock, code):
         """
-        Utility function to route the app_callback through the thread-pool-executor
-        :param DynamoDBLock lock: the lock for which the event is being fired
-        :param str code: the notification event-type
+        Run ``lock.app_callback(code, lock)`` on the app_callback executor (a lock without
+        a callback is skipped); what the callback raises stays in its future, as in 0.9.1.
         """
         if lock.app_callback is not None:
             self._app_callback_executor.submit(lock.app_callback, code, lock)
@@ -500,7 +505,7 @@ class DynamoDBLockClient:
 
     def __str__(self):
         """
-        Returns a readable string representation of this instance.
+        The class name and the instance's attributes.
         """
         return '%s::%s' % (self.__class__.__name__, self.__dict__)
 
@@ -517,13 +522,13 @@ class DynamoDBLockClient:
         Helper method to create the DynamoDB table (provisioned throughput, time to live on
         the TTL attribute), waiting until it is active.
 
-        :param boto3.DynamoDB.Client dynamodb_client: mandatory argument
-        :param str table_name: defaults to 'DynamoDBLockTable'
-        :param str partition_key_name: defaults to 'lock_key'
-        :param str sort_key_name: defaults to 'sort_key'
-        :param str ttl_attribute_name: defaults to 'expiry_time'
-        :param int read_capacity: the max TPS for strongly-consistent reads; defaults to 5
-        :param int write_capacity: the max TPS for write operations; defaults to 5
+        :param boto3.DynamoDB.Client dynamodb_client: a boto3 client (not a resource)
+        :param str table_name: the table (default 'DynamoDBLockTable')
+        :param str partition_key_name: its hash key (default 'lock_key')
+        :param str sort_key_name: its range key (default 'sort_key')
+        :param str ttl_attribute_name: its time-to-live attribute (default 'expiry_time')
+        :param int read_capacity: provisioned read capacity units (default 5)
+        :param int write_capacity: provisioned write capacity units (default 5)
         """
         logger.info("Creating the lock table: %s", table_name)
         dynamodb_client.create_table(
@@ -563,7 +568,7 @@ class DynamoDBLockClient:
 
 class BaseDynamoDBLock:
     """
-    Represents a distributed lock - as stored in DynamoDB.
+    A lock's fields as the table holds them.
     """
 
     def __init__(self,
@@ -576,13 +581,13 @@ class BaseDynamoDBLock:
                  additional_attributes
                  ):
         """
-        :param str partition_key: The primary lock identifier
-        :param str sort_key: If present, forms a "composite identifier" along with the partition_key
-        :param str owner_name: The owner name - typically from the lock_client
-        :param float lease_duration: The lease duration in seconds - typically from the lock_client
-        :param str record_version_number: A "liveness" indicating GUID - changes with every heartbeat
-        :param int expiry_time: Epoch timestamp in seconds after which DynamoDB will auto-delete the record
-        :param dict additional_attributes: Arbitrary application metadata to be stored with the lock
+        :param str partition_key: the lock's key
+        :param str sort_key: the sort key under the partition key ('-' when there is none)
+        :param str owner_name: the holder's owner name
+        :param float lease_duration: the lease written with the lock, in seconds
+        :param str record_version_number: the record's version, new with each heartbeat
+        :param int expiry_time: the TTL time (epoch seconds) DynamoDB may delete the item after
+        :param dict additional_attributes: application data kept as the item's other attributes
         """
         self.partition_key = partition_key
         self.sort_key = sort_key
@@ -596,14 +601,14 @@ class BaseDynamoDBLock:
 
     def __str__(self):
         """
-        Returns a readable string representation of this instance.
+        The class name and the instance's attributes.
         """
         return '%s::%s' % (self.__class__.__name__, self.__dict__)
 
 
 class DynamoDBLock(BaseDynamoDBLock):
     """
-    Represents a lock that is owned by a local DynamoDBLockClient instance.
+    A lock held by a DynamoDBLockClient of this process.
 
     Beyond 0.9.1's attributes it has ``fence``: the fencing token of this acquisition,
     higher than every earlier holder's (since the item was last deleted). Hand it to the
@@ -628,16 +633,11 @@ class DynamoDBLock(BaseDynamoDBLock):
                  lock_client,
                  ):
         """
-        :param str partition_key: The primary lock identifier
-        :param str sort_key: If present, forms a "composite identifier" along with the partition_key
-        :param str owner_name: The owner name - typically from the lock_client
-        :param float lease_duration: The lease duration - typically from the lock_client
-        :param str record_version_number: Changes with every heartbeat - the "liveness" indicator
-        :param int expiry_time: Epoch timestamp in seconds after which DynamoDB will auto-delete the record
-        :param dict additional_attributes: Arbitrary application metadata to be stored with the lock
-        :param Callable app_callback: Callback function that can be used to notify the app of lock entering
-                the danger period, or an unexpected release
-        :param DynamoDBLockClient lock_client: The client that "owns" this lock
+        The fields of BaseDynamoDBLock, and:
+
+        :param Callable app_callback: called as app_callback(code, lock) when the lock is in
+                danger or lost
+        :param DynamoDBLockClient lock_client: the client holding the lock
         """
         self._native = None
         self._detached_version = None
@@ -717,7 +717,7 @@ class DynamoDBLock(BaseDynamoDBLock):
 
     def __enter__(self):
         """
-        No-op - returns itself
+        The lock is held already: returns it.
         """
         logger.debug('Entering: %s', self.unique_identifier)
         return self
@@ -733,10 +733,8 @@ class DynamoDBLock(BaseDynamoDBLock):
 
     def release(self, best_effort=True):
         """
-        Calls the lock_client.release_lock(self, best_effort) method
-        :param bool best_effort: If True, any exception when calling DynamoDB will be ignored
-                and the clean up steps will continue, hence the lock item in DynamoDb might not
-                be updated / deleted but will eventually expire. Defaults to True.
+        ``lock_client.release_lock(self, best_effort)``: with ``best_effort`` (the default)
+        errors are logged, not raised; the item then expires after its lease.
         """
         logger.debug('Releasing: %s', self.unique_identifier)
         self.lock_client.release_lock(self, best_effort)
@@ -744,7 +742,8 @@ class DynamoDBLock(BaseDynamoDBLock):
 
 class DynamoDBLockError(Exception):
     """
-    Wrapper for all kinds of errors that might occur during the acquire and release calls.
+    What acquire_lock and release_lock raise: ``code`` (one of the constants below) says
+    which failure, ``message`` the details.
     """
 
     # code-constants
@@ -765,6 +764,6 @@ class DynamoDBLockError(Exception):
 
     def __str__(self):
         """
-        Returns a readable string representation of this instance.
+        ``DynamoDBLockError: CODE - message``.
         """
         return "%s: %s - %s" % (self.__class__.__name__, self.code, self.message)
