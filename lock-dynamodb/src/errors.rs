@@ -49,11 +49,6 @@ pub enum StoreConfigError {
         "release mode MarkReleased needs a released attribute (set one, or use ReleaseMode::Delete)"
     )]
     ReleaseNeedsAttribute,
-    /// Data kept as top-level attributes needs release to delete the item.
-    #[error(
-        "data kept as top-level attributes needs ReleaseMode::Delete (a released record kept in place would keep the previous holder's attributes)"
-    )]
-    DataAttributesNeedDelete,
     /// The value standing for "no sort key" is empty (DynamoDB refuses empty keys).
     #[error("the sort key placeholder for keys without a sort key must not be empty")]
     EmptyNoSortValue,

@@ -285,9 +285,11 @@ impl Layout {
     /// for writes that replace data on a version (takeovers and data updates),
     /// never for heartbeats or for acquiring an absent key.
     ///
-    /// Needs [`ReleaseMode::Delete`], so that a vacant key is an absent item
-    /// with no attributes left to remove (the store builder refuses other
-    /// layouts).
+    /// A released record keeps no data attributes, so that acquiring a vacant
+    /// key (absent or released) has none to remove: with
+    /// [`ReleaseMode::MarkReleased`] a release removes them (reading the
+    /// record first, like a takeover), and a release that would store data
+    /// in the released record is refused as invalid.
     ///
     /// ```
     /// use lock_dynamodb::Layout;
@@ -443,9 +445,6 @@ impl Layout {
         if self.release_mode == ReleaseMode::MarkReleased && self.released.is_none() {
             return Err(StoreConfigError::ReleaseNeedsAttribute);
         }
-        if self.data_as_attributes && self.release_mode != ReleaseMode::Delete {
-            return Err(StoreConfigError::DataAttributesNeedDelete);
-        }
         if self.sort_key.is_some() && self.no_sort_value.is_empty() {
             return Err(StoreConfigError::EmptyNoSortValue);
         }
@@ -504,10 +503,10 @@ mod tests {
     }
 
     #[test]
-    fn data_as_attributes_needs_release_by_delete() {
+    fn data_as_attributes_replaces_the_data_attribute() {
         assert_eq!(
             Layout::native().with_data_as_attributes().validate(),
-            Err(StoreConfigError::DataAttributesNeedDelete)
+            Ok(())
         );
         let java = Layout::java_lock_client()
             .with_release_mode(ReleaseMode::Delete)

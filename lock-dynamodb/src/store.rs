@@ -705,10 +705,16 @@ impl DynamoDbStore {
         key: &LockKey,
         expect: &Expect,
         data: &DataUpdate,
+        released: bool,
     ) -> Result<Result<(Vec<(String, AttributeValue)>, Vec<String>), Outcome>, StoreError> {
         let layout = &self.inner.layout;
         let set = match data {
             DataUpdate::Keep => return Ok(Ok((Vec::new(), Vec::new()))),
+            DataUpdate::Replace(_) if released => {
+                return Err(StoreError::invalid(format!(
+                    "lock {key}: with data kept as attributes a released record keeps no data; release without data"
+                )));
+            }
             DataUpdate::Replace(bytes) => {
                 let mut set: Vec<_> = crate::attributes::attributes_from_data(layout, key, bytes)?
                     .into_iter()
@@ -718,8 +724,8 @@ impl DynamoDbStore {
             }
             DataUpdate::Clear => Vec::new(),
         };
-        // A vacant key is an absent item (the layout deletes on release):
-        // nothing to remove.
+        // A vacant key is absent, or released with no data attributes (a
+        // release removes them): nothing to remove.
         let Expect::Version(rvn) = expect else {
             return Ok(Ok((set, Vec::new())));
         };
@@ -762,7 +768,17 @@ impl DynamoDbStore {
         }
 
         let (data_set, data_remove) = if layout.data_as_attributes() {
-            match self.data_attributes(key, &expect, &new.data).await? {
+            // A released record keeps no data attributes (see
+            // Layout::with_data_as_attributes): a release that keeps the data
+            // clears it.
+            let data = match &new.data {
+                DataUpdate::Keep if new.released => &DataUpdate::Clear,
+                data => data,
+            };
+            match self
+                .data_attributes(key, &expect, data, new.released)
+                .await?
+            {
                 Ok(attributes) => attributes,
                 Err(rejected) => return Ok(rejected),
             }

@@ -742,6 +742,59 @@ async fn data_as_attributes_are_the_items_own_attributes_replaced_on_takeover_ke
 }
 
 #[tokio::test]
+async fn data_as_attributes_with_released_records_kept_keeps_fences_rising() {
+    let counter = CallCounter::default();
+    let layout = Layout::python_dynamodb_lock()
+        .with_released("released", lock_dynamodb::ReleasedEncoding::Bool)
+        .with_release_mode(lock_dynamodb::ReleaseMode::MarkReleased)
+        .with_data_as_attributes();
+    let Some(store) = fresh_store_with(layout, |b| b.interceptor(counter.clone())).await else {
+        return;
+    };
+    let key = [("lock_key", "job"), ("sort_key", "-")];
+    let rust = client(store.clone(), "rust", Duration::from_secs(10));
+    let data = br#"{"job_id": {"S": "42"}}"#.to_vec();
+    let guard = rust
+        .acquire("job", AcquireOptions::new().data(data.clone()))
+        .await
+        .unwrap();
+    assert_eq!(guard.fence(), Fence(1));
+
+    // A release keeps the record, without its data attributes (read first).
+    counter.reset();
+    guard.release().await.unwrap();
+    assert_eq!(counter.calls(), ["GetItem", "UpdateItem"]);
+    let item = raw_item(&store, &key).await.unwrap();
+    assert_eq!(item.get("released"), Some(&AttributeValue::Bool(true)));
+    assert!(!item.contains_key("job_id"), "{item:?}");
+
+    // Acquiring the released key is one write, and the fence goes on rising.
+    counter.reset();
+    let guard = rust
+        .acquire("job", AcquireOptions::new().data(data))
+        .await
+        .unwrap();
+    assert_eq!(counter.calls(), ["UpdateItem"]);
+    assert_eq!(guard.fence(), Fence(2));
+    let item = raw_item(&store, &key).await.unwrap();
+    assert_eq!(item.get("job_id"), Some(&AttributeValue::S("42".into())));
+
+    // Data cannot be left in a released record: refused, nothing written.
+    counter.reset();
+    let error = guard
+        .release_with_data(br#"{"result": {"S": "ok"}}"#.to_vec())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, LockError::InvalidInput { .. }), "{error:?}");
+    assert!(
+        counter.calls().iter().all(|call| call != "UpdateItem"),
+        "{:?}",
+        counter.calls()
+    );
+    rust.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn java_layout_round_trips_and_honours_java_records() {
     let Some(store) = fresh_store(Layout::java_lock_client()).await else {
         return;

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use aws_config::{BehaviorVersion, Region};
 use lock_core::ConditionalStore;
-use lock_dynamodb::{DynamoDbStore, Layout, TableError, TableOptions};
+use lock_dynamodb::{
+    DynamoDbStore, Layout, ReleaseMode, ReleasedEncoding, TableError, TableOptions,
+};
 use lock_memory::FaultyStore;
 use lock_postgres::PostgresStore as RustPostgresStore;
 use pyo3::BoundObject;
@@ -141,6 +143,10 @@ impl MemoryStore {
 /// `data_as_attributes=True` a lock's data is kept as top-level attributes of
 /// the item, the way python-dynamodb-lock keeps `additional_attributes`: a
 /// JSON object of DynamoDB attribute values such as `{"job": {"S": "nightly"}}`.
+/// `released_attribute` names a `BOOL` attribute that marks a released
+/// record, which is then kept rather than deleted, so that fences keep rising
+/// across releases (python-dynamodb-lock itself would take such a record
+/// for a held lock).
 /// AWS settings come from the environment, shared config files and
 /// profiles as for boto3, overridden by `region`, `profile` and
 /// `endpoint_url`; with `session` (a `boto3.Session`), its credentials and
@@ -169,6 +175,7 @@ struct LayoutChoice<'a> {
     expiry_attribute: Option<String>,
     expiry: Option<std::time::Duration>,
     data_as_attributes: bool,
+    released_attribute: Option<String>,
 }
 
 fn layout(py: Python<'_>, choice: LayoutChoice<'_>) -> PyResult<Layout> {
@@ -180,6 +187,7 @@ fn layout(py: Python<'_>, choice: LayoutChoice<'_>) -> PyResult<Layout> {
         expiry_attribute,
         expiry,
         data_as_attributes,
+        released_attribute,
     } = choice;
     let mut layout = match name {
         "native" => Layout::native(),
@@ -217,13 +225,18 @@ fn layout(py: Python<'_>, choice: LayoutChoice<'_>) -> PyResult<Layout> {
     if data_as_attributes {
         layout = layout.with_data_as_attributes();
     }
+    if let Some(name) = released_attribute {
+        layout = layout
+            .with_released(name, ReleasedEncoding::Bool)
+            .with_release_mode(ReleaseMode::MarkReleased);
+    }
     Ok(layout)
 }
 
 #[pymethods]
 impl DynamoDBStore {
     #[new]
-    #[pyo3(signature = (table, *, layout="native", partition_key=None, sort_key=None, no_sort_key=false, expiry_attribute=None, expiry=None, data_as_attributes=false, region=None, endpoint_url=None, profile=None, session=None))]
+    #[pyo3(signature = (table, *, layout="native", partition_key=None, sort_key=None, no_sort_key=false, expiry_attribute=None, expiry=None, data_as_attributes=false, released_attribute=None, region=None, endpoint_url=None, profile=None, session=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -235,6 +248,7 @@ impl DynamoDBStore {
         expiry_attribute: Option<String>,
         expiry: Option<&Bound<'_, PyAny>>,
         data_as_attributes: bool,
+        released_attribute: Option<String>,
         region: Option<String>,
         endpoint_url: Option<String>,
         profile: Option<String>,
@@ -250,6 +264,7 @@ impl DynamoDBStore {
                 expiry_attribute,
                 expiry: convert::optional_seconds(py, "expiry", expiry)?,
                 data_as_attributes,
+                released_attribute,
             },
         )?;
         let region = match (region, &session) {

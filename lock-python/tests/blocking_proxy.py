@@ -16,6 +16,7 @@ check signatures, so requests signed for the proxy's address are accepted.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -95,10 +96,8 @@ class BlockingProxy:
         with self._guard:
             connections = list(self._connections)
         for sock in connections:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
@@ -188,7 +187,7 @@ def _make_handler(proxy: BlockingProxy) -> type[BaseHTTPRequestHandler]:
 
         def _read_body(self) -> bytes:
             if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks = []
+                chunks: list[bytes] = []
                 while True:
                     size = int(self.rfile.readline().split(b";")[0].strip(), 16)
                     if size == 0:

@@ -30,6 +30,7 @@ class DynamoDBStore:
         expiry_attribute: str | None = None,
         expiry: Seconds | None = None,
         data_as_attributes: bool = False,
+        released_attribute: str | None = None,
         region: str | None = None,
         endpoint_url: str | None = None,
         profile: str | None = None,

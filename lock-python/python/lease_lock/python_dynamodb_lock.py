@@ -139,7 +139,8 @@ class DynamoDBLockClient:
                  lease_duration=_DEFAULT_LEASE_DURATION,
                  expiry_period=_DEFAULT_EXPIRY_PERIOD,
                  heartbeat_tps=_DEFAULT_HEARTBEAT_TPS,
-                 app_callback_executor=None
+                 app_callback_executor=None,
+                 keep_released_records=False,
                  ):
         """
         :param boto3.ServiceResource dynamodb_resource: mandatory argument; its
@@ -163,6 +164,10 @@ class DynamoDBLockClient:
                 -1 (the default) for no limit.
         :param ThreadPoolExecutor app_callback_executor: The executor that runs app_callbacks.
                 Defaults to a ThreadPoolExecutor with a maximum of 5 threads.
+        :param bool keep_released_records: Not in 0.9.1. If True, a release marks the item
+                released (attribute ``released``) instead of deleting it, so that fences keep
+                rising across releases. python-dynamodb-lock 0.9.1 takes such an item for a held
+                lock: turn it on once no process of that library uses the table. Defaults to False.
 
         Settings that cannot work (a heartbeat period not shorter than the safe period, a
         safe period longer than the lease) raise ``lease_lock.ConfigError``.
@@ -199,6 +204,7 @@ class DynamoDBLockClient:
             expiry_attribute=ttl_attribute_name,
             expiry=_seconds(expiry_period),
             data_as_attributes=True,
+            released_attribute='released' if keep_released_records else None,
             region=client.meta.region_name,
             endpoint_url=client.meta.endpoint_url,
             session=_ResourceCredentials(client),
@@ -223,6 +229,8 @@ class DynamoDBLockClient:
             safety_margin=margin,
             heartbeat_rate_limit=tps,
         )
+        # attribute names of this library's own, refused as additional attributes
+        self._reserved = (self._COL_FENCE,) + (('released',) if keep_released_records else ())
         # a client for releases after close(release_locks=False), made when needed
         self._late_client = None
 
@@ -309,16 +317,17 @@ class DynamoDBLockClient:
         from boto3.dynamodb.types import TypeSerializer
 
         # The lock's own attributes win over additional ones of the same name,
-        # as in 0.9.1 (which writes them over); the fence has no such name.
+        # as in 0.9.1 (which writes them over); this library's own are refused.
         fixed = {
             self._partition_key_name, self._sort_key_name, self._COL_OWNER_NAME,
             self._COL_LEASE_DURATION, self._COL_RECORD_VERSION_NUMBER, self._ttl_attribute_name,
         }
-        if self._COL_FENCE in additional_attributes:
-            raise DynamoDBLockError(
-                DynamoDBLockError.UNKNOWN,
-                "additional attribute 'fence' is the lock's fencing token: rename it",
-            )
+        for name in self._reserved:
+            if name in additional_attributes:
+                raise DynamoDBLockError(
+                    DynamoDBLockError.UNKNOWN,
+                    "additional attribute %r is an attribute of the lock itself: rename it" % name,
+                )
         serializer = TypeSerializer()
         wire = {
             name: _wire(serializer.serialize(value))

@@ -57,6 +57,7 @@ class DynamoDBLockClient:
         expiry_period: _Period = ...,
         heartbeat_tps: float = ...,
         app_callback_executor: Executor | None = None,
+        keep_released_records: bool = False,
     ) -> None: ...
     def acquire_lock(
         self,
