@@ -4,6 +4,7 @@ layout, against the endpoint in LOCK_DYNAMODB_ENDPOINT. Prints one JSON object.
 
     bench.py uncontended SECONDS
     bench.py uncontended-lease-lock SECONDS LAYOUT   # the lease_lock package (lock-python)
+    bench.py uncontended-drop-in SECONDS   # lease_lock.python_dynamodb_lock, 0.9.1's API
     bench.py contended SECONDS WORKERS SECTION_MS [POLL_MS]
     bench.py report RESULTS.jsonl      # the table of both libraries and the ratios
     bench.py distance-report RESULTS.jsonl  # the uncontended cycle at each added RTT
@@ -122,25 +123,45 @@ def uncontended_lease_lock(seconds, layout):
     return {"library": "lease_lock (Python package)", "layout": layout, **result}
 
 
+def uncontended_drop_in(seconds):
+    """The uncontended cycle through lease_lock.python_dynamodb_lock: the code of
+    ``uncontended`` with only the import changed."""
+    from lease_lock.python_dynamodb_lock import DynamoDBLockClient
+
+    table = fresh_table()
+    client = DynamoDBLockClient(resource_(), table_name=table, owner_name="drop-in-bench")
+    for _ in range(5):  # warm up: connection, first request
+        client.acquire_lock(KEY).release()
+    result = timed_cycles(seconds, lambda: client.acquire_lock(KEY), lambda lock: lock.release(best_effort=False))
+    client.close()
+    drop_table(table)
+    return {"library": "lease_lock.python_dynamodb_lock", "layout": "python-dynamodb-lock", **result}
+
+
 def package_report(path):
     """lease_lock beside python-dynamodb-lock at each added round-trip time:
     cycles/s and client CPU per cycle, with the ratios."""
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    print("| added RTT | library | acquire p50 | release p50 | cycles/s | CPU ms / cycle | cycles/s ratio | CPU ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| added RTT | library | acquire p50 | release p50 | cycles/s | CPU ms / cycle | cycles/s ratio | CPU ratio | cycles/s vs package API |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for rtt in sorted({row["added_rtt_ms"] for row in rows}):
         members = [row for row in rows if row["added_rtt_ms"] == rtt]
         python = next((r for r in members if r["library"].startswith("python-dynamodb-lock")), None)
+        package = next((r for r in members if r["library"].startswith("lease_lock (")
+                        and r["layout"] == "python-dynamodb-lock"), None)
         for row in members:
             ours = row["library"].startswith("lease_lock")
-            ratio_ops = ratio_cpu = "-"
+            drop_in = row["library"] == "lease_lock.python_dynamodb_lock"
+            ratio_ops = ratio_cpu = vs_package = "-"
             if ours and python:
                 ratio_ops = "%.2fx" % (row["per_second"] / python["per_second"])
                 ratio_cpu = "%.2fx" % (row["cpu_ms_per_op"] / python["cpu_ms_per_op"])
-            library = row["library"] + (" (%s layout)" % row["layout"] if ours else "")
-            print("| %g ms | %s | %.1f ms | %.1f ms | %.1f | %.2f | %s | %s |" % (
+            if drop_in and package:
+                vs_package = "%.2fx" % (row["per_second"] / package["per_second"])
+            library = row["library"] + (" (%s layout)" % row["layout"] if ours and not drop_in else "")
+            print("| %g ms | %s | %.1f ms | %.1f ms | %.1f | %.2f | %s | %s | %s |" % (
                 rtt, library, row["acquire_p50_ms"], row["release_p50_ms"], row["per_second"],
-                row["cpu_ms_per_op"], ratio_ops, ratio_cpu))
+                row["cpu_ms_per_op"], ratio_ops, ratio_cpu, vs_package))
 
 
 def quantile(values, q):
@@ -331,6 +352,8 @@ def main(argv):
         result = uncontended(seconds)
     elif mode == "uncontended-lease-lock":
         result = uncontended_lease_lock(seconds, argv[3])
+    elif mode == "uncontended-drop-in":
+        result = uncontended_drop_in(seconds)
     elif mode == "contended":
         poll = float(argv[5]) if len(argv) > 5 else None
         result = contended(seconds, int(argv[3]), float(argv[4]), poll)
