@@ -182,3 +182,34 @@ def test_an_outage_puts_the_lease_in_danger_and_a_landed_heartbeat_makes_it_safe
     lock.release()
     assert len(store) == 1
     alice.close()
+
+
+def test_a_detached_lock_stays_held_until_released_by_its_version(clients: Clients) -> None:
+    alice, bob = clients("alice", lease=4, heartbeat=0.5), clients("bob")
+    lock = alice.acquire("handover")
+    first = lock.version
+    assert first == alice.get_lock("handover").version  # type: ignore[union-attr]
+    time.sleep(0.8)
+    assert lock.version != first, "a heartbeat writes a new version"
+    version = lock.detach()
+    assert version == lock.version and not lock.held
+    assert alice.held_keys() == []
+    time.sleep(1.0)
+    info = bob.get_lock("handover")
+    assert info is not None and info.version == version and not info.released, "no heartbeat, no release"
+    assert bob.try_acquire("handover") is None
+    with pytest.raises(lease_lock.InvalidInput):
+        lock.detach()  # twice: nothing left to detach
+    with pytest.raises(lease_lock.NotOwned):
+        bob.release_version("handover", "not-its-version")
+    released = bob.release_version("handover", version)
+    assert released.owner == "alice" and released.version == version
+    assert bob.acquire("handover", wait=0).fence == 2
+
+
+def test_a_heartbeat_rate_limit_is_taken_and_checked(clients: Clients) -> None:
+    client = clients("limited", heartbeat_rate_limit=50)
+    client.acquire("a").release()
+    for bad in (0, -1, 2.5, True, 2**32):
+        with pytest.raises(lease_lock.ConfigError, match="heartbeat_rate_limit"):
+            clients("bad", heartbeat_rate_limit=bad)

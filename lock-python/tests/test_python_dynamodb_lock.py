@@ -1337,3 +1337,55 @@ def test_a_killed_holder_is_taken_over_by_either_library(
             holder.wait(timeout=10)
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+# --- what only the replacement has ------------------------------------------------------------
+
+
+def test_a_takeover_replaces_the_crashed_holders_attributes_and_raises_the_fence(
+    shared: Harness,
+) -> None:
+    replacement = load(REPLACEMENT)
+    # What a python-dynamodb-lock holder that crashed leaves: its item, with its attributes.
+    shared.resource.Table(shared.table).put_item(
+        Item={
+            "lock_key": "job", "sort_key": "-", "owner_name": "crashed",
+            "lease_duration": Decimal("1.0"), "record_version_number": "rvn-crashed",
+            "expiry_time": int(time.time()) + 3600, "job_id": "42", "progress": Decimal(7),
+        }
+    )
+    client = shared.client(replacement, owner_name="successor")
+    lock = client.acquire_lock("job", retry_period=timedelta(seconds=0.2), additional_attributes={"job_id": "43"})
+    item = shared.item_of(lock)
+    assert without(item, "expiry_time", "record_version_number") == {
+        "lock_key": "job", "sort_key": "-", "owner_name": "successor",
+        "lease_duration": Decimal(4), "fence": Decimal(1), "job_id": "43",
+    }, "none of the crashed holder's attributes survive, as with 0.9.1's PutItem"
+    assert lock.fence == 1  # the crashed holder wrote no fence: 0, and this one is next
+
+    # The next takeover (of this lock, frozen by its client's close) raises the fence.
+    client.close()
+    taker = shared.client(replacement, owner_name="taker")
+    taken = taker.acquire_lock("job", retry_period=timedelta(seconds=0.2), retry_timeout=timedelta(seconds=10))
+    assert taken.fence == 2 and "job_id" not in shared.item_of(taken)
+
+
+def test_kept_released_records_keep_fences_rising(shared: Harness) -> None:
+    h, pdl = shared, load(REPLACEMENT)
+    client = h.client(pdl, keep_released_records=True)
+    lock = client.acquire_lock("job", additional_attributes={"step": "one"})
+    assert lock.fence == 1
+    lock.release(best_effort=False)
+    item = h.item("job")
+    assert item is not None and item["released"] is True and "step" not in item, item
+    again = client.acquire_lock("job", retry_timeout=timedelta(seconds=1))
+    assert again.fence == 2, "the kept item carries the fence on"
+    assert h.item_of(again)["released"] is False
+    with pytest.raises(pdl.DynamoDBLockError, match="released"):
+        client.acquire_lock("other", additional_attributes={"released": True})
+    # Without the option a client still deletes, and restarts fences at 1.
+    again.release(best_effort=False)
+    plain = h.client(pdl)
+    first = plain.acquire_lock("fresh")
+    first.release(best_effort=False)
+    assert h.item("fresh") is None and plain.acquire_lock("fresh").fence == 1

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Any, Union
 
 from . import _events, _native
+from ._errors import ConfigError
 from ._native import DynamoDBStore, Lock, MemoryStore, PostgresStore
 from ._types import LockInfo, LostReason, Seconds
 
@@ -76,6 +77,15 @@ class LockClient:
         shutdown_timeout: Seconds | None = None,
         heartbeat_rate_limit: int | None = None,
     ) -> None:
+        if heartbeat_rate_limit is not None and (
+            isinstance(heartbeat_rate_limit, bool)
+            or not isinstance(heartbeat_rate_limit, int)
+            or not 1 <= heartbeat_rate_limit < 2**32
+        ):
+            raise ConfigError(
+                f"heartbeat_rate_limit must be a whole number of heartbeats per second, at least 1, "
+                f"not {heartbeat_rate_limit!r} (None for no limit)"
+            )
         _events.start()
         self._native = _native.Client(
             store,
