@@ -158,7 +158,7 @@ def package_report(path):
                 ratio_cpu = "%.2fx" % (row["cpu_ms_per_op"] / python["cpu_ms_per_op"])
             if drop_in and package:
                 vs_package = "%.2fx" % (row["per_second"] / package["per_second"])
-            library = row["library"] + (" (%s layout)" % row["layout"] if ours and not drop_in else "")
+            library = row["library"] if not ours or drop_in else "lease_lock (%s layout)" % row["layout"]
             print("| %g ms | %s | %.1f ms | %.1f ms | %.1f | %.2f | %s | %s | %s |" % (
                 rtt, library, row["acquire_p50_ms"], row["release_p50_ms"], row["per_second"],
                 row["cpu_ms_per_op"], ratio_ops, ratio_cpu, vs_package))

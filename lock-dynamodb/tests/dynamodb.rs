@@ -479,6 +479,31 @@ async fn acquire_of_a_new_and_of_a_released_key_is_one_call_and_conflicts_cost_n
 
 // ---------------------------------------------------------------- layouts
 
+/// What python-dynamodb-lock 0.9 writes for key `job` (its
+/// `_add_new_lock_to_dynamodb`): a 1 s lease, its `additional_attributes`
+/// as the item's own attributes.
+async fn put_python_item(
+    store: &DynamoDbStore,
+    owner: &str,
+    rvn: &str,
+    additional: &[(&str, AttributeValue)],
+) {
+    let mut request = store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("lock_key", AttributeValue::S("job".into()))
+        .item("sort_key", AttributeValue::S("-".into()))
+        .item("owner_name", AttributeValue::S(owner.into()))
+        .item("lease_duration", AttributeValue::N("1.0".into()))
+        .item("record_version_number", AttributeValue::S(rvn.into()))
+        .item("expiry_time", AttributeValue::N("4000000000".into()));
+    for (name, value) in additional {
+        request = request.item(*name, value.clone());
+    }
+    request.send().await.unwrap();
+}
+
 #[tokio::test]
 async fn python_layout_writes_what_python_dynamodb_lock_reads_and_deletes_on_release() {
     let Some(store) = fresh_store(Layout::python_dynamodb_lock()).await else {
@@ -541,23 +566,7 @@ async fn a_lock_written_by_python_dynamodb_lock_is_honoured_then_taken_over() {
     let Some(store) = fresh_store(Layout::python_dynamodb_lock()).await else {
         return;
     };
-    // What python-dynamodb-lock 0.9 writes (its `_add_new_lock_to_dynamodb`).
-    store
-        .client()
-        .put_item()
-        .table_name(store.table())
-        .item("lock_key", AttributeValue::S("job".into()))
-        .item("sort_key", AttributeValue::S("-".into()))
-        .item("owner_name", AttributeValue::S("python-host-1234".into()))
-        .item("lease_duration", AttributeValue::N("1.0".into()))
-        .item(
-            "record_version_number",
-            AttributeValue::S("0f8e6c3a-python".into()),
-        )
-        .item("expiry_time", AttributeValue::N("4000000000".into()))
-        .send()
-        .await
-        .unwrap();
+    put_python_item(&store, "python-host-1234", "0f8e6c3a-python", &[]).await;
     let rust = client(store.clone(), "rust", Duration::from_secs(5));
     let info = rust.get_lock("job").await.unwrap().unwrap();
     assert_eq!(info.owner, "python-host-1234");
@@ -599,24 +608,16 @@ async fn data_as_attributes_are_the_items_own_attributes_replaced_on_takeover_ke
     };
     let key = [("lock_key", "job"), ("sort_key", "-")];
     // A python-dynamodb-lock holder with additional_attributes, then crashed.
-    store
-        .client()
-        .put_item()
-        .table_name(store.table())
-        .item("lock_key", AttributeValue::S("job".into()))
-        .item("sort_key", AttributeValue::S("-".into()))
-        .item("owner_name", AttributeValue::S("python-host".into()))
-        .item("lease_duration", AttributeValue::N("1.0".into()))
-        .item(
-            "record_version_number",
-            AttributeValue::S("rvn-python".into()),
-        )
-        .item("expiry_time", AttributeValue::N("4000000000".into()))
-        .item("job_id", AttributeValue::S("42".into()))
-        .item("tries", AttributeValue::N("7".into()))
-        .send()
-        .await
-        .unwrap();
+    put_python_item(
+        &store,
+        "python-host",
+        "rvn-python",
+        &[
+            ("job_id", AttributeValue::S("42".into())),
+            ("tries", AttributeValue::N("7".into())),
+        ],
+    )
+    .await;
     let rust = client(store.clone(), "rust", Duration::from_secs(2));
     let info = rust.get_lock("job").await.unwrap().unwrap();
     let read: serde_json::Value = serde_json::from_slice(&info.data.unwrap()).unwrap();

@@ -615,6 +615,26 @@ class BaseDynamoDBLock:
         return '%s::%s' % (self.__class__.__name__, self.__dict__)
 
 
+class _FollowsHeartbeats:
+    """A lock attribute that 0.9.1 updates at each heartbeat: read after the lock has
+    caught up with the Rust client's heartbeats (``DynamoDBLock._refresh``)."""
+
+    def __init__(self, doc):
+        self.__doc__ = doc
+
+    def __set_name__(self, owner, name):
+        self._slot = '_' + name
+
+    def __get__(self, lock, owner=None):
+        if lock is None:
+            return self
+        lock._refresh()
+        return getattr(lock, self._slot)
+
+    def __set__(self, lock, value):
+        setattr(lock, self._slot, value)
+
+
 class DynamoDBLock(BaseDynamoDBLock):
     """
     A lock held by a DynamoDBLockClient of this process.
@@ -689,35 +709,11 @@ class DynamoDBLock(BaseDynamoDBLock):
             safe = self.lock_client._safe_seconds
             self._last_updated_time = time.monotonic() - max(safe - remaining, 0.0)
 
-    @property
-    def record_version_number(self):
-        """The record version this client last wrote (changes with every heartbeat)."""
-        self._refresh()
-        return self._record_version_number
-
-    @record_version_number.setter
-    def record_version_number(self, value):
-        self._record_version_number = value
-
-    @property
-    def expiry_time(self):
-        """The TTL time (epoch seconds) the latest heartbeat wrote."""
-        self._refresh()
-        return self._expiry_time
-
-    @expiry_time.setter
-    def expiry_time(self, value):
-        self._expiry_time = value
-
-    @property
-    def last_updated_time(self):
-        """time.monotonic() when the latest heartbeat landed."""
-        self._refresh()
-        return self._last_updated_time
-
-    @last_updated_time.setter
-    def last_updated_time(self, value):
-        self._last_updated_time = value
+    # 0.9.1 updates these at each heartbeat; here they follow the Rust client's
+    record_version_number = _FollowsHeartbeats(
+        "The record version this client last wrote (changes with every heartbeat).")
+    expiry_time = _FollowsHeartbeats("The TTL time (epoch seconds) the latest heartbeat wrote.")
+    last_updated_time = _FollowsHeartbeats("time.monotonic() when the latest heartbeat landed.")
 
     @property
     def fence(self):
