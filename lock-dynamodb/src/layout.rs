@@ -330,6 +330,10 @@ impl Layout {
     ///
     /// With TTL enabled, DynamoDB deletes the item some time after that instant,
     /// which resets the fence history of the key; keep it far beyond any lease.
+    /// A release that keeps the record ([`ReleaseMode::MarkReleased`]) writes no
+    /// default expiry (it removes the attribute): the record is kept for its
+    /// fence, so the time to live cleans up abandoned held locks, never
+    /// released ones.
     pub fn with_default_expiry(mut self, expiry: Option<Duration>) -> Self {
         self.default_expiry = expiry;
         self

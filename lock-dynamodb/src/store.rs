@@ -535,9 +535,16 @@ impl DynamoDbStore {
 
     /// The expiry time to write, if any: the caller's, or the layout's default,
     /// but never before the lease written with it could have run out, with
-    /// room to spare (see [`Layout::with_default_expiry`]).
+    /// room to spare (see [`Layout::with_default_expiry`]). A released record
+    /// kept in place gets no default expiry: it is kept for its fence, which
+    /// the time to live would reset.
     fn expiry(&self, new: &NewRecord) -> Option<u64> {
+        let kept_released =
+            new.released && self.inner.layout.release_mode() == ReleaseMode::MarkReleased;
         let asked = new.expires_at.or_else(|| {
+            if kept_released {
+                return None;
+            }
             self.inner
                 .layout
                 .default_expiry()
