@@ -688,7 +688,9 @@ def test_falsy_retry_timeouts_mean_lease_duration_plus_heartbeat_period(
     assert outcome == "ACQUIRE_TIMEOUT" and elapsed < 0.9, results
 
 
-def test_falsy_retry_periods_mean_the_heartbeat_period(pdl: ModuleType, h: Harness) -> None:
+def test_falsy_retry_periods_mean_the_heartbeat_period(
+    pdl: ModuleType, h: Harness, proxy: BlockingProxy
+) -> None:
     holder = h.client(pdl)
     tries = {
         "None": None,
@@ -698,25 +700,28 @@ def test_falsy_retry_periods_mean_the_heartbeat_period(pdl: ModuleType, h: Harne
     }
     held = [holder.acquire_lock(name) for name in tries]
     # (a heartbeat period shorter than the safe period, which lease_lock requires)
+    # The waiter's requests go through the proxy, which counts them: the keys are released
+    # once every waiter has made its first try (one request each), however slow the server.
     waiter = h.client(
         pdl,
+        resource=dynamodb_resource(proxy.url),
         heartbeat_period=timedelta(seconds=2),
         safe_period=timedelta(seconds=6),
         lease_duration=timedelta(seconds=10),
     )
-    pending = {
-        name: in_thread(
+    pending: dict[str, Future[tuple[str, float]]] = {}
+    for count, (name, value) in enumerate(tries.items(), start=1):
+        pending[name] = in_thread(
             partial(
                 timed_acquire, waiter, name, retry_period=value, retry_timeout=timedelta(seconds=5)
             )
         )
-        for name, value in tries.items()
-    }
-    # Each waiter has made its first try (one round trip) and found its key held. Released now,
-    # each key is taken at the next try: at 2 s with a falsy period (the heartbeat period), at
-    # 0.5 s with 0.1 s. 0.9.1 tries at exact multiples of the period; the bounds also allow a
-    # replacement that draws each pause between half and all of it.
-    time.sleep(0.4)
+        # one at a time, so that the 0.1 s waiter's later tries cannot be counted for another's
+        eventually(lambda: proxy.forwarded_count() >= count, timeout=5, what=f"{name}'s first try")
+    # Each waiter has found its key held. Released now, each key is taken at the next try: at
+    # 2 s with a falsy period (the heartbeat period), at 0.5 s with 0.1 s. 0.9.1 tries at exact
+    # multiples of the period; the bounds also allow a replacement that draws each pause
+    # between half and all of it.
     for lock in held:
         lock.release()
     results = {name: future.result(timeout=10) for name, future in pending.items()}
@@ -916,11 +921,11 @@ def test_a_lock_whose_heartbeats_fail_calls_back_lock_in_danger(
     version = h.version("job")
     assert version == lock.record_version_number  # the last heartbeat that landed
 
-    time.sleep(seconds(HEARTBEAT))
-    tried = proxy.blocked_count("UpdateItem")
-    time.sleep(2 * seconds(HEARTBEAT))
-    assert len(callback.calls) == 1  # once, not at every check
     if is_legacy(pdl):
+        time.sleep(seconds(HEARTBEAT))
+        tried = proxy.blocked_count("UpdateItem")
+        time.sleep(2 * seconds(HEARTBEAT))
+        assert len(callback.calls) == 1  # once, not at every check
         # 0.9.1 stops heartbeating a lock in danger ...
         assert proxy.blocked_count("UpdateItem") == tried
         proxy.unblock()
@@ -928,9 +933,9 @@ def test_a_lock_whose_heartbeats_fail_calls_back_lock_in_danger(
         # ... so it stays IN_DANGER, whatever DynamoDB does again.
         assert lock.status == "IN_DANGER" and h.version("job") == version
     else:
-        # lease_lock goes on trying, and is LOCKED again once a heartbeat lands. (It takes the
-        # proxy's answer for throttling and paces its heartbeats down, to one every 2 s at
-        # the slowest: hence the longer wait.)
+        # lease_lock goes on trying, and is LOCKED again once a heartbeat lands. It takes the
+        # proxy's answer for throttling and paces its heartbeats down (to one every 2 s at the
+        # slowest), so unblock at once: within the lease, a heartbeat still lands in time.
         proxy.unblock()
         eventually(
             lambda: lock.status == "LOCKED",
@@ -1389,3 +1394,25 @@ def test_kept_released_records_keep_fences_rising(shared: Harness) -> None:
     first = plain.acquire_lock("fresh")
     first.release(best_effort=False)
     assert h.item("fresh") is None and plain.acquire_lock("fresh").fence == 1
+
+
+def test_periods_in_seconds_and_a_safe_period_as_long_as_the_lease(
+    shared: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    replacement = load(REPLACEMENT)
+    # Seconds and timedeltas mixed: the default retry timeout is still lease + heartbeat.
+    mixed = shared.client(replacement, heartbeat_period=0.5, lease_duration=LEASE)
+    mixed.acquire_lock("mixed")
+    other = shared.client(replacement, heartbeat_period=0.5, lease_duration=LEASE)
+    error, elapsed = lock_error(replacement, "ACQUIRE_TIMEOUT", lambda: other.acquire_lock("mixed"))
+    assert seconds(LEASE) <= elapsed <= seconds(LEASE) + 0.5 + 2.5, elapsed
+
+    # 0.9.1's default safe period (20 s) with a shorter lease: accepted, with a warning, and a
+    # lock is in danger before its lease is over (0.2 s before: a tenth of it).
+    with caplog.at_level(logging.WARNING, logger=REPLACEMENT):
+        client = shared.client(
+            replacement, safe_period=timedelta(seconds=20), lease_duration=SHORT_LEASE
+        )
+    assert "safe_period (20s) is not shorter than lease_duration (2s)" in caplog.text
+    lock = client.acquire_lock("long safe period")
+    assert 0 < lock._native.remaining <= seconds(SHORT_LEASE) * 0.99 - 0.2 + 0.01

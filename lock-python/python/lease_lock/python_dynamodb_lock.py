@@ -169,8 +169,9 @@ class DynamoDBLockClient:
                 rising across releases. python-dynamodb-lock 0.9.1 takes such an item for a held
                 lock: turn it on once no process of that library uses the table. Defaults to False.
 
-        Settings that cannot work (a heartbeat period not shorter than the safe period, a
-        safe period longer than the lease) raise ``lease_lock.ConfigError``.
+        Settings that cannot work (a heartbeat period not shorter than the safe period) raise
+        ``lease_lock.ConfigError``. A safe period not shorter than the lease is taken as
+        lease × 0.99 less a tenth of the lease (at most 1 s), with a warning.
         """
         self._uuid = uuid.uuid4().hex
         self._dynamodb_resource = dynamodb_resource
@@ -211,12 +212,23 @@ class DynamoDBLockClient:
         )
         lease = _seconds(lease_duration)
         safe = _seconds(safe_period)
-        self._safe_seconds = safe
         drift = 0.01
+        if safe <= 0:
+            raise _errors.ConfigError('safe_period must be positive, not %gs' % safe)
         # The Rust client trusts a lease for lease × (1 - drift) - margin after
         # the heartbeat that renewed it was sent: the margin that makes that
         # the safe period.
-        margin = max(lease * (1 - drift) - safe, 0.0)
+        margin = lease * (1 - drift) - safe
+        if margin <= 0:
+            # A safe period as long as the lease (0.9.1 accepts it, and then never reports
+            # danger before the lease is over): danger starts a little before the end, as
+            # with the Rust client's default margin, so that LOCK_IN_DANGER still comes first.
+            margin = min(lease / 10, 1.0)
+            logger.warning(
+                'safe_period (%gs) is not shorter than lease_duration (%gs): a lock is in danger '
+                '%gs after its latest heartbeat instead', safe, lease, lease * (1 - drift) - margin
+            )
+        self._safe_seconds = lease * (1 - drift) - margin
         tps = None
         if heartbeat_tps is not None and heartbeat_tps > 0:
             tps = max(1, _math.ceil(heartbeat_tps))
@@ -229,10 +241,13 @@ class DynamoDBLockClient:
             safety_margin=margin,
             heartbeat_rate_limit=tps,
         )
-        # attribute names of this library's own, refused as additional attributes
-        self._reserved = (self._COL_FENCE,) + (('released',) if keep_released_records else ())
-        # a client for releases after close(release_locks=False), made when needed
+        # attribute names of this library's own, refused as additional attributes ('released'
+        # whether or not this client keeps released records: one that does reads it)
+        self._reserved = (self._COL_FENCE, 'released')
+        # a client for releases after close(release_locks=False), made when first needed
         self._late_client = None
+        self._late_client_lock = threading.Lock()
+        self._close_lock = threading.Lock()
 
         # and, initialization
         self._checker_wakeup = threading.Event()
@@ -369,7 +384,8 @@ class DynamoDBLockClient:
 
         # plug in default values as needed
         if not retry_period: retry_period = self._heartbeat_period
-        if not retry_timeout: retry_timeout = self._lease_duration + self._heartbeat_period
+        if not retry_timeout:
+            retry_timeout = _seconds(self._lease_duration) + _seconds(self._heartbeat_period)
 
         if self._shutting_down:
             raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'Client already shut down')
@@ -468,8 +484,9 @@ class DynamoDBLockClient:
 
     def _release_detached(self, lock):
         """Release a lock close() stopped heartbeating, by its last version."""
-        if self._late_client is None:
-            self._late_client = _client.LockClient(self._store, owner=self._owner_name)
+        with self._late_client_lock:
+            if self._late_client is None:
+                self._late_client = _client.LockClient(self._store, owner=self._owner_name)
         sort_key = None if lock.sort_key == self._DEFAULT_SORT_KEY_VALUE else lock.sort_key
         self._late_client.release_version(lock.partition_key, lock._detached_version, sort_key=sort_key)
 
@@ -493,9 +510,10 @@ class DynamoDBLockClient:
 
         :param bool release_locks: if True, releases all the locks. Defaults to False.
         """
-        if self._shutting_down: return
+        with self._close_lock:
+            if self._shutting_down: return
+            self._shutting_down = True
         logger.info('Shutting down')
-        self._shutting_down = True
         self._checker_wakeup.set()
         if threading.current_thread() is not self._heartbeat_checker_thread:
             self._heartbeat_checker_thread.join()
@@ -504,10 +522,15 @@ class DynamoDBLockClient:
         else:
             for uid, lock in self._locks.copy().items():
                 with lock.thread_lock:
+                    if self._locks.get(uid) is not lock:
+                        continue  # released meanwhile
                     try:
                         lock._detached_version = lock._native.detach()
                     except Exception:
+                        # lost already: what the checker would have made of it
                         logger.warning('Lock was lost before the client closed: %s', uid, exc_info=True)
+                        lock.status = DynamoDBLock.INVALID
+                        del self._locks[uid]
         # wakes acquires still waiting (they raise CLIENT_SHUTDOWN)
         report = self._client.close()
         _client._log_report('closing the DynamoDBLockClient', report)
