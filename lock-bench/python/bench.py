@@ -55,17 +55,24 @@ def drop_table(name):
     resource_().meta.client.delete_table(TableName=name)
 
 
-def uncontended(seconds):
-    from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
+def uncontended(seconds, module="python_dynamodb_lock.python_dynamodb_lock"):
+    """The uncontended cycle through python-dynamodb-lock 0.9.1's API: the library
+    itself, or (``module``) lease_lock's drop-in module with the same code."""
+    import importlib
 
+    DynamoDBLockClient = importlib.import_module(module).DynamoDBLockClient
+    drop_in = module.startswith("lease_lock")
     table = fresh_table()
-    client = DynamoDBLockClient(resource_(), table_name=table, owner_name="python-bench")
+    client = DynamoDBLockClient(
+        resource_(), table_name=table, owner_name="drop-in-bench" if drop_in else "python-bench"
+    )
     for _ in range(5):  # warm up: connection, first request
         client.acquire_lock(KEY).release()
     result = timed_cycles(seconds, lambda: client.acquire_lock(KEY), lambda lock: lock.release(best_effort=False))
     client.close()
     drop_table(table)
-    return {"library": "python-dynamodb-lock 0.9.1", "layout": "python-dynamodb-lock", **result}
+    library = "lease_lock.python_dynamodb_lock" if drop_in else "python-dynamodb-lock 0.9.1"
+    return {"library": library, "layout": "python-dynamodb-lock", **result}
 
 
 def timed_cycles(seconds, acquire, release):
@@ -121,21 +128,6 @@ def uncontended_lease_lock(seconds, layout):
     client.close()
     store.delete_table(wait=60)
     return {"library": "lease_lock (Python package)", "layout": layout, **result}
-
-
-def uncontended_drop_in(seconds):
-    """The uncontended cycle through lease_lock.python_dynamodb_lock: the code of
-    ``uncontended`` with only the import changed."""
-    from lease_lock.python_dynamodb_lock import DynamoDBLockClient
-
-    table = fresh_table()
-    client = DynamoDBLockClient(resource_(), table_name=table, owner_name="drop-in-bench")
-    for _ in range(5):  # warm up: connection, first request
-        client.acquire_lock(KEY).release()
-    result = timed_cycles(seconds, lambda: client.acquire_lock(KEY), lambda lock: lock.release(best_effort=False))
-    client.close()
-    drop_table(table)
-    return {"library": "lease_lock.python_dynamodb_lock", "layout": "python-dynamodb-lock", **result}
 
 
 def package_report(path):
@@ -353,7 +345,7 @@ def main(argv):
     elif mode == "uncontended-lease-lock":
         result = uncontended_lease_lock(seconds, argv[3])
     elif mode == "uncontended-drop-in":
-        result = uncontended_drop_in(seconds)
+        result = uncontended(seconds, "lease_lock.python_dynamodb_lock")
     elif mode == "contended":
         poll = float(argv[5]) if len(argv) > 5 else None
         result = contended(seconds, int(argv[3]), float(argv[4]), poll)
