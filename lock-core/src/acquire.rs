@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use crate::clock::{Instant, later};
 use crate::held::Held;
+use crate::retry::Retry;
 use crate::shared::Shared;
 use crate::timing::HoldLimits;
 use crate::turns::{Handoff, NoTurn, Phase, Turn};
@@ -209,7 +210,7 @@ impl Shared {
         // A one-attempt acquire waits only for a release of this client's, which
         // ends within its lease or its retries; past that the key is busy.
         let until = if fail_fast {
-            later(started, self.config.timing.lease.max(self.retry_window()))
+            later(started, self.config.timing.lease.max(self.backoff.window()))
         } else {
             deadline
         };
@@ -329,7 +330,7 @@ impl Shared {
         } else {
             Step::Put(Expect::Vacant)
         };
-        let mut errors: u32 = 0;
+        let mut retry = Retry::until(&self.backoff, deadline);
         let mut quick: u32 = 0;
         loop {
             self.ensure_running()?;
@@ -376,7 +377,7 @@ impl Shared {
             let now = self.clock.now();
             let current = match seen {
                 Ok(current) => {
-                    errors = 0;
+                    retry.succeeded();
                     if let Some(observer) = &options.observer {
                         let info = current
                             .clone()
@@ -386,9 +387,6 @@ impl Shared {
                     current
                 }
                 Err(error) => {
-                    if !error.is_retryable() {
-                        return Err(LockError::from_store(key, error));
-                    }
                     // Keep resolving an ambiguous write past the wait budget while
                     // that write, if it applied, would still hold the lock, but
                     // for no longer than the client's retry window after it was
@@ -397,23 +395,22 @@ impl Shared {
                     // safe: the attempt's drop releases the write by its RVN in
                     // the background (shutdown waits for that), so one that
                     // applied is not left held.
-                    let resolving = attempt.lease.min(self.retry_window());
+                    let resolving = attempt.lease.min(self.backoff.window());
                     let resolve_until = attempt
                         .writes
                         .iter()
                         .map(|(_, sent)| later(*sent, resolving))
                         .max()
                         .map_or(deadline, |until| until.max(deadline));
-                    if now >= resolve_until {
-                        return Err(LockError::from_store(key, error));
-                    }
-                    tracing::debug!(attempt = errors, error = %error, "store error while acquiring, retrying");
-                    let pause = self.backoff(errors);
-                    errors = errors.saturating_add(1);
-                    self.pause_until(later(now, pause).min(resolve_until)).await;
+                    retry.set_give_up_at(resolve_until);
                     // After an ambiguous write, read to learn whether it applied;
                     // otherwise the write surely did not apply: repeat it.
-                    if !error.is_ambiguous() && attempt.writes.is_empty() {
+                    let repeat = !error.is_ambiguous() && attempt.writes.is_empty();
+                    let wake = retry
+                        .after(error, now)
+                        .map_err(|error| LockError::from_store(key, error))?;
+                    self.pause_until(wake).await;
+                    if repeat {
                         step = retry_step;
                     }
                     continue;
@@ -442,7 +439,7 @@ impl Shared {
                     .filter(|(rvn, _)| *rvn == record.rvn)
                     .map(|(_, previous)| previous.clone());
                 let ours = self.config.timing_for(record.lease);
-                if ours.lease_state(sent, record.lease, now).is_safe() {
+                if ours.lease_state(sent, now).is_safe() {
                     tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
                     attempt.handed = None;
                     let turn = attempt.turn.take();
@@ -517,7 +514,7 @@ impl Shared {
                     waited: now.saturating_duration_since(started),
                 });
             }
-            let mut wake = later(now, self.jitter(refresh)).min(takeover_at);
+            let mut wake = later(now, self.backoff.jitter(refresh)).min(takeover_at);
             if budget_applies {
                 wake = wake.min(deadline);
             }
@@ -548,7 +545,7 @@ impl Shared {
                 waited: now.saturating_duration_since(started),
             });
         }
-        let wake = later(now, self.jitter(refresh)).min(deadline);
+        let wake = later(now, self.backoff.jitter(refresh)).min(deadline);
         self.pause_until(wake).await;
         Ok(())
     }

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::held::Held;
+use crate::replies::{VersionRelease, version_release};
+use crate::retry::Retry;
 use crate::shared::Shared;
 use crate::{
     DataUpdate, Expect, Fence, FenceUpdate, LeaseState, LockError, LockInfo, LockKey, LockRecord,
@@ -71,14 +73,6 @@ impl DetachedLock {
     }
 }
 
-/// The next store call of a release by version.
-enum Step {
-    /// Write the release, expecting this version.
-    Write(Rvn),
-    /// Read the record to learn whether an ambiguous release applied.
-    Read,
-}
-
 impl Shared {
     /// Stop heartbeating `held` and forget it, without releasing it.
     pub(crate) async fn detach(&self, held: Arc<Held>) -> Result<DetachedLock, LockError> {
@@ -107,7 +101,7 @@ impl Shared {
             key: held.key.clone(),
             fence: held.fence,
             version: state.rvn.clone(),
-            lease: state.lease,
+            lease: held.timing.lease,
             owner: self.config.owner.clone(),
             data: state.data.clone(),
             remaining: match lease_state {
@@ -154,48 +148,42 @@ impl Shared {
 
     /// A consistent read, retrying throttled and unavailable stores for a while.
     async fn read_for_release(&self, key: &LockKey) -> Result<Option<LockRecord>, LockError> {
-        let give_up_at = self.after(self.retry_window());
-        let mut attempt = 0;
+        let mut retry = Retry::until(&self.backoff, self.after(self.backoff.window()));
         loop {
             match self.store.get(key).await {
                 Ok(record) => return Ok(record),
-                Err(error) => {
-                    attempt = self.pause_or_fail(key, error, attempt, give_up_at).await?;
-                }
+                Err(error) => self.wait_to_retry(&mut retry, key, error).await?,
             }
         }
     }
 
-    /// Sleep before the next retry of `error`, or return it when it is not
-    /// retryable or the retries ran out.
-    async fn pause_or_fail(
+    /// Sleep until the next try after `error`, or return it when `retry` says
+    /// to stop.
+    async fn wait_to_retry(
         &self,
+        retry: &mut Retry<'_>,
         key: &LockKey,
         error: StoreError,
-        attempt: u32,
-        give_up_at: crate::Instant,
-    ) -> Result<u32, LockError> {
-        let now = self.clock.now();
-        if !error.is_retryable() || now >= give_up_at {
-            return Err(LockError::from_store(key, error));
-        }
-        tracing::debug!(%key, attempt, %error, "store error on release by version, retrying");
-        let wake = crate::clock::later(now, self.backoff(attempt)).min(give_up_at);
+    ) -> Result<(), LockError> {
+        let wake = retry
+            .after(error, self.clock.now())
+            .map_err(|error| LockError::from_store(key, error))?;
         self.clock.sleep_until(wake).await;
-        Ok(attempt.saturating_add(1))
+        Ok(())
     }
 
     /// Mark `record` released, conditional on its version, keeping what the
     /// holder's own release would keep (fence, lease, data). Ambiguous
     /// writes are resolved by RVN, as for a guard's release.
     async fn write_release_of(&self, key: &LockKey, record: LockRecord) -> Result<(), LockError> {
-        let give_up_at = self.after(self.retry_window());
+        let mut retry = Retry::until(&self.backoff, self.after(self.backoff.window()));
         // Releases of ours whose outcome is unknown.
-        let mut candidates: Vec<Rvn> = Vec::new();
-        let mut attempt = 0;
-        let mut step = Step::Write(record.rvn.clone());
+        let mut sent: Vec<Rvn> = Vec::new();
+        // Write next on this version; `None`: read first, to learn whether an
+        // ambiguous release applied.
+        let mut write_on = Some(record.rvn.clone());
         loop {
-            if self.clock.now() >= give_up_at {
+            if retry.gave_up(self.clock.now()) {
                 return Err(LockError::Store {
                     key: key.clone(),
                     source: StoreError::unavailable(
@@ -203,8 +191,8 @@ impl Shared {
                     ),
                 });
             }
-            let current = match step {
-                Step::Write(ref expected) => {
+            let current = match write_on.take() {
+                Some(version) => {
                     let rvn = Rvn::fresh();
                     let new = NewRecord {
                         // The owner field names the record's writer: whoever
@@ -220,61 +208,43 @@ impl Shared {
                     };
                     match self
                         .store
-                        .put(key, Expect::Version(expected.clone()), new)
+                        .put(key, Expect::Version(version.clone()), new)
                         .await
                     {
                         Ok(Outcome::Applied(_)) => break,
                         Ok(Outcome::Rejected { current }) => {
-                            match self.current_after_rejection(key, current).await {
-                                Ok(current) => current,
-                                Err(error) => {
-                                    attempt =
-                                        self.pause_or_fail(key, error, attempt, give_up_at).await?;
-                                    step = Step::Read;
-                                    continue;
-                                }
-                            }
+                            self.current_after_rejection(key, current).await
                         }
                         Err(error) => {
                             if error.is_ambiguous() {
-                                candidates.push(rvn);
-                                step = Step::Read;
+                                sent.push(rvn);
+                            } else {
+                                // Surely not applied: write it again.
+                                write_on = Some(version);
                             }
-                            attempt = self.pause_or_fail(key, error, attempt, give_up_at).await?;
-                            continue;
+                            Err(error)
                         }
                     }
                 }
-                Step::Read => match self.store.get(key).await {
-                    Ok(current) => current,
-                    Err(error) => {
-                        attempt = self.pause_or_fail(key, error, attempt, give_up_at).await?;
-                        continue;
-                    }
-                },
+                None => self.store.get(key).await,
             };
-            match current {
-                // One of our ambiguous releases applied.
-                Some(now) if candidates.contains(&now.rvn) => break,
-                // Nothing applied yet: the record is as we read it.
-                Some(now) if now.rvn == record.rvn => step = Step::Write(now.rvn),
-                // After a release of ours whose answer was lost, a vacant key, a
-                // released record or a later acquisition (a higher fence) means
-                // the version is no longer held: most likely our release applied
-                // and the key moved on (a store that deletes on release leaves
-                // no record at all). Whoever did it, the release's purpose is
-                // met; only a version we never released is an error.
-                other
-                    if !candidates.is_empty()
-                        && other
-                            .as_ref()
-                            .is_none_or(|now| now.released || now.fence > record.fence) =>
-                {
-                    tracing::info!(%key, current = ?other.as_ref().map(|now| (&now.owner, now.fence)),
-                        "the answer to a release by version was lost; the version is no longer held");
+            let current = match current {
+                Ok(current) => current,
+                Err(error) => {
+                    self.wait_to_retry(&mut retry, key, error).await?;
+                    continue;
+                }
+            };
+            match version_release(current.as_ref(), &record, &sent) {
+                VersionRelease::Done => {
+                    if current.as_ref().is_none_or(|now| !sent.contains(&now.rvn)) {
+                        tracing::info!(%key, current = ?current.as_ref().map(|now| (&now.owner, now.fence)),
+                            "the answer to a release by version was lost; the version is no longer held");
+                    }
                     break;
                 }
-                other => return Err(not_owned(key, other.as_ref())),
+                VersionRelease::WriteAgain => write_on = Some(record.rvn.clone()),
+                VersionRelease::NotOwned => return Err(not_owned(key, current.as_ref())),
             }
         }
         tracing::info!(%key, fence = %record.fence, owner = %record.owner, "released by version");

@@ -29,12 +29,16 @@ impl Drop for Serving {
 }
 
 impl Shared {
-    /// Record a fresh acquisition and queue its first heartbeat.
+    /// Record a fresh acquisition and queue its first heartbeat, between
+    /// three quarters of the heartbeat period and the period after `sent`, so
+    /// locks taken together do not beat together.
     pub(crate) fn register(self: &Arc<Self>, held: &Arc<Held>, sent: Instant) {
         if !self.registry.is_served() {
             self.start_heartbeats();
         }
-        self.registry.hold(held, sent, held.heartbeat_period);
+        let period = held.heartbeat_period;
+        let first = sent + period - (period / 4).mul_f64(self.backoff.random());
+        self.registry.hold(held, first);
     }
 
     /// Start the heartbeat task, or restart one that ended (its runtime went away,

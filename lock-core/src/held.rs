@@ -55,9 +55,9 @@ pub(crate) struct Held {
 pub(crate) struct HeldState {
     /// RVN of the latest confirmed write.
     pub rvn: Rvn,
-    /// Send time of the latest confirmed write: the lease runs from here.
+    /// Send time of the latest confirmed write: the lease (`Held::timing`)
+    /// runs from here.
     pub confirmed_send: Instant,
-    pub lease: Duration,
     pub data: Option<Vec<u8>>,
     /// Set once the lease can no longer be trusted, for good.
     pub lost: Option<LostReason>,
@@ -118,7 +118,6 @@ impl Held {
             state: Mutex::new(HeldState {
                 rvn,
                 confirmed_send,
-                lease: timing.lease,
                 data,
                 lost: None,
                 guards: 1,
@@ -212,7 +211,7 @@ impl Held {
         Snapshot {
             rvn: state.rvn.clone(),
             data: state.data.clone(),
-            expires: later(state.confirmed_send, state.lease),
+            expires: self.timing.expires(state.confirmed_send),
             lost: state.lost.clone(),
             stopping: state.stopping,
         }
@@ -221,10 +220,10 @@ impl Held {
     /// The end of the safe time and the end of the lease, counted from the
     /// latest confirmed write.
     pub fn deadlines(&self) -> (Instant, Instant) {
-        let state = self.state();
+        let confirmed_send = self.state().confirmed_send;
         (
-            later(state.confirmed_send, self.timing.safe_time_for(state.lease)),
-            later(state.confirmed_send, state.lease),
+            self.timing.safe_until(confirmed_send),
+            self.timing.expires(confirmed_send),
         )
     }
 
@@ -276,8 +275,12 @@ impl Held {
 
     /// The holder's view at `now`.
     pub fn lease_state(&self, now: Instant) -> LeaseState {
-        let timing = &self.timing;
-        let state = self.state();
+        self.lease_state_of(&self.state(), now)
+    }
+
+    /// The holder's view at `now` of the lock in `state`: lost for good, past
+    /// its max hold, or as its timing says.
+    fn lease_state_of(&self, state: &HeldState, now: Instant) -> LeaseState {
         if let Some(reason) = &state.lost {
             return LeaseState::Lost {
                 reason: reason.clone(),
@@ -286,7 +289,7 @@ impl Held {
         if let Some(reason) = self.limits.max_hold_reached(now) {
             return LeaseState::Lost { reason };
         }
-        timing.lease_state(state.confirmed_send, state.lease, now)
+        self.timing.lease_state(state.confirmed_send, now)
     }
 
     pub fn subscribe(&self) -> watch::Receiver<u64> {
@@ -298,28 +301,21 @@ impl Held {
     /// Resolve with the reason once the lease is lost, or (with `stop_at_danger`)
     /// once it is no longer safe.
     pub async fn until(&self, clock: &dyn Clock, stop_at_danger: bool) -> LostReason {
-        let timing = &self.timing;
         let mut changes = self.subscribe();
         loop {
             let now = clock.now();
             let wake = {
                 let state = self.state();
-                if let Some(reason) = &state.lost {
-                    return reason.clone();
-                }
-                let safe_until = later(state.confirmed_send, timing.safe_time_for(state.lease));
-                let expires = later(state.confirmed_send, state.lease);
-                if let Some(reason) = self.limits.max_hold_reached(now) {
-                    return reason;
-                }
-                if now >= expires {
-                    return LostReason::Expired;
-                }
-                if stop_at_danger && now >= safe_until {
-                    return LostReason::InDanger;
-                }
-                self.limits
-                    .not_after(if stop_at_danger { safe_until } else { expires })
+                // The next look: when the lease leaves the state it is in
+                // now (never past the max hold).
+                let next = match self.lease_state_of(&state, now) {
+                    LeaseState::Lost { reason } => return reason,
+                    LeaseState::InDanger { .. } if stop_at_danger => return LostReason::InDanger,
+                    LeaseState::Safe { remaining } if stop_at_danger => later(now, remaining),
+                    LeaseState::Safe { .. } => self.timing.expires(state.confirmed_send),
+                    LeaseState::InDanger { remaining } => later(now, remaining),
+                };
+                self.limits.not_after(next)
             };
             tokio::select! {
                 () = clock.sleep_until(wake) => {}

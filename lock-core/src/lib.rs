@@ -92,6 +92,8 @@ mod pacing;
 mod record;
 mod registry;
 mod release;
+mod replies;
+mod retry;
 mod shared;
 mod sightings;
 mod slot;

@@ -52,9 +52,6 @@ pub(crate) struct Book {
     /// it waits for a wake-up). An entry due after that needs no wake-up: the task
     /// sees it when it re-arms.
     armed: Option<u64>,
-    /// Jitter and backoff draws (seeded from the thread's generator, so a
-    /// seeded simulation replays).
-    rng: fastrand::Rng,
 }
 
 /// A held lock in the registry's set, found by its key: the set keeps no copy
@@ -159,17 +156,12 @@ impl BookGuard<'_> {
             self.book.due.remove(&slot);
         }
     }
-
-    /// A random fraction in `[0, 1)`.
-    pub(crate) fn random(&mut self) -> f64 {
-        self.book.rng.f64()
-    }
 }
 
 impl Registry {
     /// An empty registry whose schedule counts from `base` (no due time is
-    /// earlier), drawing jitter from `rng`.
-    pub(crate) fn new(base: Instant, rng: fastrand::Rng) -> Self {
+    /// earlier).
+    pub(crate) fn new(base: Instant) -> Self {
         Self {
             base,
             book: Mutex::new(Book {
@@ -177,7 +169,6 @@ impl Registry {
                 due: BTreeMap::new(),
                 seq: 0,
                 armed: None,
-                rng,
             }),
             len: AtomicUsize::new(0),
             wake: Notify::new(),
@@ -207,14 +198,11 @@ impl Registry {
         self.lock().book.held.get(key).map(|held| held.0.clone())
     }
 
-    /// Record a fresh acquisition, with its first heartbeat between three
-    /// quarters of `period` and `period` after `sent`, so locks taken together
-    /// do not beat together.
-    pub(crate) fn hold(&self, held: &Arc<Held>, sent: Instant, period: Duration) {
+    /// Record a fresh acquisition, with its first heartbeat at `first`.
+    pub(crate) fn hold(&self, held: &Arc<Held>, first: Instant) {
         let wake = {
             let mut book = self.lock();
             book.book.held.replace(ByKey(held.clone()));
-            let first = sent + period - (period / 4).mul_f64(book.random());
             // At the max hold, the heartbeat task marks the lock lost instead.
             book.schedule(held, held.limits.not_after(first))
         };
@@ -247,11 +235,6 @@ impl Registry {
         if wake {
             self.wake.notify_one();
         }
-    }
-
-    /// A random fraction in `[0, 1)`.
-    pub(crate) fn random(&self) -> f64 {
-        self.lock().random()
     }
 
     /// True while a heartbeat task serves the schedule.
@@ -314,7 +297,7 @@ mod tests {
 
     fn registry() -> (Registry, Instant) {
         let base = Instant::now();
-        (Registry::new(base, fastrand::Rng::with_seed(7)), base)
+        (Registry::new(base), base)
     }
 
     #[test]
@@ -359,11 +342,10 @@ mod tests {
         let (registry, base) = registry();
         let a = lock("a", base);
         assert!(registry.get(&a.key).is_none());
-        registry.hold(&a, base, Duration::from_secs(4));
+        let first = base + Duration::from_secs(3);
+        registry.hold(&a, first);
         assert!(Arc::ptr_eq(&registry.get(&a.key).unwrap(), &a));
-        // The first heartbeat is in the last quarter of the period.
-        let first = registry.arm().unwrap();
-        assert!(first >= base + Duration::from_secs(3) && first <= base + Duration::from_secs(4));
+        assert_eq!(registry.arm(), Some(first));
         registry.forget(&a);
         assert!(registry.get(&a.key).is_none());
         assert!(!a.slot.is_scheduled());
@@ -374,16 +356,16 @@ mod tests {
     fn forgetting_a_stale_acquisition_keeps_the_newer_one_of_its_key() {
         let (registry, base) = registry();
         let (old, new) = (lock("a", base), lock("a", base));
-        registry.hold(&old, base, Duration::from_secs(4));
+        registry.hold(&old, base);
         // Lost, then the key acquired again: the new acquisition replaces it.
         registry.forget(&old);
-        registry.hold(&new, base, Duration::from_secs(4));
+        registry.hold(&new, base);
         registry.forget(&old);
         assert!(Arc::ptr_eq(&registry.get(&new.key).unwrap(), &new));
         assert!(new.slot.is_scheduled());
         // And replacing without a forget in between keeps only the newer one.
         let newest = lock("a", base);
-        registry.hold(&newest, base, Duration::from_secs(4));
+        registry.hold(&newest, base);
         assert!(Arc::ptr_eq(&registry.get(&new.key).unwrap(), &newest));
         assert_eq!(registry.lock().held_keys(), [LockKey::new("a")]);
     }
@@ -392,8 +374,8 @@ mod tests {
     fn draining_forgets_every_lock_and_its_entry() {
         let (registry, base) = registry();
         let (a, b) = (lock("a", base), lock("b", base));
-        registry.hold(&a, base, Duration::from_secs(4));
-        registry.hold(&b, base, Duration::from_secs(4));
+        registry.hold(&a, base);
+        registry.hold(&b, base);
         let mut drained = registry.lock().drain_held();
         drained.sort_by(|x, y| x.key.cmp(&y.key));
         assert!(Arc::ptr_eq(&drained[0], &a) && Arc::ptr_eq(&drained[1], &b));

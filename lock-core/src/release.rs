@@ -10,6 +10,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use crate::held::Held;
+use crate::retry::{Retry, before};
 use crate::shared::{Background, Shared};
 use crate::turns::Handoff;
 use crate::write::{HeldWrite, WriteEnd};
@@ -18,7 +19,7 @@ use crate::{
     StoreError,
 };
 
-/// Attempts to release one abandoned acquisition before leaving it to expire.
+/// Calls to release one abandoned acquisition before leaving it to expire.
 const ABANDONED_RELEASE_ATTEMPTS: u32 = 4;
 
 /// What [`LockClient::shutdown`](crate::LockClient::shutdown) did.
@@ -157,7 +158,7 @@ impl Shared {
         }
         Some(Handoff {
             rvn: state.rvn.clone(),
-            lease: state.lease,
+            lease: held.timing.lease,
         })
     }
 
@@ -183,7 +184,7 @@ impl Shared {
         }
         let give_up_at = snapshot
             .expires
-            .max(crate::clock::later(now, self.retry_window()));
+            .max(crate::clock::later(now, self.backoff.window()));
         let write = match min_hold_rest {
             // Released early: one final write keeps it held to the min hold's end.
             Some(lease) => HeldWrite::HoldFor {
@@ -290,33 +291,29 @@ impl Shared {
                     data: DataUpdate::Keep,
                     expires_at: None,
                 };
-                let mut last_error = None;
-                for attempt in 0..ABANDONED_RELEASE_ATTEMPTS {
+                let mut retry =
+                    Retry::until(&shared.backoff, give_up).at_most(ABANDONED_RELEASE_ATTEMPTS);
+                let last_error = loop {
                     let put = shared
                         .store
                         .put(&key, Expect::Version(rvn.clone()), new.clone());
-                    match shared.before(give_up, put).await {
+                    let error = match before(shared.clock.as_ref(), give_up, put).await {
                         Ok(Outcome::Applied(_)) => {
                             tracing::info!(%key, "released an acquisition nobody holds");
-                            last_error = None;
-                            break;
+                            break None;
                         }
-                        Ok(Outcome::Rejected { .. }) => {
-                            last_error = None;
-                            break;
-                        }
-                        Err(error) if error.is_retryable() && shared.clock.now() < give_up => {
-                            last_error = Some(error);
-                            let wake = shared.after(shared.backoff(attempt));
-                            shared.clock.sleep_until(wake).await;
-                        }
+                        // The write did not apply, or another holder has moved on.
+                        Ok(Outcome::Rejected { .. }) => break None,
+                        Err(error) => error,
+                    };
+                    match retry.after(error, shared.clock.now()) {
+                        Ok(wake) => shared.clock.sleep_until(wake).await,
                         Err(error) => {
                             tracing::debug!(%key, %error, "could not release an abandoned acquisition");
-                            last_error = Some(error);
-                            break;
+                            break Some(error);
                         }
                     }
-                }
+                };
                 unreleased = unreleased.or(last_error);
             }
             unreleased.map(|source| {

@@ -19,9 +19,12 @@ use crate::clock::{Instant, later};
 use crate::config::ClientConfig;
 use crate::held::Held;
 use crate::registry::Registry;
+use crate::retry::Backoff;
 use crate::sightings::Sightings;
 use crate::turns::Turns;
-use crate::{Capabilities, Clock, ConditionalStore, LockError, LockKey, LostReason};
+use crate::{
+    Capabilities, Clock, ConditionalStore, LockError, LockKey, LockRecord, LostReason, StoreError,
+};
 
 /// What one background clean-up did: a release (of a dropped guard or of a
 /// release whose caller stopped waiting) reports its lock and result, so
@@ -88,6 +91,8 @@ pub(crate) struct Shared {
     pub clock: Arc<dyn Clock>,
     pub config: ClientConfig,
     pub caps: Capabilities,
+    /// Jitter and backoff of every retry and poll.
+    pub backoff: Backoff,
     /// The locks this client holds and when each heartbeats next.
     pub registry: Arc<Registry>,
     /// Each key's turn among this client's acquires (local queueing).
@@ -142,12 +147,14 @@ impl Shared {
         config: ClientConfig,
     ) -> Self {
         let caps = store.capabilities();
-        let registry = Arc::new(Registry::new(clock.now(), fastrand::Rng::new()));
+        let registry = Arc::new(Registry::new(clock.now()));
+        let backoff = Backoff::new(config.retry_base, config.retry_max, fastrand::Rng::new());
         Self {
             store,
             clock,
             config,
             caps,
+            backoff,
             registry,
             turns: Turns::default(),
             sightings: Sightings::default(),
@@ -267,36 +274,24 @@ impl Shared {
         Ok(())
     }
 
-    /// A random fraction in `[0, 1)`.
-    pub(crate) fn random(&self) -> f64 {
-        self.registry.random()
-    }
-
-    /// Between half and all of `period`.
-    pub(crate) fn jitter(&self, period: Duration) -> Duration {
-        let half = period / 2;
-        half + half.mul_f64(self.random())
-    }
-
-    /// Exponential backoff with equal jitter: between half and all of
-    /// `base × 2^attempt`, capped at the configured maximum.
-    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
-        let base = self.config.retry_base;
-        let capped = base
-            .saturating_mul(1u32 << attempt.min(16))
-            .min(self.config.retry_max);
-        self.jitter(capped)
-    }
-
     /// `by` after now on this client's clock (saturating: a huge duration means
     /// "never").
     pub(crate) fn after(&self, by: Duration) -> Instant {
         later(self.clock.now(), by)
     }
 
-    /// How long a release or a read for one may keep retrying.
-    pub(crate) fn retry_window(&self) -> Duration {
-        self.config.retry_max.saturating_mul(4)
+    /// The record a rejection is about: the one the store returned, or a read
+    /// when the store cannot return it.
+    pub(crate) async fn current_after_rejection(
+        &self,
+        key: &LockKey,
+        current: Option<LockRecord>,
+    ) -> Result<Option<LockRecord>, StoreError> {
+        if current.is_some() || self.caps.returns_current_on_conflict {
+            Ok(current)
+        } else {
+            self.store.get(key).await
+        }
     }
 
     /// Mark `held` lost and forget it, so this client can acquire the key again.

@@ -24,14 +24,20 @@ impl Timing {
     /// How long after sending a confirmed write the holder may trust its lease:
     /// `L × (1 − drift) − margin` (zero when that is negative).
     pub fn safe_time(&self) -> Duration {
-        self.safe_time_for(self.lease)
-    }
-
-    /// [`safe_time`](Self::safe_time) for another lease duration.
-    pub fn safe_time_for(&self, lease: Duration) -> Duration {
-        lease
+        self.lease
             .mul_f64(1.0 - self.max_drift)
             .saturating_sub(self.safety_margin)
+    }
+
+    /// When the holder stops trusting a lease whose latest confirmed write was
+    /// sent at `confirmed_send`: the end of its safe time.
+    pub fn safe_until(&self, confirmed_send: Instant) -> Instant {
+        crate::clock::later(confirmed_send, self.safe_time())
+    }
+
+    /// When that lease ends on the holder's clock.
+    pub fn expires(&self, confirmed_send: Instant) -> Instant {
+        crate::clock::later(confirmed_send, self.lease)
     }
 
     /// How long a waiter must see the same RVN before it may take over:
@@ -45,15 +51,10 @@ impl Timing {
     }
 
     /// The holder's view of its lease at `now`, given the send time of its latest
-    /// confirmed write (`confirmed_send`) and the lease it wrote.
-    pub fn lease_state(
-        &self,
-        confirmed_send: Instant,
-        lease: Duration,
-        now: Instant,
-    ) -> LeaseState {
-        let safe_until = crate::clock::later(confirmed_send, self.safe_time_for(lease));
-        let expires = crate::clock::later(confirmed_send, lease);
+    /// confirmed write (`confirmed_send`).
+    pub fn lease_state(&self, confirmed_send: Instant, now: Instant) -> LeaseState {
+        let safe_until = self.safe_until(confirmed_send);
+        let expires = self.expires(confirmed_send);
         if now < safe_until {
             LeaseState::Safe {
                 remaining: safe_until - now,
@@ -67,12 +68,6 @@ impl Timing {
                 reason: LostReason::Expired,
             }
         }
-    }
-
-    /// Whether a waiter that has seen the same record since `observation.seen_at` may
-    /// take it over at `now`.
-    pub fn may_take_over(&self, observation: &Observation, now: Instant) -> bool {
-        now >= self.takeover_at(observation)
     }
 
     /// The instant at which a waiter may take over the observed record.
@@ -269,23 +264,23 @@ mod tests {
         // safe time = 10 s × 0.99 − 0.5 s = 9.4 s
         assert_eq!(t.safe_time(), Duration::from_millis(9400));
         assert_eq!(
-            t.lease_state(sent, t.lease, sent),
+            t.lease_state(sent, sent),
             LeaseState::Safe {
                 remaining: Duration::from_millis(9400)
             }
         );
         assert!(
-            t.lease_state(sent, t.lease, sent + Duration::from_millis(9399))
+            t.lease_state(sent, sent + Duration::from_millis(9399))
                 .is_safe()
         );
         assert_eq!(
-            t.lease_state(sent, t.lease, sent + Duration::from_millis(9400)),
+            t.lease_state(sent, sent + Duration::from_millis(9400)),
             LeaseState::InDanger {
                 remaining: Duration::from_millis(600)
             }
         );
         assert_eq!(
-            t.lease_state(sent, t.lease, sent + Duration::from_secs(10)),
+            t.lease_state(sent, sent + Duration::from_secs(10)),
             LeaseState::Lost {
                 reason: LostReason::Expired
             }
@@ -302,15 +297,13 @@ mod tests {
             owner: "a".into(),
             seen_at: seen,
         };
-        assert!(!t.may_take_over(&obs, seen + Duration::from_millis(10_499)));
-        assert!(t.may_take_over(&obs, seen + Duration::from_millis(10_500)));
+        assert_eq!(t.takeover_at(&obs), seen + Duration::from_millis(10_500));
         // The observed (holder's) lease counts, not the waiter's own.
         let long = Observation {
             lease: Duration::from_secs(20),
             ..obs
         };
-        assert!(!t.may_take_over(&long, seen + Duration::from_secs(20)));
-        assert!(t.may_take_over(&long, seen + Duration::from_secs(21)));
+        assert_eq!(t.takeover_at(&long), seen + Duration::from_secs(21));
     }
 
     /// With every clock's rate within `1 ± max_drift` of true time (holder slow, so
@@ -354,7 +347,7 @@ mod tests {
             owner: "a".into(),
             seen_at: Instant::now(),
         };
-        assert!(!t.may_take_over(&obs, Instant::now() + Duration::from_secs(1_000_000)));
+        assert!(t.takeover_at(&obs) > Instant::now() + Duration::from_secs(1_000_000));
     }
 
     #[test]
@@ -415,7 +408,7 @@ mod tests {
         assert_eq!(t.safe_time(), Duration::ZERO);
         let now = Instant::now();
         assert!(matches!(
-            t.lease_state(now, t.lease, now),
+            t.lease_state(now, now),
             LeaseState::InDanger { .. }
         ));
     }

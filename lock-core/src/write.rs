@@ -8,11 +8,12 @@
 //! and the lease runs from its send time. A write the store definitely refused
 //! stops being a candidate. The deadline only ever moves on a confirmed write.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use crate::clock::Instant;
 use crate::held::{Held, Snapshot};
+use crate::replies::{HeldRejection, Unresolved, Wants, held_write_rejected};
+use crate::retry::{Retry, before};
 use crate::shared::Shared;
 use crate::{
     DataUpdate, Expect, FenceUpdate, LockError, LockRecord, LostReason, NewRecord, Outcome, Rvn,
@@ -44,6 +45,18 @@ impl HeldWrite {
     /// A confirmed write of this kind ends the hold.
     fn releases(&self) -> bool {
         matches!(self, Self::Release(_) | Self::Delete | Self::HoldFor { .. })
+    }
+
+    /// What the record must show for this write to have done its work, given
+    /// the data it leaves (`data`).
+    fn wants<'a>(&self, data: &'a Option<Vec<u8>>) -> Wants<'a> {
+        match self {
+            Self::Heartbeat => Wants::Heartbeat,
+            Self::SetData(_) => Wants::Data(data),
+            Self::Release(_) => Wants::Released,
+            Self::HoldFor { .. } => Wants::FinalHold,
+            Self::Delete => Wants::Deleted,
+        }
     }
 
     /// What the write does to the stored data. A heartbeat or a release
@@ -85,30 +98,6 @@ pub(crate) enum WriteEnd {
 }
 
 impl Shared {
-    /// Run a store write, abandoning it at `deadline`: a store that hangs must not
-    /// hold a heartbeat or a release past the point where its answer could
-    /// matter. An abandoned write may still apply, so it counts as ambiguous.
-    pub(crate) async fn before<T>(
-        &self,
-        deadline: Instant,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        let mut call = std::pin::pin!(call);
-        // A store that answers at once (in memory, or a cached reply) needs no
-        // timer: only arm one when the call has to wait.
-        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
-        if let std::task::Poll::Ready(result) = first {
-            return result;
-        }
-        tokio::select! {
-            biased;
-            result = call => result,
-            () = self.clock.sleep_until(deadline) => Err(StoreError::ambiguous(
-                "the store did not answer before the lease deadline; the write may still apply",
-            )),
-        }
-    }
-
     /// Perform `write` on `held` under its write lock (the caller holds it).
     /// `now` is the caller's latest clock reading and `first` the state it read
     /// under the write lock: they serve the first attempt, which saves a clock
@@ -123,8 +112,7 @@ impl Shared {
         first: Snapshot,
     ) -> WriteEnd {
         let is_heartbeat = matches!(write, HeldWrite::Heartbeat);
-        let mut attempt: u32 = 0;
-        let mut last_error = None;
+        let mut retry = Retry::until(&self.backoff, give_up_at);
         // Subscribed only once a heartbeat has to wait: every change notifies
         // subscribers, and most writes never wait.
         let mut changes: Option<tokio::sync::watch::Receiver<u64>> = None;
@@ -150,8 +138,8 @@ impl Shared {
                 _ => snapshot.data,
             };
             let expected = snapshot.rvn;
-            if sent >= give_up_at {
-                return WriteEnd::GaveUp(last_error);
+            if retry.gave_up(sent) {
+                return WriteEnd::GaveUp(retry.into_last_error());
             }
             let rvn = match write {
                 HeldWrite::HoldFor { lease, .. } => {
@@ -184,11 +172,8 @@ impl Shared {
             };
             let result = match &write {
                 HeldWrite::Delete => {
-                    self.before(
-                        give_up_at,
-                        self.store.delete(&held.key, Expect::Version(expected)),
-                    )
-                    .await
+                    let delete = self.store.delete(&held.key, Expect::Version(expected));
+                    before(self.clock.as_ref(), give_up_at, delete).await
                 }
                 _ => {
                     let new = NewRecord {
@@ -203,11 +188,8 @@ impl Shared {
                         data: write.data_update(),
                         expires_at: None,
                     };
-                    self.before(
-                        give_up_at,
-                        self.store.put(&held.key, Expect::Version(expected), new),
-                    )
-                    .await
+                    let put = self.store.put(&held.key, Expect::Version(expected), new);
+                    before(self.clock.as_ref(), give_up_at, put).await
                 }
             };
             let error = match result {
@@ -255,11 +237,7 @@ impl Shared {
             if is_heartbeat && error.kind() == crate::StoreErrorKind::Throttled {
                 return WriteEnd::Throttled(error);
             }
-            tracing::debug!(key = %held.key, attempt, error = %error, "store error on held write, retrying");
-            let pause = self.backoff(attempt);
-            attempt = attempt.saturating_add(1);
-            last_error = Some(error);
-            let wake = self.after(pause).min(give_up_at);
+            let wake = retry.pause(error, self.clock.now());
             // A heartbeat stops retrying as soon as release begins.
             if is_heartbeat {
                 let changes = changes.get_or_insert_with(|| held.subscribe());
@@ -327,22 +305,9 @@ impl Shared {
         }
     }
 
-    /// The record a rejection is about: the one the store returned, or a read when
-    /// the store cannot return it.
-    pub(crate) async fn current_after_rejection(
-        &self,
-        key: &crate::LockKey,
-        current: Option<LockRecord>,
-    ) -> Result<Option<LockRecord>, StoreError> {
-        if current.is_some() || self.caps.returns_current_on_conflict {
-            Ok(current)
-        } else {
-            self.store.get(key).await
-        }
-    }
-
-    /// Decide a rejected held write: `None` means an earlier ambiguous write of ours
-    /// applied (now confirmed) and this write must be repeated on top of it.
+    /// Carry out what a rejection of `write` means (see
+    /// [`held_write_rejected`]): `None` means an earlier ambiguous write of
+    /// ours applied (now confirmed) and this write must be repeated on top of it.
     fn resolve_rejection(
         &self,
         held: &Held,
@@ -355,52 +320,27 @@ impl Shared {
             let state = held.state();
             (state.pending.clone(), state.ambiguous_delete)
         };
-        // A write of this release whose outcome is unknown, and a record that
-        // no longer shows this acquisition (a vacant key, a released record, a
-        // later acquisition with a higher fence): the release most likely
-        // applied and the key moved on, and whether or not it did, the lock is
-        // no longer held by us, which is all a release asks. Not "stolen". (An
-        // earlier heartbeat left unresolved does not count: after it, a higher
-        // fence is a takeover of a lease that lapsed, which is a theft.)
-        let releasing_unresolved = (write.releases()
-            && pending.iter().any(|(rvn, _)| own.contains(rvn)))
-            || (matches!(write, HeldWrite::Delete) && ambiguous_delete);
-        let moved_on = |record: Option<&LockRecord>| {
-            releasing_unresolved
-                && record.is_none_or(|record| record.released || record.fence > held.fence)
+        let unresolved = Unresolved {
+            pending: &pending,
+            ambiguous_delete,
+            own,
+            fence: held.fence,
         };
-        let Some(record) = current else {
-            return Some(
-                if (matches!(write, HeldWrite::Delete) && ambiguous_delete) || moved_on(None) {
-                    held.mark_lost(LostReason::Released);
-                    WriteEnd::Confirmed
-                } else {
-                    WriteEnd::Stolen { owner: None }
-                },
-            );
-        };
-        if let Some((rvn, sent)) = pending.into_iter().find(|(rvn, _)| *rvn == record.rvn) {
-            let done = match write {
-                HeldWrite::Heartbeat => true,
-                HeldWrite::SetData(_) => record.data == *data,
-                HeldWrite::Release(_) => record.released,
-                HeldWrite::HoldFor { .. } => own.contains(&rvn),
-                HeldWrite::Delete => false,
-            };
-            held.confirm(rvn, sent, record.data.clone(), done && write.releases());
-            return if done {
+        match held_write_rejected(write.wants(data), unresolved, current) {
+            HeldRejection::Applied {
+                rvn,
+                sent,
+                data,
+                done,
+            } => {
+                held.confirm(rvn, sent, data, done && write.releases());
+                done.then_some(WriteEnd::Confirmed)
+            }
+            HeldRejection::Released => {
+                held.mark_lost(LostReason::Released);
                 Some(WriteEnd::Confirmed)
-            } else {
-                None
-            };
+            }
+            HeldRejection::Stolen { owner } => Some(WriteEnd::Stolen { owner }),
         }
-        if (matches!(write, HeldWrite::Delete) && ambiguous_delete) || moved_on(Some(&record)) {
-            // Our release applied and someone acquired the key since.
-            held.mark_lost(LostReason::Released);
-            return Some(WriteEnd::Confirmed);
-        }
-        Some(WriteEnd::Stolen {
-            owner: Some(record.owner),
-        })
     }
 }
