@@ -47,12 +47,6 @@ impl Signals {
     }
 }
 
-/// lockctl's own executable, for its helpers (`__exec`, `__watchdog`): the
-/// kernel's link to the running binary, which works even when the file was
-/// replaced or deleted by an upgrade during a long wait (the path
-/// `current_exe()` returns would then end in " (deleted)").
-pub const OWN_EXECUTABLE: &str = "/proc/self/exe";
-
 /// A running command.
 #[derive(Debug)]
 pub struct Running {
@@ -75,7 +69,7 @@ pub fn spawn(
     // Through `lockctl __exec`, which arms the kernel's parent-death signal and
     // then becomes the command (see `exec`): if lockctl is killed, so is the
     // command.
-    let mut cmd = Command::new(OWN_EXECUTABLE);
+    let mut cmd = Command::new(crate::exec::OWN_EXECUTABLE);
     cmd.arg(crate::exec::SUBCOMMAND)
         .arg("--parent")
         .arg(std::process::id().to_string())

@@ -20,6 +20,12 @@ use crate::exit::{CANNOT_EXECUTE, NOT_FOUND};
 /// The hidden subcommand that runs this.
 pub const SUBCOMMAND: &str = "__exec";
 
+/// lockctl's own executable, for its helpers (`__exec`, `__watchdog`): the
+/// kernel's link to the running binary, which works even when the file was
+/// replaced or deleted by an upgrade during a long wait (the path
+/// `current_exe()` returns would then end in " (deleted)").
+pub const OWN_EXECUTABLE: &str = "/proc/self/exe";
+
 /// Arm the parent-death signal and exec `command`; returns only on failure,
 /// with the exit code to end with.
 ///

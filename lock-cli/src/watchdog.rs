@@ -81,7 +81,7 @@ impl Watchdog {
     /// Start the watchdog (before the command, so a command never runs
     /// without one).
     pub fn start() -> Result<Self, CliError> {
-        let mut command = Command::new(crate::child::OWN_EXECUTABLE);
+        let mut command = Command::new(crate::exec::OWN_EXECUTABLE);
         command
             .arg(SUBCOMMAND)
             .stdin(Stdio::piped())

@@ -388,6 +388,14 @@ fn python_layout_honours_a_python_dynamodb_lock_record() {
     let out = env.run(&["--layout", "default", "validate-table"]);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("key schema"), "{out:?}");
+    // A lock operation on it is recognised by the typed mismatch in the
+    // error's sources, and told which flag to change.
+    let out = env.run(&["--layout", "default", "show", "job"]);
+    assert!(
+        out.stderr.contains("key schema")
+            && out.stderr.contains("pass the --layout it was made for"),
+        "{out:?}"
+    );
 }
 
 #[test]

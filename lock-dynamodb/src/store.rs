@@ -314,9 +314,9 @@ pub(crate) struct Inner {
     pub(crate) table: String,
     pub(crate) layout: Layout,
     read_after_bare_conflict: bool,
-    /// Whether the table's key schema fits the layout (`Some(message)` when it
-    /// does not), learnt once, when first needed.
-    schema: tokio::sync::OnceCell<Option<String>>,
+    /// Whether the table's key schema fits the layout (`Some((expected,
+    /// found))` when it does not), learnt once, when first needed.
+    schema: tokio::sync::OnceCell<Option<(String, String)>>,
 }
 
 impl fmt::Debug for DynamoDbStore {
@@ -629,32 +629,30 @@ impl DynamoDbStore {
     /// Why the table's key schema does not fit the layout, if it does not:
     /// one `DescribeTable`, the first time it is asked (a failed describe is
     /// not remembered, and explains nothing).
-    async fn schema_mismatch(&self) -> Option<String> {
+    async fn schema_mismatch(&self) -> Option<crate::TableError> {
         let checked = self
             .inner
             .schema
             .get_or_try_init(|| async {
                 let description = self.describe().await?;
                 Ok::<_, crate::TableError>(description.and_then(|description| {
-                    crate::table::key_schema_mismatch(self.layout(), &description).map(
-                        |(expected, found)| {
-                            crate::TableError::KeySchemaMismatch {
-                                table: self.inner.table.clone(),
-                                expected,
-                                found,
-                            }
-                            .to_string()
-                        },
-                    )
+                    crate::table::key_schema_mismatch(self.layout(), &description)
                 }))
             })
             .await;
-        checked.ok().cloned().flatten()
+        let (expected, found) = checked.ok().cloned().flatten()?;
+        Some(crate::TableError::KeySchemaMismatch {
+            table: self.inner.table.clone(),
+            expected,
+            found,
+        })
     }
 
     /// A request DynamoDB refused as invalid because of its key (the table's
-    /// key schema is not the layout's) is explained: which table, the schema
-    /// found, the one the layout needs.
+    /// key schema is not the layout's) is explained: the error keeps
+    /// DynamoDB's words and gets a [`TableError::KeySchemaMismatch`](crate::TableError::KeySchemaMismatch)
+    /// as its source (which table, the schema found, the one the layout
+    /// needs), for a caller to find by downcasting.
     async fn explain<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         match result {
             // Only DynamoDB's own refusals (they carry the SDK error): a key
@@ -667,7 +665,9 @@ impl DynamoDbStore {
                     && std::error::Error::source(&error).is_some() =>
             {
                 match self.schema_mismatch().await {
-                    Some(mismatch) => Err(StoreError::invalid(mismatch).with_source(error)),
+                    Some(mismatch) => {
+                        Err(StoreError::invalid(error.message().to_owned()).with_source(mismatch))
+                    }
                     None => Err(error),
                 }
             }
@@ -1079,7 +1079,10 @@ impl ConditionalStore for DynamoDbStore {
         if partition.is_none()
             && let Some(mismatch) = self.schema_mismatch().await
         {
-            return Err(StoreError::invalid(mismatch));
+            return Err(StoreError::invalid(
+                "a scan finds no lock records in a table with another key schema",
+            )
+            .with_source(mismatch));
         }
         let result = self.list_items(partition, cursor, limit).await;
         self.explain(result).await

@@ -1038,15 +1038,24 @@ async fn a_table_with_the_wrong_key_schema_is_refused_precisely() {
     }
     // Every operation fails the same way, listing included (a scan of such a
     // table finds no lock records and would have returned an empty page).
+    // The error keeps DynamoDB's words; the mismatch is its typed source.
     let explains = |error: &lock_core::StoreError| {
         assert_eq!(error.kind(), StoreErrorKind::Invalid, "{error}");
-        let message = error.message();
-        assert!(
-            message.contains(name.as_str())
-                && message.contains("id (S, HASH)")
-                && message.contains("lock_key (S, HASH)"),
-            "{message}"
-        );
+        let mismatch =
+            std::error::Error::source(error).and_then(|source| source.downcast_ref::<TableError>());
+        match mismatch {
+            Some(TableError::KeySchemaMismatch {
+                table,
+                expected,
+                found,
+                ..
+            }) => {
+                assert_eq!(table, &name);
+                assert_eq!(expected, "lock_key (S, HASH)");
+                assert_eq!(found, "id (S, HASH)");
+            }
+            other => panic!("{error}: {other:?}"),
+        }
     };
     explains(&store.list(None, None, 10).await.unwrap_err());
     explains(&store.list(Some("k"), None, 10).await.unwrap_err());

@@ -7,6 +7,7 @@ mod run;
 mod table;
 
 use lock_core::{AcquireOptions, LockClient, LockError, LockGuard, LockKey, StoreErrorKind};
+use lock_dynamodb::TableError;
 
 use crate::args::{Cli, Command, Global, TakeArgs};
 use crate::child::Signals;
@@ -62,18 +63,18 @@ fn with_table_hint(error: CliError, global: &Global) -> CliError {
     }
 }
 
-/// Whether `error` is lock-dynamodb's explanation of a table whose key schema
-/// is not the layout's (an invalid request whose message says so).
+/// Whether `error` comes from a DynamoDB table whose key schema is not the
+/// layout's: lock-dynamodb puts a [`TableError::KeySchemaMismatch`] in the
+/// source chain of such a refusal.
 fn is_key_schema_mismatch(error: &LockError) -> bool {
-    let source = match error {
-        LockError::Store { source, .. } | LockError::List { source, .. } => source,
-        LockError::InvalidInput {
-            source: Some(source),
-            ..
-        } => source,
-        _ => return false,
-    };
-    source.kind() == StoreErrorKind::Invalid && source.message().contains("has key schema")
+    let mut layer: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = layer {
+        if let Some(TableError::KeySchemaMismatch { .. }) = error.downcast_ref::<TableError>() {
+            return true;
+        }
+        layer = error.source();
+    }
+    false
 }
 
 /// The lockctl command that creates the table in use.
