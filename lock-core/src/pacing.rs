@@ -30,7 +30,8 @@ const GROWTH_PER_SECOND: f64 = 1.25;
 const RECOVERY: Duration = Duration::from_secs(30);
 /// How late a wake-up may be and still take the slots it missed.
 const CATCH_UP: Duration = Duration::from_millis(10);
-/// The window the confirmed rate is measured over.
+/// The window the confirmed rate is measured over: one second, so the
+/// confirmations in one window are a rate a second.
 const WINDOW: Duration = Duration::from_secs(1);
 
 /// The heartbeat task's pacing; see the module docs.
@@ -86,8 +87,9 @@ impl Window {
     /// weighted by how much of it the last second still covers).
     fn rate(&mut self, now: Instant) -> f64 {
         self.roll(now);
-        let into = now.saturating_duration_since(self.start).as_secs_f64() / WINDOW.as_secs_f64();
-        (f64::from(self.previous) * (1.0 - into) + f64::from(self.current)) / WINDOW.as_secs_f64()
+        // The fraction of the current window gone (a window is one second).
+        let into = now.saturating_duration_since(self.start).as_secs_f64();
+        f64::from(self.previous) * (1.0 - into) + f64::from(self.current)
     }
 }
 
@@ -220,6 +222,61 @@ mod tests {
             at += ms(1);
         }
         taken
+    }
+
+    #[test]
+    fn the_window_rolls_at_each_second_and_forgets_after_two() {
+        let t0 = Instant::now();
+        let mut window = Window {
+            start: t0,
+            current: 3,
+            previous: 7,
+        };
+        window.roll(t0 + Duration::from_secs(1) - Duration::from_nanos(1));
+        assert_eq!((window.current, window.previous, window.start), (3, 7, t0));
+        // At one second exactly: the current window becomes the previous one.
+        let t1 = t0 + Duration::from_secs(1);
+        window.roll(t1);
+        assert_eq!((window.current, window.previous, window.start), (0, 3, t1));
+        window.current = 4;
+        // Just under two windows later the current one is still the previous.
+        let t2 = t1 + Duration::from_secs(2) - Duration::from_nanos(1);
+        window.roll(t2);
+        assert_eq!((window.current, window.previous), (0, 4));
+        // Two whole windows later: nothing was confirmed in the last second.
+        window.current = 5;
+        window.roll(t2 + Duration::from_secs(2));
+        assert_eq!((window.current, window.previous), (0, 0));
+    }
+
+    #[test]
+    fn the_rate_weighs_the_previous_window_by_what_the_last_second_still_covers() {
+        let t0 = Instant::now();
+        let mut window = Window {
+            start: t0,
+            current: 4,
+            previous: 10,
+        };
+        // A quarter into the window: 3/4 of the previous one, all of this one.
+        assert!((window.rate(t0 + ms(250)) - 11.5).abs() < 1e-9);
+        assert!((window.rate(t0) - 14.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_spacing_is_whole_nanoseconds_and_never_overflows() {
+        assert_eq!(spacing(10.0), ms(100));
+        assert_eq!(spacing(3.0), Duration::from_nanos(333_333_333));
+        assert_eq!(spacing(0.0), Duration::MAX);
+        // Far too slow for a u64 of nanoseconds: "never", not a wrapped value.
+        assert_eq!(spacing(1e-12), Duration::MAX);
+        let edge = 1e9 / (u64::MAX as f64);
+        assert_eq!(
+            (1e9 / edge).round(),
+            u64::MAX as f64,
+            "the edge case itself"
+        );
+        assert_eq!(spacing(edge), Duration::MAX);
+        assert!(spacing(edge * 1.001) < Duration::MAX);
     }
 
     #[test]
