@@ -3,8 +3,13 @@
 //! every guard and the heartbeat task.
 //!
 //! This module holds the state and the small helpers every part uses; each part
-//! adds its own methods in its own module (`acquire`, `write`, `release`,
-//! `heartbeat`, `detached`), and none of them imports another's.
+//! adds its own methods in its own module, and the calls between parts go one
+//! way, in this order: the API (`client`, `guard`) calls `acquire`,
+//! `heartbeat`, `release`, `detached` and `write`; `acquire` calls `heartbeat`
+//! (to register a lock it took) and `release` (to clean up after an attempt
+//! that gave up); `heartbeat` and `release` call `write`; every part calls
+//! the helpers here, the decisions of `replies` and `timing`, and the retries
+//! of `retry`. No part calls one before it in that order.
 
 use std::collections::HashMap;
 use std::future::Future;
