@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use crate::clock::{Instant, later};
 use crate::held::Held;
+use crate::replies::{AcquireFinds, acquire_finds};
 use crate::retry::Retry;
 use crate::shared::Shared;
 use crate::timing::HoldLimits;
@@ -75,14 +76,6 @@ impl Attempt<'_> {
         self.writes
             .last()
             .is_some_and(|(rvn, _)| *rvn == current.rvn)
-    }
-
-    /// A write of this acquire applied: the lock is ours.
-    fn ours(&self, current: &LockRecord) -> Option<Instant> {
-        self.writes
-            .iter()
-            .find(|(rvn, _)| *rvn == current.rvn)
-            .map(|(_, sent)| *sent)
     }
 }
 
@@ -416,66 +409,69 @@ impl Shared {
                     continue;
                 }
             };
-            let Some(record) = current else {
-                self.sightings.forget(key);
-                attempt.handed = None;
-                if options.only_if_exists && attempt.writes.is_empty() {
-                    return Err(LockError::NotFound { key: key.clone() });
-                }
-                step = Step::Put(Expect::Vacant);
-                quick += 1;
-                if quick > QUICK_RETRIES {
-                    self.pace(now, refresh, (started, deadline), key, None)
-                        .await?;
-                }
-                continue;
-            };
-            if let Some(sent) = attempt.ours(&record) {
-                // One of our ambiguous writes applied; if it was a takeover, the
-                // guard says whom it replaced.
-                let previous = attempt
-                    .takeover_write
-                    .as_ref()
-                    .filter(|(rvn, _)| *rvn == record.rvn)
-                    .map(|(_, previous)| previous.clone());
-                let ours = self.config.timing_for(record.lease);
-                if ours.lease_state(sent, now).is_safe() {
-                    tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
+            let handed = attempt.handed.as_ref().map(|handed| &handed.rvn);
+            let record = match acquire_finds(current, &attempt.writes, handed) {
+                AcquireFinds::Vacant => {
+                    self.sightings.forget(key);
                     attempt.handed = None;
-                    let turn = attempt.turn.take();
-                    return self.hold_unless_shut_down(record, sent, options, turn, previous);
+                    if options.only_if_exists && attempt.writes.is_empty() {
+                        return Err(LockError::NotFound { key: key.clone() });
+                    }
+                    step = Step::Put(Expect::Vacant);
+                    quick += 1;
+                    if quick > QUICK_RETRIES {
+                        self.pace(now, refresh, (started, deadline), key, None)
+                            .await?;
+                    }
+                    continue;
                 }
-                // Too old to trust: acquire it afresh (a new fence) on top of it,
-                // still replacing whom that write replaced.
-                takeover = previous.map(|previous| (record.rvn.clone(), previous));
-                step = Step::Put(Expect::Version(record.rvn));
-                continue;
-            }
-            if attempt
-                .handed
-                .as_ref()
-                .is_some_and(|handed| handed.rvn == record.rvn)
-            {
-                // Still the lock the previous local holder handed over: take it.
-                step = Step::Put(Expect::Version(record.rvn));
-                continue;
-            }
-            // Someone else wrote on top of the handed lock: it is theirs now.
-            attempt.handed = None;
-            if record.released {
-                self.sightings.forget(key);
-                step = if options.only_if_exists {
-                    Step::Put(Expect::Version(record.rvn))
-                } else {
-                    Step::Put(Expect::Vacant)
-                };
-                quick += 1;
-                if quick > QUICK_RETRIES {
-                    self.pace(now, refresh, (started, deadline), key, Some(&record.owner))
-                        .await?;
+                AcquireFinds::Ours { record, sent } => {
+                    // One of our ambiguous writes applied; if it was a takeover, the
+                    // guard says whom it replaced.
+                    let previous = attempt
+                        .takeover_write
+                        .as_ref()
+                        .filter(|(rvn, _)| *rvn == record.rvn)
+                        .map(|(_, previous)| previous.clone());
+                    let ours = self.config.timing_for(record.lease);
+                    if ours.lease_state(sent, now).is_safe() {
+                        tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
+                        attempt.handed = None;
+                        let turn = attempt.turn.take();
+                        return self.hold_unless_shut_down(record, sent, options, turn, previous);
+                    }
+                    // Too old to trust: acquire it afresh (a new fence) on top of it,
+                    // still replacing whom that write replaced.
+                    takeover = previous.map(|previous| (record.rvn.clone(), previous));
+                    step = Step::Put(Expect::Version(record.rvn));
+                    continue;
                 }
-                continue;
-            }
+                AcquireFinds::Handed(record) => {
+                    // Still the lock the previous local holder handed over: take it.
+                    step = Step::Put(Expect::Version(record.rvn));
+                    continue;
+                }
+                AcquireFinds::Released(record) => {
+                    // Someone else wrote on top of a handed lock: it is theirs now.
+                    attempt.handed = None;
+                    self.sightings.forget(key);
+                    step = if options.only_if_exists {
+                        Step::Put(Expect::Version(record.rvn))
+                    } else {
+                        Step::Put(Expect::Vacant)
+                    };
+                    quick += 1;
+                    if quick > QUICK_RETRIES {
+                        self.pace(now, refresh, (started, deadline), key, Some(&record.owner))
+                            .await?;
+                    }
+                    continue;
+                }
+                AcquireFinds::Held(record) => {
+                    attempt.handed = None;
+                    record
+                }
+            };
             quick = 0;
             // Held by someone else: count from this client's first sighting of
             // this RVN, in this acquire or an earlier one.

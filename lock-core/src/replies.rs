@@ -1,9 +1,9 @@
-//! What a store's reply means for the writes of this client whose outcome was
-//! not plain: a rejected or ambiguous write to a held record, and a release by
-//! record version whose answer was lost. Pure decisions over the record the
+//! What a store's reply means for this client: the record an acquire finds,
+//! a rejected or ambiguous write to a held record, and a release by record
+//! version whose answer was lost. Pure decisions over the record the
 //! store holds now and the writes this client made, beside the timing
-//! decisions of [`timing`](crate::timing): the callers (`write`, `detached`)
-//! only carry them out.
+//! decisions of [`timing`](crate::timing): the callers (`acquire`, `write`,
+//! `detached`) only carry them out.
 //!
 //! Every write carries a fresh RVN, so a record showing one of this client's
 //! unresolved RVNs proves that write applied. A record that shows none of them
@@ -12,6 +12,46 @@
 
 use crate::clock::Instant;
 use crate::{Fence, LockRecord, Rvn};
+
+/// What the record an acquire read (or was shown by a rejection) is to it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AcquireFinds {
+    /// No record: the key is vacant.
+    Vacant,
+    /// One of this acquire's own writes, sent at `sent`, applied.
+    Ours { record: LockRecord, sent: Instant },
+    /// Still the version the previous local holder handed over.
+    Handed(LockRecord),
+    /// Released by whoever held it: vacant for a write.
+    Released(LockRecord),
+    /// Held by someone else.
+    Held(LockRecord),
+}
+
+/// Decide what `current` is to an acquire whose unresolved writes are
+/// `writes` (RVN and send time) and which was handed the version `handed`.
+/// A write of ours comes first: it may have applied on top of the handed
+/// version, or on a released record.
+pub(crate) fn acquire_finds(
+    current: Option<LockRecord>,
+    writes: &[(Rvn, Instant)],
+    handed: Option<&Rvn>,
+) -> AcquireFinds {
+    let Some(record) = current else {
+        return AcquireFinds::Vacant;
+    };
+    if let Some((_, sent)) = writes.iter().find(|(rvn, _)| *rvn == record.rvn) {
+        let sent = *sent;
+        return AcquireFinds::Ours { record, sent };
+    }
+    if handed == Some(&record.rvn) {
+        AcquireFinds::Handed(record)
+    } else if record.released {
+        AcquireFinds::Released(record)
+    } else {
+        AcquireFinds::Held(record)
+    }
+}
 
 /// After a release of ours whose answer was lost, the record no longer shows
 /// the acquisition released (whose fence is `fence`): the key is vacant, the
@@ -194,6 +234,53 @@ mod tests {
             own,
             fence: Fence(5),
         }
+    }
+
+    #[test]
+    fn an_acquire_finds_its_own_write_first_then_the_handed_version() {
+        let now = Instant::now();
+        let (first, second, handed) = (Rvn::fresh(), Rvn::fresh(), Rvn::fresh());
+        let writes = [
+            (first.clone(), now),
+            (second.clone(), now + Duration::from_secs(1)),
+        ];
+        assert_eq!(
+            acquire_finds(None, &writes, Some(&handed)),
+            AcquireFinds::Vacant
+        );
+        // Ours, released or not, handed or not: the write's own send time.
+        for released in [false, true] {
+            let ours = record(&second, 5, released, None);
+            assert_eq!(
+                acquire_finds(Some(ours.clone()), &writes, Some(&second)),
+                AcquireFinds::Ours {
+                    record: ours,
+                    sent: now + Duration::from_secs(1)
+                }
+            );
+        }
+        let handed_record = record(&handed, 5, false, None);
+        assert_eq!(
+            acquire_finds(Some(handed_record.clone()), &writes, Some(&handed)),
+            AcquireFinds::Handed(handed_record.clone())
+        );
+        // Not handed to this acquire: someone else's.
+        assert_eq!(
+            acquire_finds(Some(handed_record.clone()), &writes, None),
+            AcquireFinds::Held(handed_record)
+        );
+        let released = record(&Rvn::fresh(), 5, true, None);
+        assert_eq!(
+            acquire_finds(Some(released.clone()), &writes, Some(&handed)),
+            AcquireFinds::Released(released)
+        );
+        // A handed version released since (by an operator) is still the hand-off:
+        // the acquire writes on it.
+        let handed_released = record(&handed, 5, true, None);
+        assert_eq!(
+            acquire_finds(Some(handed_released.clone()), &[], Some(&handed)),
+            AcquireFinds::Handed(handed_released)
+        );
     }
 
     #[test]
