@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::LockClientBuilder;
-use crate::last_handle::LastHandle;
 use crate::release::ShutdownReport;
+use crate::shared::LastHandle;
 use crate::shared::Shared;
 use crate::{
     AcquireOptions, ConditionalStore, ListOptions, LockError, LockGuard, LockInfo, LockKey,

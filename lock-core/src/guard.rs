@@ -145,7 +145,7 @@ pub struct LockGuard {
     active: bool,
     /// Dropped after `drop` has started the release: the last handle waits
     /// for it (see `last_handle`).
-    _handle: Option<Arc<crate::last_handle::LastHandle>>,
+    _handle: Option<Arc<crate::shared::LastHandle>>,
 }
 
 impl LockGuard {

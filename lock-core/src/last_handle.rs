@@ -12,27 +12,14 @@
 //! with no runtime, nothing can run them while the thread blocks: it logs a
 //! warning naming each lock instead.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-use crate::shared::Shared;
+use crate::shared::{LastHandle, Shared};
 
-/// Held by every clone of a `LockClient` and by every `LockGuard`; dropping
-/// the last one finishes the releases still running.
-#[derive(Debug)]
-pub(crate) struct LastHandle {
-    shared: Weak<Shared>,
-}
-
-impl LastHandle {
-    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
-        Self {
-            shared: Arc::downgrade(shared),
-        }
-    }
-}
-
+// `LastHandle` is defined beside `Shared`, which keeps a weak reference to
+// it; what dropping the last one does is this module's.
 impl Drop for LastHandle {
     fn drop(&mut self) {
         if let Some(shared) = self.shared.upgrade() {

@@ -118,7 +118,7 @@ pub(crate) struct Shared {
     /// of abandoned acquisitions); shutdown waits for them.
     background: Mutex<Background>,
     /// The token every client clone and guard holds (see `last_handle`).
-    pub handle: std::sync::OnceLock<std::sync::Weak<crate::last_handle::LastHandle>>,
+    pub handle: std::sync::OnceLock<std::sync::Weak<LastHandle>>,
 }
 
 /// An acquire running (see [`Shared::acquiring`]).
@@ -131,6 +131,22 @@ impl Drop for Acquiring<'_> {
         // count, so either it sees this decrement or this sees its flag.
         if self.0.shut_down.load(Ordering::SeqCst) {
             self.0.acquire_ended.notify_waiters();
+        }
+    }
+}
+
+/// Held by every clone of a `LockClient` and by every `LockGuard`; dropping
+/// the last one finishes the releases still running (its `Drop` is in
+/// `last_handle`).
+#[derive(Debug)]
+pub(crate) struct LastHandle {
+    pub(crate) shared: std::sync::Weak<Shared>,
+}
+
+impl LastHandle {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        Self {
+            shared: Arc::downgrade(shared),
         }
     }
 }

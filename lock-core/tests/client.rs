@@ -850,7 +850,10 @@ async fn a_detached_lock_is_not_heartbeaten_and_is_taken_over_after_its_lease() 
     let store = MemoryStore::new();
     let a = client(store.clone(), "a");
     let b = client(store.clone(), "b");
-    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let guard = a
+        .acquire("job", AcquireOptions::new().data(b"state".to_vec()))
+        .await
+        .unwrap();
     // The view's version follows the record's, heartbeat after heartbeat.
     let first = guard.version();
     assert_eq!(
@@ -870,6 +873,11 @@ async fn a_detached_lock_is_not_heartbeaten_and_is_taken_over_after_its_lease() 
     assert_eq!(detached.fence(), Fence(1));
     assert_eq!(detached.owner(), "a");
     assert_eq!(detached.lease(), LEASE);
+    assert_eq!(
+        detached.data(),
+        Some(b"state".to_vec()),
+        "the data goes with it"
+    );
     assert!(detached.remaining() > Duration::ZERO && detached.remaining() <= LEASE);
     assert!(a.held_keys().is_empty(), "a detached lock is forgotten");
     let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();

@@ -12,7 +12,10 @@ use lock_core::{LockKey, StoreError};
 use serde_json::{Map, Value};
 
 use crate::Layout;
-use crate::item::Item;
+
+/// An item's attributes by name, as DynamoDB holds them (`item.rs`, which
+/// reads a record's data through this module, calls it `Item` too).
+type Item = HashMap<String, AttributeValue>;
 
 /// The names of an item's attributes that are data: all but the layout's own.
 pub(crate) fn data_names<'a>(layout: &Layout, item: &'a Item) -> Vec<&'a str> {
