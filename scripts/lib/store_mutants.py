@@ -187,8 +187,30 @@ MUTANTS = [
 ]
 
 
+def passes(tree: Path, tests: tuple[str, ...]) -> bool:
+    """The tests pass on the tree as it is (a mutant counts as caught only
+    when they fail)."""
+    try:
+        test = subprocess.run(
+            ["cargo", "test", "--quiet", *tests],
+            cwd=tree,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=900,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return test.returncode == 0
+
+
 def run(tree: Path, results: Path, names: list[str]) -> int:
     chosen = [m for m in MUTANTS if not names or any(n in m.name for n in names)]
+    for tests in sorted({m.tests for m in chosen}):
+        started = time.monotonic()
+        if not passes(tree, tests):
+            print(f"the unmutated tree fails: cargo test {' '.join(tests)}", file=sys.stderr)
+            return 2
+        print(f"baseline ok: cargo test {' '.join(tests)} ({time.monotonic() - started:.0f} s)", flush=True)
     missed = 0
     with results.open("w") as out:
         for mutant in chosen:
@@ -201,16 +223,7 @@ def run(tree: Path, results: Path, names: list[str]) -> int:
                 path.write_text(source.replace(mutant.original, mutant.mutated))
                 started = time.monotonic()
                 try:
-                    test = subprocess.run(
-                        ["cargo", "test", "--quiet", *mutant.tests],
-                        cwd=tree,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                        timeout=900,
-                    )
-                    failed = test.returncode != 0
-                except subprocess.TimeoutExpired:
-                    failed = True
+                    failed = not passes(tree, mutant.tests)
                 finally:
                     path.write_text(source)
                 took = time.monotonic() - started
