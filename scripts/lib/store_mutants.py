@@ -5,7 +5,8 @@ linearizable are text sent to the server (DynamoDB condition and update
 expressions, PostgreSQL statements), which it does not touch. This driver
 applies one hand-written change to that text at a time, in a copy of the
 committed tree, runs the store's tests against the servers ./scripts/mutants
-started, and records whether a test failed ("caught") or not ("missed").
+started, and records whether a test failed ("caught"), none did ("MISSED"), or
+the change did not build ("unviable", a mistake in the list).
 
 Usage (from scripts/mutants): store_mutants.py TREE RESULTS [NAME...]
   TREE     a copy of the workspace to mutate (left as it was found)
@@ -187,12 +188,11 @@ MUTANTS = [
 ]
 
 
-def passes(tree: Path, tests: tuple[str, ...]) -> bool:
-    """The tests pass on the tree as it is (a mutant counts as caught only
-    when they fail)."""
+def cargo(tree: Path, *args: str) -> bool:
+    """`cargo ARGS` in the tree succeeds (within 15 minutes)."""
     try:
         test = subprocess.run(
-            ["cargo", "test", "--quiet", *tests],
+            ["cargo", *args],
             cwd=tree,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -201,6 +201,11 @@ def passes(tree: Path, tests: tuple[str, ...]) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return test.returncode == 0
+
+
+def passes(tree: Path, tests: tuple[str, ...]) -> bool:
+    """The tests pass on the tree as it is."""
+    return cargo(tree, "test", "--quiet", *tests)
 
 
 def run(tree: Path, results: Path, names: list[str]) -> int:
@@ -223,12 +228,14 @@ def run(tree: Path, results: Path, names: list[str]) -> int:
                 path.write_text(source.replace(mutant.original, mutant.mutated))
                 started = time.monotonic()
                 try:
-                    failed = not passes(tree, mutant.tests)
+                    # A mutant that does not build tests nothing.
+                    builds = cargo(tree, "test", "--quiet", "--no-run", *mutant.tests)
+                    failed = builds and not passes(tree, mutant.tests)
                 finally:
                     path.write_text(source)
                 took = time.monotonic() - started
-                verdict = "caught" if failed else "MISSED"
-                missed += not failed
+                verdict = "unviable" if not builds else "caught" if failed else "MISSED"
+                missed += builds and not failed
                 line = f"{verdict:8} {mutant.name} ({took:.0f} s)"
             print(line, flush=True)
             out.write(line + "\n")
