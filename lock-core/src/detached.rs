@@ -236,11 +236,10 @@ impl Shared {
                 }
             };
             match version_release(current.as_ref(), &record, &sent) {
-                VersionRelease::Done => {
-                    if current.as_ref().is_none_or(|now| !sent.contains(&now.rvn)) {
-                        tracing::info!(%key, current = ?current.as_ref().map(|now| (&now.owner, now.fence)),
-                            "the answer to a release by version was lost; the version is no longer held");
-                    }
+                VersionRelease::Applied => break,
+                VersionRelease::MovedOn => {
+                    tracing::info!(%key, current = ?current.as_ref().map(|now| (&now.owner, now.fence)),
+                        "the answer to a release by version was lost; the version is no longer held");
                     break;
                 }
                 VersionRelease::WriteAgain => write_on = Some(record.rvn.clone()),

@@ -177,9 +177,10 @@ pub(crate) fn held_write_rejected(
 /// means.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum VersionRelease {
-    /// One of the releases sent (`sent`) applied, or the key moved on after
-    /// one whose answer was lost: done.
-    Done,
+    /// One of the releases sent (`sent`) applied: done.
+    Applied,
+    /// The key moved on after a release whose answer was lost: done too.
+    MovedOn,
     /// The record still carries the version: nothing applied yet, write again.
     WriteAgain,
     /// The record no longer carries the version, and no release of ours can
@@ -194,10 +195,10 @@ pub(crate) fn version_release(
     sent: &[Rvn],
 ) -> VersionRelease {
     match current {
-        Some(now) if sent.contains(&now.rvn) => VersionRelease::Done,
+        Some(now) if sent.contains(&now.rvn) => VersionRelease::Applied,
         Some(now) if now.rvn == released.rvn => VersionRelease::WriteAgain,
         other if !sent.is_empty() && release_moved_on(other, released.fence) => {
-            VersionRelease::Done
+            VersionRelease::MovedOn
         }
         _ => VersionRelease::NotOwned,
     }
@@ -448,7 +449,7 @@ mod tests {
         let other = record(&Rvn::fresh(), 5, false, None);
         assert_eq!(
             version_release(Some(&applied), &released, &sent),
-            VersionRelease::Done
+            VersionRelease::Applied
         );
         assert_eq!(
             version_release(Some(&same), &released, &sent),
@@ -461,7 +462,7 @@ mod tests {
         for moved in [None, Some(&later), Some(&vacated)] {
             assert_eq!(
                 version_release(moved, &released, &sent),
-                VersionRelease::Done
+                VersionRelease::MovedOn
             );
             assert_eq!(
                 version_release(moved, &released, &[]),

@@ -1043,6 +1043,54 @@ async fn an_ambiguous_release_by_version_is_resolved_by_rvn() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_release_by_version_backs_off_between_retries_and_gives_up_after_its_window() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 13);
+    let a = client(store.clone(), "a");
+    let admin = client(faulty.clone(), "admin");
+    let detached = detached_job(&a).await;
+    // Two failed reads, then the store answers: the release waits out the
+    // backoff in between (at least half of 50 ms, then half of 100 ms).
+    faulty.script(Op::Get, Fault::Unavailable);
+    faulty.script(Op::Get, Fault::Throttled);
+    let started = Instant::now();
+    admin
+        .release_version("job", detached.version())
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(75), "{took:?}");
+    assert!(took <= Duration::from_millis(150), "{took:?}");
+    // A store that stays down: the release gives up with the store's error
+    // once its retry window (four pauses at the 2 s ceiling) has passed.
+    let detached = detached_job(&a).await;
+    faulty.set_unavailable(true);
+    let calls = faulty.calls();
+    let started = Instant::now();
+    let error = tokio::time::timeout(
+        Duration::from_secs(60),
+        admin.release_version("job", detached.version()),
+    )
+    .await
+    .expect("a release by version ends")
+    .unwrap_err();
+    let took = started.elapsed();
+    assert!(
+        matches!(&error, LockError::Store { source, .. } if source.kind() == lock_core::StoreErrorKind::Unavailable),
+        "{error:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(8) - Duration::from_millis(1) && took <= Duration::from_secs(9),
+        "{took:?}"
+    );
+    assert!(
+        faulty.calls() - calls <= 16,
+        "{} calls",
+        faulty.calls() - calls
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn release_version_of_a_lock_this_client_holds_ends_its_guard() {
     let store = MemoryStore::new();
     let a = client(store.clone(), "a");
