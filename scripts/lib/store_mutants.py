@@ -16,6 +16,8 @@ Usage (from scripts/mutants): store_mutants.py TREE RESULTS [NAME...]
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +33,10 @@ class Mutant:
     mutated: str
     tests: tuple[str, ...]
 
+
+# Seconds a build or a test run may take: the unmutated tests take well
+# under two minutes, a build of the copy under five on a cold target.
+TIMEOUT = 600
 
 DYNAMODB = ("-p", "lock-dynamodb", "--test", "dynamodb")
 POSTGRES = ("-p", "lock-postgres", "--test", "postgres", "--test", "client")
@@ -189,18 +195,22 @@ MUTANTS = [
 
 
 def cargo(tree: Path, *args: str) -> bool:
-    """`cargo ARGS` in the tree succeeds (within 15 minutes)."""
+    """`cargo ARGS` in the tree succeeds within `TIMEOUT` seconds (a mutant
+    can make a test wait forever: then the whole process group is killed,
+    the test binary with cargo)."""
+    process = subprocess.Popen(
+        ["cargo", *args],
+        cwd=tree,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
-        test = subprocess.run(
-            ["cargo", *args],
-            cwd=tree,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=900,
-        )
+        return process.wait(timeout=TIMEOUT) == 0
     except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
         return False
-    return test.returncode == 0
 
 
 def passes(tree: Path, tests: tuple[str, ...]) -> bool:
