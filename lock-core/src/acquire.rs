@@ -260,6 +260,10 @@ impl Shared {
         if let Some(previous) = &previous {
             attempt.takeover_write = Some((rvn, previous.clone()));
         }
+        let expected = match &expect {
+            Expect::Version(version) => Some(version.clone()),
+            Expect::Vacant => None,
+        };
         let result = self.store.put(key, expect, new).await;
         match result {
             Ok(Outcome::Applied(record)) => {
@@ -276,6 +280,23 @@ impl Shared {
                 attempt.handed = None;
                 let turn = attempt.turn.take();
                 Written::Done(self.hold_unless_shut_down(record, sent, options, turn, previous))
+            }
+            Ok(Outcome::Rejected { current })
+                if expected.is_some()
+                    && current.as_ref().map(|current| &current.rvn) == expected.as_ref() =>
+            {
+                // Refused on the very version the store shows: the store breaks
+                // its contract (or cannot compare this table's versions), and
+                // writing again would be refused again, forever.
+                attempt.writes.pop();
+                Written::Learned(Reply::Failed(StoreError::new(
+                    crate::StoreErrorKind::Other,
+                    format!(
+                        "the store refused a write conditional on version {} while its record shows that version: \
+                         it does not keep the store contract (check the table's layout)",
+                        expected.as_ref().map_or("", |version| version.as_str())
+                    ),
+                )))
             }
             Ok(Outcome::Rejected { current }) => {
                 // A rejection that shows our own RVN (a store that retried

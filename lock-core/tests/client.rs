@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::layer::{StoreCall, StoreLayer, StoreReply};
+use lock_core::layer::{Layered, StoreCall, StoreLayer, StoreReply};
 use lock_core::{
     AcquireOptions, ConditionalStore, ConfigError, Expect, Fence, FenceUpdate, LeaseState,
     LockClient, LockError, LockKey, LostReason, NewRecord, Outcome, Rvn,
@@ -1769,4 +1769,62 @@ async fn a_lock_with_its_own_lease_reports_its_own_timing() {
         "{:?}",
         guard.remaining()
     );
+}
+
+/// A store that breaks the contract: it refuses every write conditional on a
+/// version, and answers with the record carrying that very version (as a
+/// table whose version attribute the store cannot compare might).
+#[derive(Debug)]
+struct RefusesVersions;
+
+#[async_trait::async_trait]
+impl StoreLayer for RefusesVersions {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, lock_core::StoreError> {
+        if let StoreCall::Put {
+            key,
+            expect: Expect::Version(_),
+            ..
+        } = &call
+        {
+            // A round trip's worth of time, so a loop of them lets the clock move.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let current = next.get(key).await?;
+            return Ok(Outcome::Rejected { current }.into());
+        }
+        call.send(next).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_refuses_the_version_it_shows_ends_the_acquire_with_an_error() {
+    let store = MemoryStore::new();
+    let dead = client(store.clone(), "dead");
+    // Held and no longer heartbeaten: a takeover is due after the lease.
+    dead.acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    let broken = client(Layered::new(RefusesVersions, store.clone()), "b");
+    let ended = tokio::time::timeout(
+        Duration::from_secs(120),
+        broken.acquire("job", wait(Duration::from_secs(30))),
+    )
+    .await;
+    let error = ended
+        .expect("the acquire ends instead of rewriting the takeover forever")
+        .unwrap_err();
+    assert!(
+        matches!(&error, LockError::Store { source, .. } if source.kind() == lock_core::StoreErrorKind::Other
+            && source.message().contains("version")),
+        "{error:?}"
+    );
+    assert!(!error.is_retryable());
+    let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert_eq!(record.owner, "dead", "nothing was written");
 }
