@@ -1444,11 +1444,17 @@ async fn an_acquire_keeps_the_data_the_previous_holder_left_unless_told_otherwis
     guard.set_data("checkpoint 1").await.unwrap();
     // Released with a final checkpoint, in the release's own write.
     let writes = store.writes();
+    let view = guard.view();
     guard.release_with_data("checkpoint 2").await.unwrap();
     assert_eq!(
         store.writes() - writes,
         1,
         "one write releases and stores the data"
+    );
+    assert_eq!(
+        view.data().as_deref(),
+        Some(&b"checkpoint 2"[..]),
+        "a view kept past the release shows the data the release left"
     );
 
     // The next holder finds it, with no read before the acquire to race with.
