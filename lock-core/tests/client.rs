@@ -1222,6 +1222,53 @@ async fn a_failing_heartbeat_backs_off_between_attempts() {
     guard.release().await.unwrap();
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_heartbeat_retries_even_an_error_that_is_final_for_other_writes() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 21);
+    let a = client(faulty.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    // The first heartbeat is refused as unauthorized (a credential rotating),
+    // the next attempt goes through: the lock is kept.
+    faulty.script(
+        Op::Put,
+        Fault::Error(lock_core::StoreErrorKind::Unauthorized),
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(faulty.scripted(), 0, "the scripted refusal was used");
+    assert!(guard.is_safe(), "{:?}", guard.state());
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_or_data_update_refused_for_good_fails_at_once_with_the_stores_error() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 22);
+    let a = client(faulty.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    faulty.script(
+        Op::Put,
+        Fault::Error(lock_core::StoreErrorKind::Unauthorized),
+    );
+    let started = Instant::now();
+    let error = guard.set_data("x").await.unwrap_err();
+    assert!(
+        matches!(&error, LockError::Store { source, .. } if source.kind() == lock_core::StoreErrorKind::Unauthorized),
+        "{error:?}"
+    );
+    assert!(guard.is_safe(), "a refused update leaves the lock held");
+    faulty.script(
+        Op::Put,
+        Fault::Error(lock_core::StoreErrorKind::Unauthorized),
+    );
+    let error = guard.release().await.unwrap_err();
+    assert!(
+        matches!(&error, LockError::Store { source, .. } if source.kind() == lock_core::StoreErrorKind::Unauthorized),
+        "{error:?}"
+    );
+    assert_eq!(started.elapsed(), Duration::ZERO, "no retries");
+}
+
 /// Acquire "job" and detach it: held in the store, heartbeated by nobody.
 async fn detached_job(client: &LockClient) -> lock_core::DetachedLock {
     client
