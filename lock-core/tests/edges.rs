@@ -667,6 +667,36 @@ async fn a_handoff_whose_waiter_is_cancelled_before_taking_it_is_released() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_acquire_that_fails_after_being_handed_the_lock_hands_it_to_the_next_task() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 31);
+    let a = client(faulty.clone(), "a");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let first = waiting(&a, "leader", wait(Duration::from_secs(60)));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let second = waiting(&a, "leader", wait(Duration::from_secs(60)));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The first waiter's hand-off write is refused for good (nothing reaches
+    // the store); the lock it was handed goes on to the second waiter.
+    faulty.script(
+        lock_memory::Op::Put,
+        lock_memory::Fault::Error(lock_core::StoreErrorKind::Unauthorized),
+    );
+    let writes = store.writes();
+    leader.release().await.unwrap();
+    assert!(first.await.unwrap().is_err());
+    let guard = timeout(PATIENCE, second).await.unwrap().unwrap().unwrap();
+    assert_eq!(guard.fence(), Fence(2));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        store.writes() - writes,
+        1,
+        "one write took the handed lock: nothing released it in between"
+    );
+    guard.release().await.unwrap();
+}
+
 /// A dead holder's lock, and client "a" behind a fault injector (seeded with
 /// `seed`) whose vacant write is refused (held) and whose takeover applies
 /// with its reply lost.
