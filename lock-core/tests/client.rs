@@ -1881,3 +1881,129 @@ async fn a_store_that_refuses_the_version_it_shows_ends_the_acquire_with_an_erro
     let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
     assert_eq!(record.owner, "dead", "nothing was written");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_released_while_watched_is_not_reported_as_taken_over() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = client(store.clone(), "b");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    // b watches a live holder (and remembers it as the one a takeover would
+    // replace), then a releases: b writes on the released record's version.
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.acquire("job", wait(Duration::from_secs(30)).only_if_exists(true))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    guard.release().await.unwrap();
+    let taken = tokio::time::timeout(Duration::from_secs(60), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.fence(), Fence(2));
+    assert!(
+        taken.took_over().is_none(),
+        "a released lock was not taken over: {:?}",
+        taken.took_over()
+    );
+    taken.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_that_surely_failed_is_sent_again_without_a_read() {
+    for fault in [Fault::Throttled, Fault::Unavailable] {
+        let store = MemoryStore::new();
+        let faulty = FaultyStore::new(store.clone(), 41);
+        let a = client(faulty.clone(), "a");
+        faulty.script(Op::Put, fault.clone());
+        let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+        assert_eq!(
+            store.reads(),
+            0,
+            "{fault:?}: nothing to resolve, so no read"
+        );
+        assert_eq!(store.writes(), 1, "{fault:?}");
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ambiguous_acquire_that_did_not_apply_on_a_vacant_key_writes_again() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 42);
+    let a = client(faulty.clone(), "a");
+    // Lost before it reached the store: the read finds no record at all.
+    faulty.script(Op::Put, Fault::AmbiguousNotApplied);
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(guard.fence(), Fence(1));
+    assert_eq!((store.reads(), store.writes()), (1, 1));
+    guard.release().await.unwrap();
+}
+
+/// Refuses every write on a vacant key while showing it vacant, a round trip
+/// (1 ms) later: as a key other waiters keep winning and releasing looks.
+#[derive(Debug, Default)]
+struct AlwaysBeaten {
+    puts: Arc<std::sync::Mutex<Vec<Instant>>>,
+}
+
+#[async_trait::async_trait]
+impl StoreLayer for AlwaysBeaten {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, lock_core::StoreError> {
+        if let StoreCall::Put {
+            expect: Expect::Vacant,
+            ..
+        } = &call
+        {
+            self.puts.lock().unwrap().push(Instant::now());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            return Ok(Outcome::Rejected { current: None }.into());
+        }
+        call.send(next).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_racing_for_a_vacant_key_retries_three_times_at_once_then_paces_itself() {
+    let store = MemoryStore::new();
+    let layer = AlwaysBeaten::default();
+    let puts = layer.puts.clone();
+    let a = client(Layered::new(layer, store.clone()), "a");
+    let started = Instant::now();
+    let error = tokio::time::timeout(
+        Duration::from_secs(60),
+        a.acquire("job", wait(Duration::from_secs(3))),
+    )
+    .await
+    .expect("the acquire ends at its budget")
+    .unwrap_err();
+    assert!(
+        matches!(error, LockError::AcquireTimeout { .. }),
+        "{error:?}"
+    );
+    let puts: Vec<Duration> = puts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|at| at.duration_since(started))
+        .collect();
+    // The first write and three quick retries, one round trip apart; then
+    // one write per jittered refresh period (250 to 500 ms), the last at the
+    // end of the budget.
+    assert!(puts.len() >= 4 + 5 && puts.len() <= 4 + 12, "{puts:?}");
+    assert!(puts[3] < Duration::from_millis(10), "{puts:?}");
+    let (last, paced) = puts[3..].split_last().unwrap();
+    for pair in paced.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= Duration::from_millis(250), "{puts:?}");
+    }
+    assert!(*last <= Duration::from_secs(3), "{puts:?}");
+}
