@@ -1944,11 +1944,13 @@ async fn an_ambiguous_acquire_that_did_not_apply_on_a_vacant_key_writes_again() 
     guard.release().await.unwrap();
 }
 
-/// Refuses every write on a vacant key while showing it vacant, a round trip
-/// (1 ms) later: as a key other waiters keep winning and releasing looks.
+/// Refuses every write on a vacant key while showing it vacant (absent, or
+/// with `released`, a released record), a round trip (1 ms) later: as a key
+/// other waiters keep winning and releasing looks.
 #[derive(Debug, Default)]
 struct AlwaysBeaten {
     puts: Arc<std::sync::Mutex<Vec<Instant>>>,
+    released: bool,
 }
 
 #[async_trait::async_trait]
@@ -1965,7 +1967,17 @@ impl StoreLayer for AlwaysBeaten {
         {
             self.puts.lock().unwrap().push(Instant::now());
             tokio::time::sleep(Duration::from_millis(1)).await;
-            return Ok(Outcome::Rejected { current: None }.into());
+            let current = self.released.then(|| lock_core::LockRecord {
+                key: LockKey::new("job"),
+                owner: "winner".into(),
+                rvn: Rvn::fresh(),
+                lease: LEASE,
+                released: true,
+                fence: Fence(7),
+                data: None,
+                expires_at: None,
+            });
+            return Ok(Outcome::Rejected { current }.into());
         }
         call.send(next).await
     }
@@ -1973,37 +1985,42 @@ impl StoreLayer for AlwaysBeaten {
 
 #[tokio::test(start_paused = true)]
 async fn an_acquire_racing_for_a_vacant_key_retries_three_times_at_once_then_paces_itself() {
-    let store = MemoryStore::new();
-    let layer = AlwaysBeaten::default();
-    let puts = layer.puts.clone();
-    let a = client(Layered::new(layer, store.clone()), "a");
-    let started = Instant::now();
-    let error = tokio::time::timeout(
-        Duration::from_secs(60),
-        a.acquire("job", wait(Duration::from_secs(3))),
-    )
-    .await
-    .expect("the acquire ends at its budget")
-    .unwrap_err();
-    assert!(
-        matches!(error, LockError::AcquireTimeout { .. }),
-        "{error:?}"
-    );
-    let puts: Vec<Duration> = puts
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|at| at.duration_since(started))
-        .collect();
-    // The first write and three quick retries, one round trip apart; then
-    // one write per jittered refresh period (250 to 500 ms), the last at the
-    // end of the budget.
-    assert!(puts.len() >= 4 + 5 && puts.len() <= 4 + 12, "{puts:?}");
-    assert!(puts[3] < Duration::from_millis(10), "{puts:?}");
-    let (last, paced) = puts[3..].split_last().unwrap();
-    for pair in paced.windows(2) {
-        let gap = pair[1] - pair[0];
-        assert!(gap >= Duration::from_millis(250), "{puts:?}");
+    for released in [false, true] {
+        let store = MemoryStore::new();
+        let layer = AlwaysBeaten {
+            released,
+            ..AlwaysBeaten::default()
+        };
+        let puts = layer.puts.clone();
+        let a = client(Layered::new(layer, store.clone()), "a");
+        let started = Instant::now();
+        let error = tokio::time::timeout(
+            Duration::from_secs(60),
+            a.acquire("job", wait(Duration::from_secs(3))),
+        )
+        .await
+        .expect("the acquire ends at its budget")
+        .unwrap_err();
+        assert!(
+            matches!(error, LockError::AcquireTimeout { .. }),
+            "{error:?}"
+        );
+        let puts: Vec<Duration> = puts
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|at| at.duration_since(started))
+            .collect();
+        // The first write and three quick retries, one round trip apart; then
+        // one write per jittered refresh period (250 to 500 ms), the last at the
+        // end of the budget.
+        assert!(puts.len() >= 4 + 5 && puts.len() <= 4 + 12, "{puts:?}");
+        assert!(puts[3] < Duration::from_millis(10), "{puts:?}");
+        let (last, paced) = puts[3..].split_last().unwrap();
+        for pair in paced.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(gap >= Duration::from_millis(250), "{puts:?}");
+        }
+        assert!(*last <= Duration::from_secs(3), "{puts:?}");
     }
-    assert!(*last <= Duration::from_secs(3), "{puts:?}");
 }
