@@ -1443,6 +1443,41 @@ fn a_client_outliving_its_runtime_restarts_heartbeats_for_every_held_lock() {
     });
 }
 
+#[test]
+fn a_heartbeat_in_flight_when_its_runtime_ends_is_scheduled_again_by_the_next_task() {
+    let paused = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let store = support::Delayed::new(MemoryStore::new());
+    let first = paused();
+    let (a, early) = first.block_on(async {
+        let a = client(store.clone(), "a");
+        let early = a.acquire("early", AcquireOptions::new()).await.unwrap();
+        // Its first heartbeat goes within 2 s and takes 1 s to answer: at
+        // 2.2 s it is on the wire, out of the schedule.
+        store.delay_writes(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        (a, early)
+    });
+    // The heartbeat task, and the heartbeat in flight, die with the runtime.
+    drop(first);
+    store.delay_writes(Duration::ZERO);
+    let second = paused();
+    second.block_on(async {
+        let late = a.acquire("late", AcquireOptions::new()).await.unwrap();
+        tokio::time::sleep(LEASE * 3).await;
+        assert!(early.is_safe(), "{:?}", early.state());
+        assert!(late.is_safe(), "{:?}", late.state());
+        early.release().await.unwrap();
+        late.release().await.unwrap();
+        a.shutdown().await.unwrap();
+    });
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_acquire_cancelled_during_a_retried_write_releases_it() {
     let store = MemoryStore::new();
