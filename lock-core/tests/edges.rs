@@ -697,6 +697,35 @@ async fn an_acquire_that_fails_after_being_handed_the_lock_hands_it_to_the_next_
     guard.release().await.unwrap();
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_release_with_a_heartbeat_unresolved_is_written_not_handed_over() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 33);
+    let a = client(faulty.clone(), "a");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let next = waiting(&a, "leader", wait(Duration::from_secs(60)));
+    // The first heartbeat applies and its answer is lost: its version is
+    // unresolved while it backs off before trying again.
+    faulty.script(lock_memory::Op::Put, lock_memory::Fault::AmbiguousApplied);
+    while faulty.scripted() > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Released now, the lock cannot be handed over on the version last
+    // confirmed (the store holds the unresolved one): it is released, and the
+    // waiter takes it at once instead of waiting out a lease.
+    let released = Instant::now();
+    leader.release().await.unwrap();
+    let guard = timeout(PATIENCE, next).await.unwrap().unwrap().unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        released.elapsed()
+    );
+    assert_eq!(guard.fence(), Fence(2));
+    assert!(guard.took_over().is_none());
+    guard.release().await.unwrap();
+}
+
 /// A dead holder's lock, and client "a" behind a fault injector (seeded with
 /// `seed`) whose vacant write is refused (held) and whose takeover applies
 /// with its reply lost.
