@@ -726,6 +726,57 @@ async fn a_release_with_a_heartbeat_unresolved_is_written_not_handed_over() {
     guard.release().await.unwrap();
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_one_attempt_acquire_does_not_queue_behind_a_release_others_already_wait_for() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    // A release whose write takes a second, and a task already queued for it.
+    store.delay_writes(Duration::from_secs(1));
+    let queued = waiting(&a, "leader", wait(Duration::from_secs(60)));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let releasing = tokio::spawn(leader.release_with_data("done"));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The key is promised to the queued task: a one-attempt acquire says busy
+    // at once instead of queueing behind it.
+    let started = Instant::now();
+    let error = a.acquire("leader", wait(Duration::ZERO)).await.unwrap_err();
+    assert!(matches!(error, LockError::AlreadyHeld { .. }), "{error:?}");
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    releasing.await.unwrap().unwrap();
+    store.delay_writes(Duration::ZERO);
+    timeout(PATIENCE, queued)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handoff_whose_first_waiter_is_cancelled_goes_to_the_next_one() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let leader = a.acquire("leader", AcquireOptions::new()).await.unwrap();
+    let first = waiting(&a, "leader", wait(Duration::from_secs(60)));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let second = waiting(&a, "leader", wait(Duration::from_secs(60)));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let writes = store.writes();
+    // The release picks the first waiter and writes nothing; it is cancelled
+    // before it runs, and the hand-off stays for the second.
+    leader.release().await.unwrap();
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    let guard = timeout(PATIENCE, second).await.unwrap().unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(store.writes() - writes, 1, "one write: the second waiter's");
+    assert_eq!(guard.fence(), Fence(2));
+    guard.release().await.unwrap();
+}
+
 /// A dead holder's lock, and client "a" behind a fault injector (seeded with
 /// `seed`) whose vacant write is refused (held) and whose takeover applies
 /// with its reply lost.
