@@ -2059,3 +2059,28 @@ async fn an_acquire_racing_for_a_vacant_key_retries_three_times_at_once_then_pac
         assert!(*last <= Duration::from_secs(3), "{puts:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_due_before_the_heartbeat_tasks_timer_wakes_it() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    // The task's timer is armed for the first lock's heartbeat (1.5 to 2 s).
+    let long = a.acquire("long", AcquireOptions::new()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // A 2 s lease heartbeats every 0.4 s: due long before that timer fires.
+    let short = a
+        .acquire("short", AcquireOptions::new().lease(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    let first = store.record(&LockKey::new("short")).unwrap().rvn;
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_ne!(
+        store.record(&LockKey::new("short")).unwrap().rvn,
+        first,
+        "heartbeaten within its own period"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(short.is_safe(), "{:?}", short.state());
+    short.release().await.unwrap();
+    long.release().await.unwrap();
+}
