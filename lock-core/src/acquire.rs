@@ -281,10 +281,9 @@ impl Shared {
                 let turn = attempt.turn.take();
                 Written::Done(self.hold_unless_shut_down(record, sent, options, turn, previous))
             }
-            Ok(Outcome::Rejected { current })
-                if expected.is_some()
-                    && current.as_ref().map(|current| &current.rvn) == expected.as_ref() =>
-            {
+            Ok(Outcome::Rejected {
+                current: Some(current),
+            }) if expected.as_ref() == Some(&current.rvn) => {
                 // Refused on the very version the store shows: the store breaks
                 // its contract (or cannot compare this table's versions), and
                 // writing again would be refused again, forever.
@@ -294,7 +293,7 @@ impl Shared {
                     format!(
                         "the store refused a write conditional on version {} while its record shows that version: \
                          it does not keep the store contract (check the table's layout)",
-                        expected.as_ref().map_or("", |version| version.as_str())
+                        current.rvn.as_str()
                     ),
                 )))
             }

@@ -1890,14 +1890,8 @@ impl StoreLayer for RefusesVersions {
 #[tokio::test(start_paused = true)]
 async fn a_store_that_refuses_the_version_it_shows_ends_the_acquire_with_an_error() {
     let store = MemoryStore::new();
-    let dead = client(store.clone(), "dead");
     // Held and no longer heartbeaten: a takeover is due after the lease.
-    dead.acquire("job", AcquireOptions::new())
-        .await
-        .unwrap()
-        .detach()
-        .await
-        .unwrap();
+    support::dead_holder(&store, "job", AcquireOptions::new()).await;
     let broken = client(Layered::new(RefusesVersions, store.clone()), "b");
     let ended = tokio::time::timeout(
         Duration::from_secs(120),
