@@ -54,8 +54,23 @@ impl Shared {
         if self.registry.is_served() || self.ensure_running().is_err() {
             return;
         }
-        let restarted = heartbeats.take().is_some();
-        let task = spawn(
+        if heartbeats.take().is_some() {
+            // A restart: the old task's heartbeats in flight died with it. Their
+            // locks are out of the schedule; put them back, due now, before the
+            // new task first reads it (so it needs no wake-up for them).
+            let now = self.clock.now();
+            let mut book = self.registry.lock();
+            let unscheduled: Vec<Arc<Held>> = book
+                .held_locks()
+                .filter(|held| !held.slot.is_scheduled() && held.wants_heartbeat())
+                .cloned()
+                .collect();
+            for held in &unscheduled {
+                // No wake-up: the new task reads the schedule before it sleeps.
+                let _ = book.schedule(held, now);
+            }
+        }
+        *heartbeats = Some(spawn(
             Arc::downgrade(self),
             self.clock.clone(),
             Pacer::new(
@@ -65,28 +80,7 @@ impl Shared {
                 self.clock.now(),
             ),
             self.registry.clone(),
-        );
-        if restarted {
-            let now = self.clock.now();
-            let mut wake = false;
-            {
-                let mut book = self.registry.lock();
-                let unscheduled: Vec<Arc<Held>> = book
-                    .held_locks()
-                    .filter(|held| !held.slot.is_scheduled() && held.wants_heartbeat())
-                    .cloned()
-                    .collect();
-                for held in &unscheduled {
-                    wake |= book.schedule(held, now);
-                }
-            }
-            // The new task may already have armed its timer (on another worker
-            // thread) before these went in.
-            if wake {
-                self.registry.wake.notify_one();
-            }
-        }
-        *heartbeats = Some(task);
+        ));
     }
 }
 

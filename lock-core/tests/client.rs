@@ -213,6 +213,17 @@ async fn outage_puts_the_guard_in_danger_then_lost_before_a_waiter_can_take_over
     let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
     let acquired = Instant::now();
     holder_store.set_unavailable(true);
+    // Watched from before the danger (and `lost()` from within it too):
+    // `lost()` waits through the danger for the loss, `until_unsafe()` does not.
+    let watch = |lost: bool| {
+        let watched = if lost {
+            boxed_watch(guard.lost())
+        } else {
+            boxed_watch(guard.until_unsafe())
+        };
+        tokio::spawn(async move { (watched.await, Instant::now()) })
+    };
+    let (lost_watch, unsafe_watch) = (watch(true), watch(false));
 
     let waiter = client(store.clone(), "waiter");
     let waiting = tokio::spawn(async move {
@@ -225,6 +236,7 @@ async fn outage_puts_the_guard_in_danger_then_lost_before_a_waiter_can_take_over
 
     let mut danger_at = None;
     let mut lost_at = None;
+    let mut lost_in_danger = None;
     while lost_at.is_none() {
         tokio::time::sleep(Duration::from_millis(10)).await;
         match guard.state() {
@@ -233,6 +245,9 @@ async fn outage_puts_the_guard_in_danger_then_lost_before_a_waiter_can_take_over
                 "danger is not left without a heartbeat"
             ),
             LeaseState::InDanger { .. } => {
+                if danger_at.is_none() {
+                    lost_in_danger = Some(watch(true));
+                }
                 danger_at.get_or_insert(Instant::now());
             }
             LeaseState::Lost { reason } => {
@@ -259,6 +274,21 @@ async fn outage_puts_the_guard_in_danger_then_lost_before_a_waiter_can_take_over
     assert_eq!(taken.fence(), Fence(2));
     let reason = tokio::time::timeout(LEASE, guard.lost()).await.unwrap();
     assert_eq!(reason, LostReason::Expired);
+    let (reason, at) = unsafe_watch.await.unwrap();
+    assert_eq!(reason, LostReason::InDanger);
+    assert!(at - acquired >= Duration::from_millis(9400) && at - acquired <= danger_at);
+    for watched in [lost_watch, lost_in_danger.unwrap()] {
+        let (reason, at) = watched.await.unwrap();
+        assert_eq!(reason, LostReason::Expired);
+        assert!(at - acquired >= LEASE && at - acquired <= lost_at);
+    }
+}
+
+/// A watch future, boxed so that `lost()` and `until_unsafe()` share a type.
+fn boxed_watch(
+    future: impl std::future::Future<Output = LostReason> + Send + 'static,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = LostReason> + Send>> {
+    Box::pin(future)
 }
 
 #[tokio::test(start_paused = true)]
@@ -1431,9 +1461,14 @@ fn a_client_outliving_its_runtime_restarts_heartbeats_for_every_held_lock() {
     });
     // The heartbeat task dies with its runtime.
     drop(first);
+    let acquired = store.record(&LockKey::new("early")).unwrap().rvn;
     let second = paused();
     second.block_on(async {
         let late = a.acquire("late", AcquireOptions::new()).await.unwrap();
+        // Still scheduled (its first heartbeat is due 1.5 to 2 s after it was
+        // taken): the restart leaves it to beat then, not at once.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(store.record(&LockKey::new("early")).unwrap().rvn, acquired);
         tokio::time::sleep(LEASE * 3).await;
         assert!(late.is_safe(), "{:?}", late.state());
         assert!(early.is_safe(), "{:?}", early.state());
@@ -1476,6 +1511,98 @@ fn a_heartbeat_in_flight_when_its_runtime_ends_is_scheduled_again_by_the_next_ta
         late.release().await.unwrap();
         a.shutdown().await.unwrap();
     });
+}
+
+/// Puts `store` served for `key`.
+fn puts_for(store: &MemoryStore, key: &str) -> usize {
+    let key = LockKey::new(key);
+    store
+        .history()
+        .iter()
+        .filter(|entry| entry.op() == Op::Put && entry.key() == Some(&key))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_leaves_another_locks_heartbeat_in_flight_alone() {
+    let store = support::Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let early = a.acquire("early", AcquireOptions::new()).await.unwrap();
+    // Its first heartbeat goes within 2 s and takes 5 s to answer.
+    store.delay_writes(Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert_eq!(puts_for(&store.inner, "early"), 2);
+    store.delay_writes(Duration::ZERO);
+    let late = a.acquire("late", AcquireOptions::new()).await.unwrap();
+    // The heartbeat task serving "early" goes on: its heartbeat is neither
+    // cut short nor sent again.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(puts_for(&store.inner, "early"), 2);
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(early.is_safe(), "{:?}", early.state());
+    early.release().await.unwrap();
+    late.release().await.unwrap();
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_stops_a_heartbeat_being_retried_and_writes_next() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 43);
+    let a = client(faulty.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    // The first heartbeat (within 2 s) meets an outage and is retried.
+    faulty.set_unavailable(true);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let release = tokio::spawn(guard.release());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    faulty.set_unavailable(false);
+    tokio::time::timeout(Duration::from_secs(5), release)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // The heartbeat gave way at its next attempt: after the acquire, the only
+    // write to reach the store is the release.
+    assert_eq!(puts_for(&store, "job"), 2, "{:?}", store.history());
+    assert!(store.record(&LockKey::new("job")).unwrap().released);
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_heartbeat_queued_behind_a_data_write_gives_way_to_a_release_begun_meanwhile() {
+    let store = support::Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    // A data write from 1.4 s to 2.4 s; the first heartbeat falls due within
+    // 2 s and waits for it; at 2.2 s a release begins, and waits too.
+    tokio::time::sleep(Duration::from_millis(1400)).await;
+    store.delay_writes(Duration::from_secs(1));
+    let writer = guard.clone();
+    let data = tokio::spawn(async move { writer.set_data("d").await });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    store.delay_writes(Duration::ZERO);
+    let release = tokio::spawn(guard.release());
+    tokio::time::timeout(Duration::from_secs(5), data)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), release)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // The heartbeat found the lock being released when its turn came, and
+    // wrote nothing: acquire, data, release.
+    assert_eq!(
+        puts_for(&store.inner, "job"),
+        3,
+        "{:?}",
+        store.inner.history()
+    );
+    assert!(store.inner.record(&LockKey::new("job")).unwrap().released);
+    a.shutdown().await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]

@@ -297,3 +297,54 @@ async fn a_throttled_heartbeat_of_a_lone_lock_is_retried_with_backoff() {
     let outcome = tokio::time::timeout(Duration::from_secs(10), danger).await;
     assert!(outcome.is_err(), "fell {outcome:?}");
 }
+
+/// Under the client's rate limit, heartbeats whose safe times end at the same
+/// instant go in the order they fell due: the order they go in without a limit.
+#[tokio::test(start_paused = true)]
+async fn under_a_rate_limit_heartbeats_due_together_go_in_the_order_they_fell_due() {
+    let free = first_heartbeats(None).await;
+    let limited = first_heartbeats(Some(1)).await;
+    assert_eq!(limited, free);
+}
+
+/// The order of the first heartbeats of ten locks taken at one instant (so safe
+/// until one instant), by a client with `rate_limit`.
+async fn first_heartbeats(rate_limit: Option<u32>) -> Vec<LockKey> {
+    // One seed for both runs: the same jitter, so the same order of falling due.
+    fastrand::seed(29);
+    let store = MemoryStore::new();
+    let mut builder = LockClient::builder(store.clone())
+        .owner("holder")
+        .lease(Duration::from_secs(60));
+    if let Some(rate) = rate_limit {
+        builder = builder.heartbeat_rate_limit(rate);
+    }
+    let client = builder.build().unwrap();
+    let mut guards = Vec::new();
+    for i in 0..10 {
+        guards.push(
+            client
+                .acquire(format!("lock-{i}"), AcquireOptions::new())
+                .await
+                .unwrap(),
+        );
+    }
+    // Lease 60 s: the first heartbeats fall due between 11.25 and 15 s; at one a
+    // second, most of them wait for a slot.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let mut order: Vec<LockKey> = Vec::new();
+    for entry in store.history().into_iter().skip(guards.len()) {
+        if let Some(key) = entry.key()
+            && entry.op() == Op::Put
+            && !order.contains(key)
+        {
+            order.push(key.clone());
+        }
+    }
+    assert_eq!(order.len(), guards.len(), "{order:?}");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    client.shutdown().await.unwrap();
+    order
+}
