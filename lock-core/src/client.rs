@@ -21,7 +21,7 @@ use crate::{
 /// one with [`LockClient::builder`].
 #[derive(Clone, Debug)]
 pub struct LockClient {
-    inner: Arc<Shared>,
+    pub(crate) inner: Arc<Shared>,
     /// Dropping the last clone (and the last guard) finishes the releases
     /// still running (see `last_handle`).
     _handle: Arc<LastHandle>,

@@ -144,6 +144,15 @@ pub enum ConfigError {
     /// The lease duration is zero.
     #[error("lease duration must be greater than zero")]
     ZeroLease,
+    /// Something that runs in the background was started outside a tokio
+    /// runtime.
+    #[error(
+        "{what} runs a background task and needs a tokio runtime: call it from async code run by tokio, or inside Runtime::enter"
+    )]
+    NoRuntime {
+        /// What was called.
+        what: &'static str,
+    },
     /// The lease is longer than a client may write.
     #[error("lease of {lease:?} is longer than the longest allowed, {max:?}")]
     LeaseTooLong {
