@@ -21,6 +21,10 @@
 //!   record version; [`release_version`](LockClient::release_version) releases a
 //!   lock by that version from anywhere, and
 //!   [`force_release`](LockClient::force_release) releases whoever holds it.
+//! * [`LockClient::elect`] runs a leader election on one key: an [`Election`]
+//!   campaigns in the background, publishes its [`Role`], and
+//!   [`lead`](Election::lead)s work that is cancelled the moment the
+//!   leadership can no longer be trusted.
 //! * The timing decisions are pure functions in [`timing`]; the protocol is
 //!   described in `docs/protocol.md`.
 //!

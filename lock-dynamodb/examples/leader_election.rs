@@ -1,11 +1,12 @@
 //! Leader election: several tasks of this process and of other processes run for
 //! leader on one DynamoDB table; exactly one is leader at a time.
 //!
-//! The tasks of one process share one `LockClient`: they queue for the lock
-//! inside the client and a leader that steps down hands it to the next one in
-//! one write. Tasks of other processes poll the record and take over a leader
-//! whose process died (`kill -9`) once its lease has run out, with a higher
-//! fence; `took_over()` names the dead leader. Run it in two terminals against
+//! Each task is a candidate (`LockClient::elect`). The tasks of one process
+//! share one `LockClient`: they queue for the lock inside the client, and a
+//! leader that resigns after its term hands it to the next one in one write.
+//! Tasks of other processes poll the record and take over a leader whose
+//! process died (`kill -9`) once its lease has run out, with a higher fence;
+//! `took_over()` names the dead leader. Run it in two terminals against
 //! the moto emulator that `./scripts/test` uses:
 //!
 //! ```sh
@@ -27,7 +28,7 @@
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::{AcquireOptions, LockClient, LockError};
+use lock_core::{ElectionOptions, LockClient, LockError};
 use lock_dynamodb::{DynamoDbStore, TableError, TableOptions};
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -77,13 +78,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let who = format!("{node}/task-{task}");
         candidates.push(tokio::spawn(async move {
             loop {
-                // Wait as long as it takes: the queue inside the client, or the
-                // other processes' leader, decides when.
-                let guard = match client
-                    .acquire("leader", AcquireOptions::new().wait(Duration::MAX))
-                    .await
-                {
-                    Ok(guard) => guard,
+                // A candidate campaigns until it resigns: its client's queue,
+                // then the other processes' leader, decide when it leads.
+                let election = match client.elect("leader", ElectionOptions::new()) {
+                    Ok(election) => election,
                     Err(LockError::Shutdown) => return,
                     Err(error) => {
                         eprintln!("{who}: {error}");
@@ -91,25 +89,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         continue;
                     }
                 };
-                let fence = guard.fence().get();
-                let extra = guard
+                let leadership = match election.leadership().await {
+                    Ok(leadership) => leadership,
+                    // The client shut down: the campaign is over.
+                    Err(_) => return,
+                };
+                let fence = leadership.fence().get();
+                let extra = leadership
+                    .view()
                     .took_over()
                     .map(|previous| format!(" took-over {}", previous.owner))
                     .unwrap_or_default();
                 say("elected", &who, fence, &extra);
-                // Lead for one term, as long as the lease can be trusted.
-                let lost = guard.until_unsafe();
+                // Lead for one term, as long as the leadership can be trusted.
                 tokio::select! {
-                    reason = lost => {
+                    reason = leadership.until_unsafe() => {
                         say("lost", &who, fence, &format!(" ({reason})"));
-                        drop(guard);
+                        // Dropping the election ends its campaign; a new one
+                        // joins the queue behind this process's other tasks.
+                        drop(election);
                         continue;
                     }
                     () = tokio::time::sleep(term) => {}
                 }
                 say("resigned", &who, fence, "");
-                if let Err(error) = guard.release().await {
-                    eprintln!("{who}: release: {error}");
+                // Handed to the next candidate of this process, in one write.
+                if let Err(error) = election.resign().await {
+                    eprintln!("{who}: resign: {error}");
                 }
             }
         }));
