@@ -122,6 +122,25 @@ pub enum Command {
     )]
     Run(RunArgs),
 
+    /// Campaign for leadership of a lock among every `lockctl elect` (and
+    /// every other candidate) on it, run the command while leading, and
+    /// campaign again when its leadership ends.
+    ///
+    /// The command runs under `run`'s supervision: the same environment
+    /// (LOCK_FENCE is the leadership's fence), signals forwarded, and SIGTERM
+    /// then SIGKILL before the lease can end when leadership can no longer be
+    /// trusted; lockctl then campaigns again and restarts the command when it
+    /// leads again. When the command exits by itself, lockctl resigns (another
+    /// candidate may lead) and campaigns again after --restart-delay, or, with
+    /// --exit-with-command, exits with the command's exit code. SIGTERM,
+    /// SIGINT or SIGHUP to lockctl: forwarded to a running command, then
+    /// lockctl resigns and exits with the command's code (128+N while
+    /// campaigning).
+    #[command(
+        after_help = "Example (one scheduler in the fleet, restarted elsewhere if its host dies):\n  lockctl --table locks elect scheduler --lease 10s -- ./scheduler --fence-from-env"
+    )]
+    Elect(ElectArgs),
+
     /// Acquire a lock without heartbeating it, and print its fence and version
     /// (for scripts: release it later with `release --version`, or let the lease
     /// run out).
@@ -258,6 +277,48 @@ pub struct RunArgs {
     /// forwards SIGTERM and SIGHUP but not SIGINT); by default it gets its own
     /// process group and signals go to the whole group (the command and its
     /// children)
+    #[arg(long)]
+    pub foreground: bool,
+
+    /// The command and its arguments
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// `elect`.
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// The lock.
+    #[command(flatten)]
+    pub key: KeyArgs,
+
+    /// Lease: how long leadership stays trusted without a heartbeat, and about
+    /// how long the fleet goes without a leader when the leader's host dies
+    /// (× 1.01, plus a poll); from 1s to 365 days
+    #[arg(long, value_parser = parse_lease, default_value = "20s", value_name = "DURATION")]
+    pub lease: Duration,
+
+    /// How long the command may take to exit after SIGTERM before SIGKILL,
+    /// as for `run` [default: a quarter of the lease, at most 10s]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub grace: Option<Duration>,
+
+    /// Data the leader stores with the lock (its address, say), shown by
+    /// `lockctl show` and to the other candidates
+    #[arg(long, value_parser = text())]
+    pub data: Option<String>,
+
+    /// When the command exits by itself, resign and exit with its exit code
+    /// (by default lockctl resigns and campaigns again)
+    #[arg(long)]
+    pub exit_with_command: bool,
+
+    /// After the command exited by itself, wait this long before campaigning
+    /// again (so a command that fails at once is not restarted in a loop)
+    #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
+    pub restart_delay: Duration,
+
+    /// Run the command in lockctl's process group, as for `run`
     #[arg(long)]
     pub foreground: bool,
 

@@ -960,3 +960,125 @@ fn run_max_time_stops_the_command_and_exits_5() {
     let show = env.run(&["show", "job", "-o", "json"]);
     assert_eq!(show.json()["held"], false, "{show:?}");
 }
+
+/// Lines of `path` (empty if it does not exist yet).
+fn lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn elect_runs_the_command_on_one_leader_and_another_takes_over_when_it_dies() {
+    let Some(env) = Env::with_table("elect") else {
+        return;
+    };
+    let log = env.path("log");
+    let script = format!(
+        "echo \"$LOCK_FENCE $LOCK_OWNER\" >> {}; exec sleep 60",
+        log.display()
+    );
+    let candidate = |owner: &str| {
+        let mut args = vec!["elect", "leader", "--lease", "2s", "--owner", owner, "--"];
+        args.extend(sh(&script));
+        env.spawn(owner, &args)
+    };
+    let a = candidate("node-a");
+    wait_until("a leader", LIMIT, || lines(&log).len() == 1);
+    let b = candidate("node-b");
+    wait_until("the second candidate follows", LIMIT, || {
+        b.stderr_so_far().contains("following node-a (fence 1)")
+    });
+    // One leader: the second candidate's command has not run.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(lines(&log), ["1 node-a"]);
+
+    // The leader's host dies: lockctl and its command (the watchdog kills it).
+    kill(a.pid(), Signal::SIGKILL).unwrap();
+    let died = Instant::now();
+    let _ = a.finish(LIMIT);
+    wait_until("a new leader", LIMIT, || lines(&log).len() == 2);
+    let failover = died.elapsed();
+    assert_eq!(lines(&log)[1], "2 node-b");
+    // Not before the dead leader's lease ran out, and within it, a poll and a
+    // heartbeat period (its last heartbeat was up to one period before).
+    assert!(
+        failover >= Duration::from_millis(1400) && failover < Duration::from_secs(5),
+        "{failover:?}"
+    );
+
+    // Stopping the leader: its command gets the SIGTERM, lockctl resigns and
+    // exits with the command's code.
+    kill(b.pid(), Signal::SIGTERM).unwrap();
+    let out = b.finish(LIMIT);
+    assert_eq!(out.code, Some(128 + 15), "{out:?}");
+    let shown = env.run(&["show", "leader", "-o", "json"]);
+    assert_eq!(shown.json()["held"], false, "{shown:?}");
+}
+
+#[test]
+fn elect_restarts_the_command_after_a_lost_leadership_and_after_it_exits() {
+    let Some(env) = Env::with_table("elect-again") else {
+        return;
+    };
+    // Leadership taken away: the command is stopped, and started again with
+    // the next fence once lockctl leads again.
+    let log = env.path("log");
+    let script = format!(
+        "trap 'exit 0' TERM; echo \"$LOCK_FENCE\" >> {}; while :; do sleep 0.1; done",
+        log.display()
+    );
+    let mut args = vec!["elect", "leader", "--lease", "2s", "--grace", "500ms", "--"];
+    args.extend(sh(&script));
+    let leader = env.spawn("leader", &args);
+    wait_until("a leader", LIMIT, || lines(&log).len() == 1);
+    let forced = env.run(&["release", "leader", "--force", "--yes"]);
+    assert_eq!(forced.code, Some(0), "{forced:?}");
+    wait_until("leading again", LIMIT, || lines(&log).len() == 2);
+    assert_eq!(lines(&log), ["1", "2"]);
+    assert!(
+        leader
+            .stderr_so_far()
+            .contains("the command was stopped; campaigning again"),
+        "{}",
+        leader.stderr_so_far()
+    );
+    kill(leader.pid(), Signal::SIGTERM).unwrap();
+    let out = leader.finish(LIMIT);
+    assert_eq!(out.code, Some(0), "the command's own code: {out:?}");
+
+    // A command that exits by itself is run again after --restart-delay...
+    let runs = env.path("runs");
+    let script = format!("echo run >> {}; exit 3", runs.display());
+    let mut args = vec![
+        "elect",
+        "restarted",
+        "--lease",
+        "2s",
+        "--restart-delay",
+        "200ms",
+        "--",
+    ];
+    args.extend(sh(&script));
+    let restarting = env.spawn("restarting", &args);
+    wait_until("three runs", LIMIT, || lines(&runs).len() >= 3);
+    kill(restarting.pid(), Signal::SIGTERM).unwrap();
+    let out = restarting.finish(LIMIT);
+    assert!(
+        out.stderr
+            .contains("the command exited with 3 while leading"),
+        "{out:?}"
+    );
+    assert_eq!(out.code, Some(128 + 15), "{out:?}");
+
+    // ...or, with --exit-with-command, ends lockctl with its code.
+    let mut args = vec!["elect", "once", "--exit-with-command", "--"];
+    args.extend(sh("echo $LOCK_FENCE; exit 7"));
+    let out = env.run(&args);
+    assert_eq!(out.code, Some(7), "{out:?}");
+    assert_eq!(out.stdout.trim(), "1", "{out:?}");
+    let shown = env.run(&["show", "once", "-o", "json"]);
+    assert_eq!(shown.json()["held"], false, "{shown:?}");
+}

@@ -1,6 +1,7 @@
 //! One module per group of subcommands; each returns the exit code on success.
 
 mod acquire;
+mod elect;
 mod inspect;
 mod release;
 mod run;
@@ -19,6 +20,7 @@ pub async fn dispatch(cli: &Cli) -> Result<u8, CliError> {
     let global = &cli.global;
     let result = match &cli.command {
         Command::Run(args) => run::run(global, args).await,
+        Command::Elect(args) => elect::elect(global, args).await,
         Command::Acquire(args) => acquire::acquire(global, args).await,
         Command::Release(args) => release::release(global, args).await,
         Command::Show(args) => inspect::show(global, args).await,

@@ -2,10 +2,11 @@
 //! is gone before anyone else can take the lock (see `deadline` for the
 //! timeline, `watchdog` and `exec` for a lockctl that is frozen or killed).
 
+use std::ffi::OsString;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use lock_core::{LockClient, LockGuard, LostReason};
+use lock_core::{LockClient, LockGuard, LockView, LostReason};
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
@@ -41,52 +42,19 @@ async fn hold_and_run(
 ) -> Result<u8, CliError> {
     let key = args.key.lock_key();
     let guard = super::take(client, &key, &args.take, true, args.min_hold, signals).await?;
-    // The watchdog first: the command never runs without one.
-    let mut watchdog = match Watchdog::start() {
-        Ok(watchdog) => watchdog,
-        Err(error) => {
-            release_or_warn(guard, &key.to_string()).await;
-            return Err(error);
-        }
-    };
-    // What the command's environment says of its lock: the same variables,
-    // meaning the same, as `acquire` prints. None of them is a setting of
-    // lockctl's (those are LOCKCTL_*), and LOCKCTL_OWNER is taken out, so a
-    // lockctl the command starts writes an owner name of its own.
-    let mut env = vec![("LOCK_KEY", key.partition().to_owned())];
-    if let Some(sort) = key.sort() {
-        env.push(("LOCK_SORT_KEY", sort.to_owned()));
-    }
-    env.push(("LOCK_FENCE", guard.fence().to_string()));
-    env.push(("LOCK_OWNER", client.owner().to_owned()));
-    let mut command = match child::spawn(&args.command, &env, args.foreground) {
-        Ok(command) => command,
-        Err(error) => {
-            watchdog.done();
-            release_or_warn(guard, &key.to_string()).await;
-            return Err(error);
-        }
-    };
-    watchdog.watch(command.target());
-    watchdog.arm(Plan::new(guard.remaining(), grace).watchdog_in);
-
-    let supervisor = Supervisor {
-        guard: &guard,
+    let spec = CommandSpec {
+        command: &args.command,
         grace,
-        max_time: args.max_time.map(|limit| (Instant::now() + limit, limit)),
+        max_time: args.max_time,
         foreground: args.foreground,
-        // Often enough that the watchdog's deadline follows each heartbeat.
-        rearm_every: (client.heartbeat_period() / 2).min(Duration::from_secs(1)),
     };
-    let ended = supervisor
-        .supervise(&mut command, &mut watchdog, signals)
-        .await;
-    // The command is gone, but what it started in its process group may not
-    // be: the lock covers them too.
-    supervisor
-        .stop_leftovers(&command, &mut watchdog, ended.stopped.is_some())
-        .await;
-    watchdog.done();
+    let ended = match supervise(client, &guard, &spec, signals).await {
+        Ok(ended) => ended,
+        Err(error) => {
+            release_or_warn(guard, &key.to_string()).await;
+            return Err(error);
+        }
+    };
     let status = ended.status?;
     if let Some(limit) = ended.max_time {
         // Stopped for running too long, with the lease still safe: release.
@@ -114,6 +82,70 @@ async fn hold_and_run(
     }
 }
 
+/// The command to run under a lock, and how: `run`'s and `elect`'s.
+pub(super) struct CommandSpec<'a> {
+    pub command: &'a [OsString],
+    /// From SIGTERM to SIGKILL.
+    pub grace: Duration,
+    /// `--max-time`.
+    pub max_time: Option<Duration>,
+    /// `--foreground`.
+    pub foreground: bool,
+}
+
+/// Run the command while `lock` is held, under a watchdog, and stop it (and
+/// what it left in its process group) before the lease can end: the command
+/// is gone when this returns. An error means the command never started; the
+/// caller releases the lock.
+pub(super) async fn supervise(
+    client: &LockClient,
+    lock: &LockView,
+    spec: &CommandSpec<'_>,
+    signals: &mut Signals,
+) -> Result<Ended, CliError> {
+    let key = lock.key();
+    // The watchdog first: the command never runs without one.
+    let mut watchdog = Watchdog::start()?;
+    // What the command's environment says of its lock: the same variables,
+    // meaning the same, as `acquire` prints. None of them is a setting of
+    // lockctl's (those are LOCKCTL_*), and LOCKCTL_OWNER is taken out, so a
+    // lockctl the command starts writes an owner name of its own.
+    let mut env = vec![("LOCK_KEY", key.partition().to_owned())];
+    if let Some(sort) = key.sort() {
+        env.push(("LOCK_SORT_KEY", sort.to_owned()));
+    }
+    env.push(("LOCK_FENCE", lock.fence().to_string()));
+    env.push(("LOCK_OWNER", client.owner().to_owned()));
+    let mut command = match child::spawn(spec.command, &env, spec.foreground) {
+        Ok(command) => command,
+        Err(error) => {
+            watchdog.done();
+            return Err(error);
+        }
+    };
+    watchdog.watch(command.target());
+    watchdog.arm(Plan::new(lock.remaining(), spec.grace).watchdog_in);
+
+    let supervisor = Supervisor {
+        lock,
+        grace: spec.grace,
+        max_time: spec.max_time.map(|limit| (Instant::now() + limit, limit)),
+        foreground: spec.foreground,
+        // Often enough that the watchdog's deadline follows each heartbeat.
+        rearm_every: (client.heartbeat_period() / 2).min(Duration::from_secs(1)),
+    };
+    let ended = supervisor
+        .supervise(&mut command, &mut watchdog, signals)
+        .await;
+    // The command is gone, but what it started in its process group may not
+    // be: the lock covers them too.
+    supervisor
+        .stop_leftovers(&command, &mut watchdog, ended.stopped.is_some())
+        .await;
+    watchdog.done();
+    Ok(ended)
+}
+
 /// Release, and say so on stderr if that fails (the lease then runs out on
 /// its own).
 async fn release_or_warn(guard: LockGuard, key: &str) {
@@ -127,16 +159,20 @@ async fn release_or_warn(guard: LockGuard, key: &str) {
 }
 
 /// How the command ended, and why lockctl stopped it, if it did.
-struct Ended {
-    status: Result<ExitStatus, CliError>,
-    stopped: Option<String>,
+pub(super) struct Ended {
+    pub status: Result<ExitStatus, CliError>,
+    /// Why lockctl sent SIGTERM (the lease, or `--max-time`), if it did.
+    pub stopped: Option<String>,
     /// Stopped for running `--max-time` (this long), not for the lease.
-    max_time: Option<Duration>,
+    pub max_time: Option<Duration>,
+    /// lockctl itself was told to stop (SIGTERM, SIGINT or SIGHUP, forwarded
+    /// to the command).
+    pub signalled: bool,
 }
 
 /// Watches the lease and lockctl's signals while the command runs.
 struct Supervisor<'a> {
-    guard: &'a LockGuard,
+    lock: &'a LockView,
     grace: Duration,
     /// `--max-time`: when the command is stopped, and the limit.
     max_time: Option<(Instant, Duration)>,
@@ -174,7 +210,7 @@ impl Supervisor<'_> {
         watchdog: &mut Watchdog,
         signals: &mut Signals,
     ) -> Ended {
-        let lost = self.guard.lost();
+        let lost = self.lock.lost();
         tokio::pin!(lost);
         let mut lost_seen = false;
         // Why lockctl sent SIGTERM, once it has.
@@ -183,9 +219,10 @@ impl Supervisor<'_> {
         let mut terms_received = 0u32;
         let mut killed = false;
         let mut max_time: Option<Duration> = None;
+        let mut signalled = false;
         loop {
             let now = Instant::now();
-            let plan = Plan::new(self.guard.remaining(), self.grace);
+            let plan = Plan::new(self.lock.remaining(), self.grace);
             // The watchdog follows the end of the safe time (heartbeats move
             // it), or the kill after a loss, whichever lockctl would act on.
             if !killed {
@@ -201,8 +238,9 @@ impl Supervisor<'_> {
                 kill.due_at(now, &plan, stopped.is_some())
             };
             tokio::select! {
-                status = command.wait() => return Ended { status, stopped, max_time },
+                status = command.wait() => return Ended { status, stopped, max_time, signalled },
                 signal = signals.next() => {
+                    signalled = true;
                     // In the foreground the terminal sends Ctrl-C to the command
                     // itself; forwarding it too would deliver it twice. A SIGINT
                     // sent to lockctl alone is forwarded.
@@ -252,7 +290,7 @@ impl Supervisor<'_> {
                 }
                 () = child::sleep_until(term_at) => {
                     // A heartbeat may have moved the safe time on meanwhile.
-                    let left = self.guard.remaining();
+                    let left = self.lock.remaining();
                     if left <= self.grace {
                         let why = format!(
                             "heartbeats have failed; the lease is safe for {} more",
@@ -265,7 +303,7 @@ impl Supervisor<'_> {
                 () = child::sleep_until(kill_at) => {
                     // Re-checked: a heartbeat may have moved the safe time on.
                     let now = Instant::now();
-                    let plan = Plan::new(self.guard.remaining(), self.grace);
+                    let plan = Plan::new(self.lock.remaining(), self.grace);
                     if kill.due_at(now, &plan, stopped.is_some()).is_some_and(|at| at <= now) {
                         eprintln!("lockctl: the command is still running: sending SIGKILL");
                         command.signal(Signal::SIGKILL);
@@ -290,7 +328,7 @@ impl Supervisor<'_> {
         let give = if stopped {
             Duration::ZERO
         } else {
-            Plan::new(self.guard.remaining(), self.grace)
+            Plan::new(self.lock.remaining(), self.grace)
                 .kill_in
                 .min(self.grace)
         };
@@ -319,7 +357,7 @@ impl Supervisor<'_> {
     fn terminate(&self, command: &Running, why: &str, kill_in: Duration) {
         eprintln!(
             "lockctl: lock {} can no longer be trusted ({}): sending SIGTERM to the command, SIGKILL in {}",
-            crate::text::printable(&self.guard.key().to_string()),
+            crate::text::printable(&self.lock.key().to_string()),
             crate::text::printable(why),
             duration(kill_in)
         );
