@@ -158,11 +158,19 @@ struct Standing {
 #[derive(Debug)]
 #[must_use = "dropping the election ends its campaign"]
 pub struct Election {
+    watcher: ElectionWatcher,
+    resign: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), LockError>>>,
+}
+
+/// A view of one [`Election`]'s candidate, for other tasks: its role, and
+/// its leadership to wait for or lead under. Cheap to clone; it neither
+/// keeps the campaign going nor ends it (the `Election` does).
+#[derive(Clone, Debug)]
+pub struct ElectionWatcher {
     key: LockKey,
     standing: watch::Receiver<Standing>,
     roles: watch::Receiver<Role>,
-    resign: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), LockError>>>,
 }
 
 impl LockClient {
@@ -214,16 +222,18 @@ impl LockClient {
         };
         let task = runtime.spawn(campaign.run(resigned));
         Ok(Election {
-            key,
-            standing,
-            roles,
+            watcher: ElectionWatcher {
+                key,
+                standing,
+                roles,
+            },
             resign: Some(resign),
             task: Some(task),
         })
     }
 }
 
-impl Election {
+impl ElectionWatcher {
     /// The key campaigned for.
     pub fn key(&self) -> &LockKey {
         &self.key
@@ -294,6 +304,59 @@ impl Election {
             }),
             value = work(leadership) => Ok(value),
         }
+    }
+}
+
+impl Election {
+    /// A view of this candidate for other tasks (it does not keep the
+    /// campaign going).
+    pub fn watcher(&self) -> ElectionWatcher {
+        self.watcher.clone()
+    }
+
+    /// The key campaigned for.
+    pub fn key(&self) -> &LockKey {
+        self.watcher.key()
+    }
+
+    /// This candidate's role now.
+    pub fn role(&self) -> Role {
+        self.watcher.role()
+    }
+
+    /// Whether this candidate leads now with a safe lease (checked at this
+    /// instant, not only as last published).
+    pub fn is_leader(&self) -> bool {
+        self.watcher.is_leader()
+    }
+
+    /// A watch of the role: `changed()` wakes on every change.
+    pub fn watch(&self) -> watch::Receiver<Role> {
+        self.watcher.watch()
+    }
+
+    /// How many times this candidate has been elected.
+    pub fn terms(&self) -> u64 {
+        self.watcher.terms()
+    }
+
+    /// Wait until this candidate leads, and return the leadership.
+    /// [`LockError::Shutdown`] if the client shut down (the campaign ended).
+    pub async fn leadership(&self) -> Result<Leadership, LockError> {
+        self.watcher.leadership().await
+    }
+
+    /// Wait until this candidate leads, then run `work` with the leadership,
+    /// cancelling it (dropping its future) the moment the leadership can no
+    /// longer be trusted: `Ok` with what `work` returned, or
+    /// [`LockError::Lost`] with the reason it was cancelled. The campaign goes
+    /// on either way; call `lead` in a loop for work that runs in every term.
+    pub async fn lead<F, Fut, T>(&self, work: F) -> Result<T, LockError>
+    where
+        F: FnOnce(Leadership) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.watcher.lead(work).await
     }
 
     /// Stop campaigning. A leader releases the lock (handing it to the next

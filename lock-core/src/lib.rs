@@ -111,7 +111,7 @@ pub use client::LockClient;
 pub use clock::{Clock, DriftingClock, Instant, TokioClock};
 pub use config::{LockClientBuilder, MAX_LEASE};
 pub use detached::DetachedLock;
-pub use election::{Election, ElectionOptions, Leadership, Role};
+pub use election::{Election, ElectionOptions, ElectionWatcher, Leadership, Role};
 pub use error::{ConfigError, LockError, StoreError, StoreErrorKind};
 pub use guard::{LockGuard, LockView};
 pub use info::{LockInfo, LockPage};

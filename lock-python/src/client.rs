@@ -7,11 +7,12 @@
 use std::sync::Arc;
 
 use futures_util::TryStreamExt;
-use lock_core::{AcquireOptions, ListOptions, LockClient, LockError};
+use lock_core::{AcquireOptions, ElectionOptions, ListOptions, LockClient, LockError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::convert;
+use crate::election::Election;
 use crate::errors;
 use crate::lock::{Lock, lock_info};
 use crate::runtime::ProcessRuntime;
@@ -216,6 +217,47 @@ impl Client {
                 },
             )
         }
+    }
+
+    /// Campaign for leadership of `key`: an `Election` (see
+    /// `lease_lock.LockClient.elect`).
+    #[pyo3(signature = (key, sort_key, lease, data, retry_min, retry_max))]
+    #[allow(clippy::too_many_arguments)]
+    fn elect(
+        &self,
+        py: Python<'_>,
+        key: String,
+        sort_key: Option<String>,
+        lease: Option<f64>,
+        data: Option<Vec<u8>>,
+        retry_min: Option<f64>,
+        retry_max: Option<f64>,
+    ) -> PyResult<Election> {
+        self.runtime.pid().check(py)?;
+        let key = convert::key(key, sort_key);
+        let mut options = ElectionOptions::new();
+        if let Some(lease) = convert::optional(py, "lease", lease)? {
+            options = options.lease(lease);
+        }
+        if let Some(data) = data {
+            options = options.data(data);
+        }
+        let retry_min = convert::optional(py, "retry_min", retry_min)?;
+        let retry_max = convert::optional(py, "retry_max", retry_max)?;
+        if retry_min.is_some() || retry_max.is_some() {
+            let min = retry_min.unwrap_or(std::time::Duration::from_secs(1));
+            let max = retry_max
+                .unwrap_or(std::time::Duration::from_secs(30))
+                .max(min);
+            options = options.retry(min, max);
+        }
+        let election = {
+            // The campaign runs on the package's runtime.
+            let _entered = self.runtime.handle().enter();
+            self.client().elect(key, options)
+        }
+        .map_err(|error| errors::lock_error(py, error))?;
+        Ok(Election::new(election, self.runtime.clone()))
     }
 
     /// The lock's record as stored (`LockInfo`), or `None`.

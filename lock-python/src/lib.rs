@@ -18,7 +18,8 @@
 //!
 //! The modules, in the order a call goes through them: `convert` checks
 //! arguments, `client` and `stores` make the Rust calls, `runtime` runs
-//! them (blocking or as asyncio futures), `lock` wraps what they return,
+//! them (blocking or as asyncio futures), `lock` and `election` wrap what
+//! they return,
 //! `errors` turns failures into exceptions (`classes` makes instances of
 //! the package's Python classes for both), and `events` carries
 //! callbacks and log records back to a Python thread.
@@ -27,6 +28,7 @@ mod classes;
 mod client;
 mod convert;
 mod credentials;
+mod election;
 mod errors;
 mod events;
 mod lock;
@@ -41,6 +43,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     events::install_logging();
     module.add_class::<client::Client>()?;
     module.add_class::<lock::Lock>()?;
+    module.add_class::<election::Election>()?;
+    module.add_class::<election::Leadership>()?;
     module.add_class::<stores::MemoryStore>()?;
     module.add_class::<stores::DynamoDBStore>()?;
     module.add_class::<stores::PostgresStore>()?;

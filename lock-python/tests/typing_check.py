@@ -8,7 +8,7 @@ import asyncio
 from datetime import timedelta
 
 import lease_lock
-from lease_lock import LeaseState, Lock, LockClient, LockInfo, LostReason
+from lease_lock import Election, LeaseState, Leadership, Lock, LockClient, LockInfo, LostReason, Role
 
 
 def blocking(client: LockClient) -> int:
@@ -94,3 +94,20 @@ def drop_in(resource: object) -> int | None:
     client.close(release_locks=True)
     client.acquire_lock(5)  # type: ignore[arg-type]
     return lock.fence
+
+
+def electing(client: LockClient) -> int:
+    with client.elect("leader", lease=timedelta(seconds=10), data=b"addr") as election:
+        role: Role = election.role
+        leadership: Leadership | None = election.leadership(timeout=5)
+        changed: Role | None = election.wait_role_change(timeout=1)
+        client.elect("leader", retry_min="1")  # type: ignore[arg-type]
+        del role, changed
+        return leadership.fence if leadership is not None else 0
+
+
+async def leading(client: LockClient) -> int:
+    election: Election = client.elect("leader")
+    async with election:
+        fence: int = await election.lead(lambda leadership: asyncio.sleep(0, result=leadership.fence))
+    return fence

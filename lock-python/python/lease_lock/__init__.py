@@ -33,13 +33,16 @@ from ._errors import (
     StoreError,
     StoreSetupError,
 )
-from ._native import DynamoDBStore, Lock, MemoryStore, PostgresStore
-from ._types import LeaseState, LockInfo, LostReason, Seconds, Takeover
+from ._native import DynamoDBStore, Election, Leadership, Lock, MemoryStore, PostgresStore
+from ._types import LeaseState, LockInfo, LostReason, Role, Seconds, Takeover
 
 __all__ = [
     "LockClient",
     "LockContext",
     "Lock",
+    "Election",
+    "Leadership",
+    "Role",
     "Store",
     "MemoryStore",
     "DynamoDBStore",

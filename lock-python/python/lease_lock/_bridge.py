@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ._errors import LockLost
 
 if TYPE_CHECKING:
-    from ._native import Lock
+    from collections.abc import Callable
+
+    from ._native import Election, Leadership, Lock
 
 T = TypeVar("T")
 
@@ -24,7 +26,7 @@ def settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_exception(value)
 
 
-async def run_until_lost(lock: Lock, work: Awaitable[T]) -> T:
+async def run_until_lost(lock: Lock | Leadership, work: Awaitable[T]) -> T:
     """Run ``work`` and return its result; cancel it as soon as the lease can no longer be trusted.
 
     Raises ``LockLost`` (after the cancelled work has finished unwinding) when,
@@ -50,3 +52,16 @@ async def run_until_lost(lock: Lock, work: Awaitable[T]) -> T:
         lost.cancel()
         if not task.done():
             task.cancel()
+
+
+async def ready(value: T) -> T:
+    """``value``, as an awaitable (what ``async with`` on a ready object awaits)."""
+    return value
+
+
+async def lead(election: Election, work: Callable[[Leadership], Awaitable[T]]) -> T:
+    """Wait until ``election`` leads, then run ``work(leadership)`` until it ends or the leadership is lost."""
+    leadership = await election.leadership_async()
+    # Without a timeout it returns only a leadership (or raises).
+    assert leadership is not None
+    return await run_until_lost(leadership, work(leadership))

@@ -10,7 +10,7 @@ from typing import Any, Union
 
 from . import _events, _native
 from ._errors import ConfigError
-from ._native import DynamoDBStore, Lock, MemoryStore, PostgresStore
+from ._native import DynamoDBStore, Election, Lock, MemoryStore, PostgresStore
 from ._types import LockInfo, LostReason, Seconds
 
 __all__ = ["LockClient", "LockContext", "Store"]
@@ -343,6 +343,46 @@ class LockClient:
         """``release_version``, awaited."""
         info: LockInfo = await self._native.release_version(key, sort_key, version, True)
         return info
+
+    def elect(
+        self,
+        key: str,
+        *,
+        sort_key: str | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        retry_min: Seconds | None = None,
+        retry_max: Seconds | None = None,
+    ) -> Election:
+        """Campaign for leadership of ``key``; return the ``Election``.
+
+        The election campaigns in the background until ``resign()`` (or the
+        end of its ``with`` block): it acquires the lock (waiting as long as
+        it takes), leads while the lease is safe, steps down the moment it is
+        not, and campaigns again, after an error too (pausing ``retry_min``,
+        1 s, doubling to ``retry_max``, 30 s). ``role`` says where it stands;
+        ``leadership()`` waits until it leads; ``lead(work)`` runs an
+        awaitable as leader, cancelled when the leadership can no longer be
+        trusted. ``data`` is stored with the lock while it leads (followers
+        see it in their ``role``). Candidates of one client queue inside it:
+        a resigning leader hands over to the next in one write.
+
+        >>> client = LockClient(MemoryStore(), owner="node-a")
+        >>> with client.elect("scheduler") as election:
+        ...     election.leadership(timeout=5).fence
+        1
+        >>> client.close()["released"]
+        []
+        """
+        election: Election = self._native.elect(
+            key,
+            sort_key,
+            _seconds("lease", lease),
+            _bytes(data),
+            _seconds("retry_min", retry_min),
+            _seconds("retry_max", retry_max),
+        )
+        return election
 
     def held_keys(self) -> list[tuple[str, str | None]]:
         """The ``(key, sort_key)`` of each lock this client holds."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Union
 
-__all__ = ["Seconds", "LeaseState", "LostReason", "LockInfo", "Takeover"]
+__all__ = ["Seconds", "LeaseState", "LostReason", "LockInfo", "Takeover", "Role"]
 
 #: A duration: seconds (``int`` or ``float``) or a ``datetime.timedelta``.
 Seconds = Union[float, int, timedelta]
@@ -77,3 +77,23 @@ class LockInfo:
     held_by_this_client: bool
     #: The record version.
     version: str
+
+
+RoleKind = Literal["leader", "follower", "campaigning"]
+
+
+@dataclass(frozen=True)
+class Role:
+    """Where a candidate in a leader election stands.
+
+    ``kind`` is ``"leader"`` (this candidate leads; ``fence`` is its
+    leadership's), ``"follower"`` (``leader`` leads with ``fence``, as the
+    candidate's last poll showed, with the ``data`` it stored) or
+    ``"campaigning"`` (no leader seen: the lock is free, the candidate waits
+    behind another candidate of its own client, or it pauses after an error).
+    """
+
+    kind: RoleKind
+    fence: int | None
+    leader: str | None
+    data: bytes | None
