@@ -319,6 +319,20 @@ pub enum LockError {
         #[source]
         source: StoreError,
     },
+    /// A semaphore was opened with another permit count than its records
+    /// (written by clients that opened it with `found`) say; nothing was
+    /// written.
+    #[error(
+        "semaphore {name} has {found} permits in the store, not {permits}: open it with {found} permits, or release and delete all its records before changing the count"
+    )]
+    PermitsMismatch {
+        /// The semaphore.
+        name: String,
+        /// The count it was opened with.
+        permits: u32,
+        /// The count its records say.
+        found: u32,
+    },
     /// The client was shut down.
     #[error("the lock client has been shut down")]
     Shutdown,

@@ -99,6 +99,7 @@ mod registry;
 mod release;
 mod replies;
 mod retry;
+mod semaphore;
 mod shared;
 mod sightings;
 mod slot;
@@ -119,6 +120,7 @@ pub use key::LockKey;
 pub use options::{AcquireOptions, ListOptions};
 pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover};
 pub use release::ShutdownReport;
+pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
 pub use store::{Capabilities, ConditionalStore, Cursor, Expect, Outcome, Page};
 pub use timing::{LeaseState, LostReason, Observation, Timing};
 

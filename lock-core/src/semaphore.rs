@@ -1,0 +1,477 @@
+//! Counting semaphores: at most `permits` holders at once, each holding one of
+//! `permits` ordinary locks (slots) with everything a lock has (lease,
+//! heartbeats, `lost()`, a fence per slot, release on drop).
+//!
+//! A poll reads every slot (one partition query where the store has sort
+//! keys; one read per slot otherwise), then tries the free slots one
+//! conditional write each, and a slot whose holder has kept one record
+//! version for `lease × (1 + drift)` (a crashed holder) by the usual takeover.
+//! Tasks of one client take turns polling, first come first served, and a
+//! permit released on this client wakes the next at once.
+//!
+//! The permit count is part of each slot's name (`permit-00003-of-8`), so a
+//! semaphore opened with another count finds slots of the other count and is
+//! refused; without sort keys, a header record holds the count instead.
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Mutex as FairMutex, Notify};
+
+use crate::clock::{Instant, later};
+use crate::retry::Retry;
+use crate::shared::Shared;
+use crate::{
+    AcquireOptions, DataUpdate, Expect, FenceUpdate, LockClient, LockError, LockGuard, LockKey,
+    LockRecord, LockView, NewRecord, Rvn,
+};
+
+/// The most permits a semaphore may have: each is a record read on every poll.
+pub const MAX_PERMITS: u32 = 1_000;
+
+/// A counting semaphore on one name; see [`LockClient::semaphore`]. Cheap to
+/// clone: clones share the local queue.
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    shared: Arc<SemaphoreShared>,
+}
+
+#[derive(Debug)]
+struct SemaphoreShared {
+    client: LockClient,
+    name: String,
+    permits: u32,
+    /// The task of this client that polls the store now; the others wait in
+    /// line for it (tokio's mutex is first come, first served).
+    poller: FairMutex<()>,
+    /// A permit of this semaphore was released on this client.
+    released: Notify,
+    /// Without sort keys: the header holding the count has been checked.
+    header_checked: std::sync::atomic::AtomicBool,
+}
+
+/// One permit of a [`Semaphore`]: a held lock on one of its slots. Derefs to
+/// the lock's [`LockView`] (fence, state, `lost()`, data); released by
+/// [`release`](Self::release) or, in the background, when dropped.
+#[derive(Debug)]
+#[must_use = "dropping a permit releases it"]
+pub struct Permit {
+    view: LockView,
+    guard: Option<LockGuard>,
+    slot: u32,
+    semaphore: Arc<SemaphoreShared>,
+}
+
+impl LockClient {
+    /// A counting semaphore named `name` with `permits` permits: at most
+    /// `permits` holders (on any clients) whose leases are safe at any
+    /// instant. Every client must open it with the same count; one that does
+    /// not is refused on its first acquire
+    /// ([`LockError::PermitsMismatch`]).
+    ///
+    /// Refused before anything is written when `permits` is 0 or more than
+    /// [`MAX_PERMITS`], or the name does not fit the store's keys.
+    pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Result<Semaphore, LockError> {
+        let name = name.into();
+        self.inner.ensure_running()?;
+        if permits == 0 || permits > MAX_PERMITS {
+            return Err(LockError::InvalidInput {
+                reason: format!(
+                    "semaphore {name}: {permits} permits; a semaphore has 1 to {MAX_PERMITS}"
+                ),
+                source: None,
+            });
+        }
+        // The longest key it writes must fit the store.
+        self.inner
+            .validate_input(&slot_key(&self.inner, &name, permits - 1, permits), None)?;
+        if !self.inner.caps.sort_keys {
+            self.inner
+                .validate_input(&header_key(&name), Some(permits.to_string().as_bytes()))?;
+        }
+        Ok(Semaphore {
+            shared: Arc::new(SemaphoreShared {
+                client: self.clone(),
+                name,
+                permits,
+                poller: FairMutex::new(()),
+                released: Notify::new(),
+                header_checked: std::sync::atomic::AtomicBool::new(false),
+            }),
+        })
+    }
+}
+
+/// The key of slot `slot` (from 0) of semaphore `name` with `permits`.
+fn slot_key(shared: &Shared, name: &str, slot: u32, permits: u32) -> LockKey {
+    let slot = format!("permit-{slot:05}-of-{permits}");
+    if shared.caps.sort_keys {
+        LockKey::with_sort(name, slot)
+    } else {
+        LockKey::new(format!("{name}#{slot}"))
+    }
+}
+
+/// Without sort keys: the record that holds the permit count.
+fn header_key(name: &str) -> LockKey {
+    LockKey::new(format!("{name}#permits"))
+}
+
+/// The slot and permit count a slot's sort key names, if it is one.
+fn parse_slot(sort: &str) -> Option<(u32, u32)> {
+    let rest = sort.strip_prefix("permit-")?;
+    let (slot, permits) = rest.split_once("-of-")?;
+    Some((slot.parse().ok()?, permits.parse().ok()?))
+}
+
+impl Semaphore {
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// How many permits it has.
+    pub fn permits(&self) -> u32 {
+        self.shared.permits
+    }
+
+    /// Take a permit, waiting while all are held, up to the options' wait
+    /// budget (by default long enough to take over a crashed holder's
+    /// permit). The options' lease, data and hold limits apply to the permit;
+    /// `reentrant` and `only_if_exists` are refused.
+    pub async fn acquire(&self, options: AcquireOptions) -> Result<Permit, LockError> {
+        let shared = &self.shared.client.inner;
+        let lease = options.lease.unwrap_or(shared.config.timing.lease);
+        let refresh = options
+            .refresh_period
+            .unwrap_or(shared.config.refresh_period);
+        let wait = options
+            .wait
+            .unwrap_or_else(|| shared.config.timing.default_wait(lease, refresh));
+        self.take(options, wait)
+            .await?
+            .ok_or_else(|| LockError::AcquireTimeout {
+                key: LockKey::new(self.shared.name.clone()),
+                holder: None,
+                waited: wait,
+            })
+    }
+
+    /// One poll: a permit if one is free (or held by a crashed holder whose
+    /// lease has run out as this client has seen it), `None` otherwise.
+    /// Options that ask to wait are refused, as for
+    /// [`LockClient::try_acquire`].
+    pub async fn try_acquire(&self, options: AcquireOptions) -> Result<Option<Permit>, LockError> {
+        if let Some(wait) = options.wait.filter(|wait| !wait.is_zero()) {
+            return Err(crate::ConfigError::WaitOnTryAcquire { wait }.into());
+        }
+        self.take(options, Duration::ZERO).await
+    }
+
+    async fn take(
+        &self,
+        options: AcquireOptions,
+        wait: Duration,
+    ) -> Result<Option<Permit>, LockError> {
+        let semaphore = &self.shared;
+        let shared = semaphore.client.inner.clone();
+        shared.ensure_running()?;
+        if options.reentrant || options.only_if_exists {
+            return Err(LockError::InvalidInput {
+                reason: format!(
+                    "semaphore {}: a permit cannot be reentrant or only-if-exists",
+                    semaphore.name
+                ),
+                source: None,
+            });
+        }
+        shared.validate_input(
+            &slot_key(
+                &shared,
+                &semaphore.name,
+                semaphore.permits - 1,
+                semaphore.permits,
+            ),
+            options.data.bytes(),
+        )?;
+        let started = shared.clock.now();
+        let deadline = later(started, wait);
+        let refresh = options
+            .refresh_period
+            .unwrap_or(shared.config.refresh_period);
+        // Our turn to poll; a one-attempt take does not queue behind another.
+        let _turn = if wait.is_zero() {
+            match semaphore.poller.try_lock() {
+                Ok(turn) => turn,
+                Err(_) => return Ok(None),
+            }
+        } else {
+            tokio::select! {
+                turn = semaphore.poller.lock() => turn,
+                () = shared.clock.sleep_until(deadline) => return Ok(None),
+            }
+        };
+        let one_attempt = options.clone().wait(Duration::ZERO);
+        loop {
+            let slots = self.read_slots(deadline).await?;
+            let now = shared.clock.now();
+            // Free slots first (one write each), from a random start so that
+            // clients polling together spread over them.
+            let start = fastrand::u32(..semaphore.permits);
+            let order = (0..semaphore.permits).map(|i| (start + i) % semaphore.permits);
+            let mut next_takeover: Option<Instant> = None;
+            let mut due = Vec::new();
+            let mut free = Vec::new();
+            for slot in order {
+                match &slots[slot as usize] {
+                    None => free.push(slot),
+                    Some(record) if record.released => free.push(slot),
+                    Some(record)
+                        if record.owner == shared.config.owner
+                            && shared.holds_version(&record.key, record.rvn.as_str()) => {}
+                    Some(record) => {
+                        let sighting = shared.sightings.saw(record, now);
+                        let at = shared.config.timing.takeover_at(&sighting.observation);
+                        if at <= now {
+                            due.push(slot);
+                        } else {
+                            next_takeover = Some(next_takeover.map_or(at, |next| next.min(at)));
+                        }
+                    }
+                }
+            }
+            for slot in free.into_iter().chain(due) {
+                let key = slot_key(&shared, &semaphore.name, slot, semaphore.permits);
+                match semaphore.client.try_acquire(key, one_attempt.clone()).await {
+                    Ok(Some(guard)) => {
+                        return Ok(Some(Permit {
+                            view: guard.view(),
+                            guard: Some(guard),
+                            slot,
+                            semaphore: semaphore.clone(),
+                        }));
+                    }
+                    Ok(None) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            let now = shared.clock.now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let poll = later(now, shared.backoff.jitter(refresh));
+            let wake = next_takeover.map_or(poll, |at| at.min(poll)).min(deadline);
+            tokio::select! {
+                () = shared.clock.sleep_until(wake) => {}
+                () = semaphore.released.notified() => {}
+            }
+        }
+    }
+
+    /// The records of every slot (`None` for a slot with no record), read
+    /// with retries until `deadline`; refused if the store holds slots of
+    /// another permit count.
+    async fn read_slots(&self, deadline: Instant) -> Result<Vec<Option<LockRecord>>, LockError> {
+        let semaphore = &self.shared;
+        let shared = &semaphore.client.inner;
+        let mut retry = Retry::until(&shared.backoff, deadline);
+        loop {
+            let read = if shared.caps.sort_keys {
+                self.read_partition().await
+            } else {
+                self.read_each().await
+            };
+            match read {
+                Ok(slots) => return Ok(slots),
+                Err(ReadError::Lock(error)) => return Err(error),
+                Err(ReadError::Store(error)) => match retry.after(error, shared.clock.now()) {
+                    Ok(wake) => shared.clock.sleep_until(wake).await,
+                    Err(error) => {
+                        return Err(LockError::Store {
+                            key: LockKey::new(semaphore.name.clone()),
+                            source: error,
+                        });
+                    }
+                },
+            }
+        }
+    }
+
+    /// With sort keys: the semaphore's partition, in one query per page.
+    async fn read_partition(&self) -> Result<Vec<Option<LockRecord>>, ReadError> {
+        let semaphore = &self.shared;
+        let shared = &semaphore.client.inner;
+        let mut slots = vec![None; semaphore.permits as usize];
+        let mut cursor = None;
+        loop {
+            let page = shared
+                .store
+                .list(
+                    Some(&semaphore.name),
+                    cursor,
+                    semaphore.permits as usize + 1,
+                )
+                .await?;
+            for record in page.records {
+                let Some((slot, permits)) = record.key.sort().and_then(parse_slot) else {
+                    continue;
+                };
+                if permits != semaphore.permits {
+                    return Err(ReadError::Lock(self.mismatch(permits)));
+                }
+                if let Some(place) = slots.get_mut(slot as usize) {
+                    *place = Some(record);
+                }
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(slots),
+            }
+        }
+    }
+
+    /// Without sort keys: the header (once), then one read per slot.
+    async fn read_each(&self) -> Result<Vec<Option<LockRecord>>, ReadError> {
+        use std::sync::atomic::Ordering;
+        let semaphore = &self.shared;
+        let shared = &semaphore.client.inner;
+        if !semaphore.header_checked.load(Ordering::Acquire) {
+            self.check_header().await?;
+            semaphore.header_checked.store(true, Ordering::Release);
+        }
+        let mut slots = Vec::with_capacity(semaphore.permits as usize);
+        for slot in 0..semaphore.permits {
+            let key = slot_key(shared, &semaphore.name, slot, semaphore.permits);
+            slots.push(shared.store.get(&key).await?);
+        }
+        Ok(slots)
+    }
+
+    /// Without sort keys: the header record says the count; written by the
+    /// first client to open the semaphore (a released record, never held).
+    async fn check_header(&self) -> Result<(), ReadError> {
+        let semaphore = &self.shared;
+        let shared = &semaphore.client.inner;
+        let key = header_key(&semaphore.name);
+        let count = semaphore.permits.to_string().into_bytes();
+        let stored = match shared.store.get(&key).await? {
+            Some(record) => record,
+            None => {
+                let new = NewRecord {
+                    owner: shared.config.owner.clone(),
+                    rvn: Rvn::fresh(),
+                    lease: shared.config.timing.lease,
+                    released: true,
+                    fence: FenceUpdate::Next,
+                    data: DataUpdate::Replace(count.clone()),
+                    expires_at: None,
+                };
+                match shared.store.put(&key, Expect::Vacant, new).await? {
+                    crate::Outcome::Applied(_) => return Ok(()),
+                    crate::Outcome::Rejected {
+                        current: Some(current),
+                    } => current,
+                    crate::Outcome::Rejected { current: None } => {
+                        match shared.store.get(&key).await? {
+                            Some(current) => current,
+                            None => return Ok(()),
+                        }
+                    }
+                }
+            }
+        };
+        let found = stored.data.as_deref().map(String::from_utf8_lossy);
+        match found.as_deref().and_then(|text| text.parse::<u32>().ok()) {
+            Some(permits) if permits == semaphore.permits => Ok(()),
+            Some(permits) => Err(ReadError::Lock(self.mismatch(permits))),
+            None => Err(ReadError::Lock(LockError::InvalidInput {
+                reason: format!(
+                    "semaphore {}: its header record {} does not hold a permit count; it is not a semaphore's",
+                    semaphore.name, key
+                ),
+                source: None,
+            })),
+        }
+    }
+
+    fn mismatch(&self, found: u32) -> LockError {
+        LockError::PermitsMismatch {
+            name: self.shared.name.clone(),
+            permits: self.shared.permits,
+            found,
+        }
+    }
+}
+
+/// Why reading the slots failed: the store (retried), or the semaphore itself.
+enum ReadError {
+    Store(crate::StoreError),
+    Lock(LockError),
+}
+
+impl From<crate::StoreError> for ReadError {
+    fn from(error: crate::StoreError) -> Self {
+        ReadError::Store(error)
+    }
+}
+
+impl Permit {
+    /// Which slot this permit holds (from 0).
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// Release the permit (one conditional write); the next task of this
+    /// client waiting for the semaphore looks at once.
+    pub async fn release(mut self) -> Result<(), LockError> {
+        let released = match self.guard.take() {
+            Some(guard) => guard.release().await,
+            None => Ok(()),
+        };
+        self.semaphore.released.notify_one();
+        released
+    }
+}
+
+impl Permit {
+    /// Stop heartbeating the permit without releasing it (see
+    /// [`LockGuard::detach`]): its slot stays held until its lease runs out
+    /// or it is released by version.
+    pub async fn detach(mut self) -> Result<crate::DetachedLock, LockError> {
+        match self.guard.take() {
+            Some(guard) => guard.detach().await,
+            None => Err(LockError::Lost {
+                key: self.view.key().clone(),
+                reason: crate::LostReason::Released,
+            }),
+        }
+    }
+}
+
+impl Deref for Permit {
+    type Target = LockView;
+
+    fn deref(&self) -> &LockView {
+        &self.view
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
+        // The guard releases in the background; a local waiter looks once
+        // that release has ended.
+        let released = self.view.lost();
+        drop(guard);
+        let semaphore = self.semaphore.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                released.await;
+                semaphore.released.notify_one();
+            });
+        }
+    }
+}

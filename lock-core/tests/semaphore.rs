@@ -1,0 +1,281 @@
+//! Counting semaphores over the in-memory store, in paused tokio time: at most
+//! `permits` holders, a poll of one read and one write, a crashed holder's
+//! permit taken over, tasks of one client queued and woken locally, and a
+//! semaphore opened with the wrong count refused, with and without sort keys.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use lock_core::{AcquireOptions, Fence, LockError, LockKey, Permit, Semaphore};
+use lock_memory::{MemoryStore, Op};
+use support::{LEASE, client, wait};
+use tokio::time::{Instant, timeout};
+
+/// The support client's refresh (poll) period.
+const REFRESH: Duration = Duration::from_millis(500);
+
+fn stores() -> [(&'static str, MemoryStore); 2] {
+    [
+        ("sort keys", MemoryStore::new()),
+        (
+            "no sort keys",
+            MemoryStore::builder().sort_keys(false).build(),
+        ),
+    ]
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_most_permits_holders_and_a_waiter_gets_a_released_permit_at_its_next_poll() {
+    for (layout, store) in stores() {
+        let clients: Vec<_> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|name| client(store.clone(), name))
+            .collect();
+        let semaphores: Vec<Semaphore> = clients
+            .iter()
+            .map(|client| client.semaphore("exports", 3).unwrap())
+            .collect();
+        let mut permits: Vec<Permit> = Vec::new();
+        for semaphore in &semaphores[..3] {
+            permits.push(semaphore.acquire(AcquireOptions::new()).await.unwrap());
+        }
+        let mut slots: Vec<u32> = permits.iter().map(Permit::slot).collect();
+        slots.sort_unstable();
+        assert_eq!(slots, [0, 1, 2], "{layout}");
+        assert!(permits.iter().all(|permit| permit.fence() == Fence(1)));
+        // All three held: a fourth holder waits, and gives up at its budget.
+        let busy = semaphores[3].acquire(wait(Duration::from_secs(2))).await;
+        assert!(
+            matches!(busy, Err(LockError::AcquireTimeout { .. })),
+            "{layout}: {busy:?}"
+        );
+        assert!(
+            semaphores[3]
+                .try_acquire(AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_none()
+        );
+
+        let waiter = semaphores[3].clone();
+        let waiting = tokio::spawn(async move {
+            let permit = waiter.acquire(wait(Duration::from_secs(60))).await;
+            (permit, Instant::now())
+        });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Still held through many heartbeats.
+        assert!(permits.iter().all(|permit| permit.is_safe()));
+        let freed = permits.remove(1);
+        let slot = freed.slot();
+        freed.release().await.unwrap();
+        let released = Instant::now();
+        let (taken, at) = timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        let taken = taken.unwrap();
+        assert_eq!(taken.slot(), slot, "{layout}");
+        assert_eq!(taken.fence(), Fence(2), "{layout}");
+        assert!(at - released <= REFRESH, "{layout}: {:?}", at - released);
+        drop(taken);
+        for permit in permits {
+            permit.release().await.unwrap();
+        }
+        for client in clients {
+            client.shutdown().await.unwrap();
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poll_costs_one_partition_read_and_one_write_with_sort_keys_and_a_read_per_slot_without()
+{
+    for (layout, store, reads) in [
+        ("sort keys", MemoryStore::new(), 1),
+        // The header once, then one read per slot.
+        (
+            "no sort keys",
+            MemoryStore::builder().sort_keys(false).build(),
+            1 + 4,
+        ),
+    ] {
+        let a = client(store.clone(), "a");
+        let semaphore = a.semaphore("jobs", 4).unwrap();
+        let before = store.history().len();
+        let permit = semaphore.acquire(AcquireOptions::new()).await.unwrap();
+        let calls: Vec<Op> = store.history()[before..]
+            .iter()
+            .map(|entry| entry.op())
+            .collect();
+        let writes = calls.iter().filter(|op| **op == Op::Put).count();
+        let read = calls.len() - writes;
+        // Without sort keys the first poll also writes the header.
+        let header = usize::from(layout == "no sort keys");
+        assert_eq!((read, writes), (reads, 1 + header), "{layout}: {calls:?}");
+        permit.release().await.unwrap();
+        a.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_holders_permit_is_taken_over_after_its_lease() {
+    for (layout, store) in stores() {
+        let dead = client(store.clone(), "dead");
+        let crashed = dead.semaphore("exports", 1).unwrap();
+        // The holder stops heartbeating without releasing: as a crash.
+        let detached = crashed
+            .acquire(AcquireOptions::new())
+            .await
+            .unwrap()
+            .detach()
+            .await
+            .unwrap();
+        let b = client(store.clone(), "b");
+        let semaphore = b.semaphore("exports", 1).unwrap();
+        let started = Instant::now();
+        let permit = semaphore.acquire(wait(LEASE * 3)).await.unwrap();
+        let waited = started.elapsed();
+        assert!(waited >= LEASE.mul_f64(1.01), "{layout}: {waited:?}");
+        assert!(
+            waited <= LEASE.mul_f64(1.01) + REFRESH * 2,
+            "{layout}: {waited:?}"
+        );
+        assert_eq!(permit.fence(), Fence(2), "{layout}");
+        assert_eq!(
+            permit.took_over().map(|previous| previous.owner.as_str()),
+            Some("dead"),
+            "{layout}"
+        );
+        drop(detached);
+        permit.release().await.unwrap();
+        b.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn tasks_of_one_client_queue_locally_and_a_release_wakes_the_next_at_once() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let semaphore = a.semaphore("exports", 2).unwrap();
+    let first = semaphore.acquire(AcquireOptions::new()).await.unwrap();
+    let second = semaphore.acquire(AcquireOptions::new()).await.unwrap();
+    // The first waiter polls every 0.5 to 1 s; the second, queued behind it,
+    // would poll every 50 to 100 ms if it polled at all.
+    let mut waiters = Vec::new();
+    for refresh in [Duration::from_secs(1), Duration::from_millis(100)] {
+        let semaphore = semaphore.clone();
+        waiters.push(tokio::spawn(async move {
+            let options = wait(Duration::from_secs(60)).refresh_period(refresh);
+            let permit = semaphore.acquire(options).await.unwrap();
+            (permit, Instant::now())
+        }));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reads = store.reads();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Only the first polls: at most 5 reads in 2 s, where both would make 20.
+    assert!(store.reads() - reads <= 5, "{}", store.reads() - reads);
+    // A release on this client wakes the waiting task at once, not at its
+    // next poll; a drop too, once its release has ended.
+    let mut waiters = waiters.into_iter();
+    let mut got = Vec::new();
+    first.release().await.unwrap();
+    let released = Instant::now();
+    let (permit, at) = timeout(Duration::from_secs(5), waiters.next().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        at - released < Duration::from_millis(50),
+        "{:?}",
+        at - released
+    );
+    got.push(permit);
+    drop(second);
+    let dropped = Instant::now();
+    let (permit, at) = timeout(Duration::from_secs(5), waiters.next().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        at - dropped < Duration::from_millis(50),
+        "{:?}",
+        at - dropped
+    );
+    got.push(permit);
+    for permit in got {
+        permit.release().await.unwrap();
+    }
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_semaphore_opened_with_another_count_is_refused_before_it_writes() {
+    for (layout, store) in stores() {
+        let a = client(store.clone(), "a");
+        let permit = a
+            .semaphore("exports", 3)
+            .unwrap()
+            .acquire(AcquireOptions::new())
+            .await
+            .unwrap();
+        let b = client(store.clone(), "b");
+        let writes = store.writes();
+        let wrong = b
+            .semaphore("exports", 4)
+            .unwrap()
+            .acquire(AcquireOptions::new())
+            .await;
+        match wrong {
+            Err(LockError::PermitsMismatch {
+                name,
+                permits,
+                found,
+            }) => {
+                assert_eq!(
+                    (name.as_str(), permits, found),
+                    ("exports", 4, 3),
+                    "{layout}"
+                );
+            }
+            other => panic!("{layout}: {other:?}"),
+        }
+        assert_eq!(store.writes(), writes, "{layout}: nothing written");
+        permit.release().await.unwrap();
+        a.shutdown().await.unwrap();
+        b.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_input_is_refused_before_anything_is_written() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    for permits in [0, lock_core::MAX_PERMITS + 1] {
+        let refused = a.semaphore("exports", permits);
+        assert!(
+            matches!(refused, Err(LockError::InvalidInput { .. })),
+            "{permits}: {refused:?}"
+        );
+    }
+    let semaphore = a.semaphore("exports", 2).unwrap();
+    let reentrant = semaphore
+        .acquire(AcquireOptions::new().reentrant(true))
+        .await;
+    assert!(
+        matches!(reentrant, Err(LockError::InvalidInput { .. })),
+        "{reentrant:?}"
+    );
+    let waiting = semaphore.try_acquire(wait(Duration::from_secs(1))).await;
+    assert!(
+        matches!(waiting, Err(LockError::InvalidConfig(_))),
+        "{waiting:?}"
+    );
+    assert!(a.semaphore("", 2).is_err());
+    assert_eq!(store.calls(), 0);
+    assert!(store.record(&LockKey::new("exports")).is_none());
+    a.shutdown().await.unwrap();
+}
