@@ -280,6 +280,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub foreground: bool,
 
+    /// Let up to N commands run at once under KEY: take one of the N permits
+    /// of the semaphore KEY instead of the lock KEY (every run on KEY must
+    /// say the same N). LOCK_SORT_KEY then names the permit's slot
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub permits: Option<u32>,
+
     /// The command and its arguments
     #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,

@@ -134,7 +134,11 @@ impl CliError {
             CliError::Lock(LockError::AcquireTimeout { .. }) => TIMED_OUT,
             CliError::Lock(LockError::Lost { .. }) | CliError::Lost { .. } => LOST,
             CliError::MaxTime { .. } => MAX_TIME,
-            CliError::Lock(LockError::InvalidConfig(_) | LockError::InvalidInput { .. }) => USAGE,
+            CliError::Lock(
+                LockError::InvalidConfig(_)
+                | LockError::InvalidInput { .. }
+                | LockError::PermitsMismatch { .. },
+            ) => USAGE,
             CliError::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
             _ => ERROR,
         }

@@ -1082,3 +1082,63 @@ fn elect_restarts_the_command_after_a_lost_leadership_and_after_it_exits() {
     let shown = env.run(&["show", "once", "-o", "json"]);
     assert_eq!(shown.json()["held"], false, "{shown:?}");
 }
+
+#[test]
+fn run_with_permits_lets_that_many_commands_run_at_once() {
+    let Some(env) = Env::with_table("permits") else {
+        return;
+    };
+    let log = env.path("log");
+    let script = format!(
+        "echo \"start $(date +%s%N)\" >> {log}; sleep 1; echo \"end $(date +%s%N)\" >> {log}",
+        log = log.display()
+    );
+    let runs: Vec<_> = (0..3)
+        .map(|i| {
+            let mut args = vec![
+                "run",
+                "exports",
+                "--permits",
+                "2",
+                "--wait",
+                "20s",
+                "--lease",
+                "2s",
+                "--",
+            ];
+            args.extend(sh(&script));
+            env.spawn(&format!("run{i}"), &args)
+        })
+        .collect();
+    for run in runs {
+        let out = run.finish(LIMIT);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert!(out.stderr.contains("acquired permit"), "{out:?}");
+    }
+    // In time order: never more than two between a start and its end, and
+    // the third ran (after one of the first two ended).
+    let mut events: Vec<(u128, i32)> = lines(&log)
+        .iter()
+        .map(|line| {
+            let (kind, at) = line.split_once(' ').unwrap();
+            (at.parse().unwrap(), if kind == "start" { 1 } else { -1 })
+        })
+        .collect();
+    events.sort_unstable();
+    let mut running = 0;
+    let mut most = 0;
+    for (_, step) in &events {
+        running += step;
+        most = most.max(running);
+    }
+    assert_eq!(events.len(), 6, "{events:?}");
+    assert_eq!(most, 2, "{events:?}");
+
+    // Another count on the same semaphore is a usage error, before it writes.
+    let out = env.run(&["run", "exports", "--permits", "3", "--", "true"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("has 2 permits in the store, not 3"),
+        "{out:?}"
+    );
+}

@@ -25,6 +25,8 @@
 //!   campaigns in the background, publishes its [`Role`], and
 //!   [`lead`](Election::lead)s work that is cancelled the moment the
 //!   leadership can no longer be trusted.
+//! * [`LockClient::semaphore`] bounds parallelism: a [`Semaphore`] of `n`
+//!   permits hands out [`Permit`]s, each a held lock on one of its slots.
 //! * The timing decisions are pure functions in [`timing`]; the protocol is
 //!   described in `docs/protocol.md`.
 //!

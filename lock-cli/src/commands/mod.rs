@@ -7,7 +7,9 @@ mod release;
 mod run;
 mod table;
 
-use lock_core::{AcquireOptions, LockClient, LockError, LockGuard, LockKey, StoreErrorKind};
+use lock_core::{
+    AcquireOptions, LockClient, LockError, LockGuard, LockKey, Permit, StoreErrorKind,
+};
 use lock_dynamodb::TableError;
 
 use crate::args::{Cli, Command, Global, TakeArgs};
@@ -144,6 +146,47 @@ pub async fn take(
         Err(_) => progress.finish(None).await,
     }
     result.map_err(CliError::Lock)
+}
+
+/// One permit of the semaphore `key` with `permits` permits, as [`take`]
+/// takes a lock: waiting up to `--wait` (0: one poll, which takes a free
+/// permit or one whose holder has been seen dead for its lease).
+pub async fn take_permit(
+    client: &LockClient,
+    key: &LockKey,
+    permits: u32,
+    take: &TakeArgs,
+    min_hold: Option<std::time::Duration>,
+    signals: &mut Signals,
+) -> Result<Permit, CliError> {
+    if key.sort().is_some() {
+        return Err(CliError::Usage(
+            "--permits and --sort-key: a semaphore's permits are its own sort keys; drop --sort-key".into(),
+        ));
+    }
+    let semaphore = client.semaphore(key.partition(), permits)?;
+    let mut options = AcquireOptions::new().wait(take.wait);
+    if let Some(hold) = min_hold {
+        options = options.min_hold(hold);
+    }
+    if let Some(data) = data(take)? {
+        options = options.data(data);
+    } else if take.clear_data {
+        options = options.clear_data();
+    }
+    let taken = tokio::select! {
+        taken = semaphore.acquire(options) => taken,
+        signal = signals.next() => return Err(CliError::Interrupted { signal }),
+    };
+    let permit = taken?;
+    eprintln!(
+        "lockctl: acquired permit {} of {} of semaphore {} (fence {})",
+        permit.slot() + 1,
+        permits,
+        crate::text::printable(key.partition()),
+        permit.fence()
+    );
+    Ok(permit)
 }
 
 /// The data to store with the lock: `--data TEXT`, `--data -` (standard

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use lock_core::{LockClient, LockGuard, LockView, LostReason};
+use lock_core::{LockClient, LockError, LockGuard, LockView, LostReason, Permit};
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
@@ -41,14 +41,21 @@ async fn hold_and_run(
     signals: &mut Signals,
 ) -> Result<u8, CliError> {
     let key = args.key.lock_key();
-    let guard = super::take(client, &key, &args.take, true, args.min_hold, signals).await?;
+    let guard = match args.permits {
+        None => {
+            Held::Lock(super::take(client, &key, &args.take, true, args.min_hold, signals).await?)
+        }
+        Some(permits) => Held::Permit(
+            super::take_permit(client, &key, permits, &args.take, args.min_hold, signals).await?,
+        ),
+    };
     let spec = CommandSpec {
         command: &args.command,
         grace,
         max_time: args.max_time,
         foreground: args.foreground,
     };
-    let ended = match supervise(client, &guard, &spec, signals).await {
+    let ended = match supervise(client, guard.view(), &spec, signals).await {
         Ok(ended) => ended,
         Err(error) => {
             release_or_warn(guard, &key.to_string()).await;
@@ -146,9 +153,31 @@ pub(super) async fn supervise(
     Ok(ended)
 }
 
+/// What `run` holds: a lock, or one permit of a semaphore (`--permits`).
+enum Held {
+    Lock(LockGuard),
+    Permit(Permit),
+}
+
+impl Held {
+    fn view(&self) -> &LockView {
+        match self {
+            Held::Lock(guard) => guard,
+            Held::Permit(permit) => permit,
+        }
+    }
+
+    async fn release(self) -> Result<(), LockError> {
+        match self {
+            Held::Lock(guard) => guard.release().await,
+            Held::Permit(permit) => permit.release().await,
+        }
+    }
+}
+
 /// Release, and say so on stderr if that fails (the lease then runs out on
 /// its own).
-async fn release_or_warn(guard: LockGuard, key: &str) {
+async fn release_or_warn(guard: Held, key: &str) {
     if let Err(error) = guard.release().await {
         eprintln!(
             "lockctl: warning: releasing lock {} failed ({}); it is freed when its lease runs out",
