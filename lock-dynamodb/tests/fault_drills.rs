@@ -171,3 +171,20 @@ async fn a_fifth_of_connections_reset_under_contention_no_double_holder_nothing_
     };
     drills::contention_under_faults(store, via, &proxy, faults).await;
 }
+
+/// A semaphore through the same faults, on both table layouts: without a sort
+/// key (a header and one read per slot) and with one (one query per poll).
+#[tokio::test]
+async fn a_semaphore_under_reset_connections_never_has_more_safe_holders_than_permits() {
+    for layout in [Layout::native(), Layout::native().with_sort_key("sort_key")] {
+        let Some(store) = fresh_store(layout).await else {
+            return;
+        };
+        let (proxy, via) = proxied(&store);
+        let faults = ProxyMode::ResetSome {
+            fraction: 0.2,
+            seed: drills::drill_seed(),
+        };
+        drills::semaphore_under_faults(store, via, &proxy, faults).await;
+    }
+}

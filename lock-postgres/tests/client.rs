@@ -285,3 +285,16 @@ async fn a_fifth_of_requests_fail_under_contention_no_double_holder_nothing_left
     };
     drills::contention_under_faults(store, via, &proxy, faults).await;
 }
+
+#[tokio::test]
+async fn a_semaphore_under_failed_exchanges_never_has_more_safe_holders_than_permits() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::semaphore_under_faults(store, via, &proxy, faults).await;
+}

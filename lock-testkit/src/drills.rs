@@ -10,6 +10,9 @@
 //! * [`contention_under_faults`]: three clients take one key in turns while the
 //!   proxy fails a fraction of the traffic; no two safe holdings overlap, fences
 //!   rise with time, and nothing is left held after every client shut down.
+//! * [`semaphore_under_faults`]: five clients share a semaphore of two permits
+//!   while the proxy fails a fraction of the traffic; never more than two safe
+//!   holders at once, one per slot, fences rising per slot, nothing left held.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -251,4 +254,135 @@ where
         record.as_ref().is_none_or(|r| r.released),
         "left held with nobody heartbeating: {record:?}"
     );
+}
+
+/// One safe holding of a permit, with its slot.
+#[derive(Clone, Copy, Debug)]
+struct PermitHolding {
+    slot: u32,
+    from: Instant,
+    to: Instant,
+    fence: Fence,
+}
+
+/// Five clients take permits of a two-permit semaphore, four times each,
+/// through the proxy in `faults`; see the [module docs](self).
+pub async fn semaphore_under_faults<S>(direct: S, via: S, proxy: &FaultProxy, faults: ProxyMode)
+where
+    S: ConditionalStore + Clone,
+{
+    const PERMITS: u32 = 2;
+    proxy.set(faults);
+    let holdings: Arc<Mutex<Vec<PermitHolding>>> = Arc::default();
+    let clients: Vec<LockClient> = (0..5)
+        .map(|i| client(via.clone(), &format!("worker-{i}")))
+        .collect();
+    let mut workers = Vec::new();
+    for worker in &clients {
+        let semaphore = worker
+            .semaphore("pool", PERMITS)
+            .unwrap_or_else(|error| panic!("opening the semaphore: {error}"));
+        let holdings = holdings.clone();
+        workers.push(tokio::spawn(async move {
+            let mut acquired = 0;
+            for _ in 0..4 {
+                let options = AcquireOptions::new().wait(Duration::from_secs(8));
+                let Ok(permit) = semaphore.acquire(options).await else {
+                    continue;
+                };
+                acquired += 1;
+                let from = Instant::now();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let to = Instant::now();
+                if permit.is_safe() {
+                    holdings
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(PermitHolding {
+                            slot: permit.slot(),
+                            from,
+                            to,
+                            fence: permit.fence(),
+                        });
+                }
+                let _ = permit.release().await;
+            }
+            acquired
+        }));
+    }
+    let mut acquired = 0;
+    for worker in workers {
+        match tokio::time::timeout(Duration::from_secs(180), worker).await {
+            Ok(Ok(count)) => acquired += count,
+            Ok(Err(error)) => panic!("a worker panicked: {error}"),
+            Err(_) => panic!("the workers did not finish within 180 s"),
+        }
+    }
+    let stats = proxy.stats();
+    println!("{acquired} permits taken; proxy {stats:?}");
+    assert!(
+        acquired >= 10,
+        "the permits kept changing hands: {acquired}"
+    );
+    let holdings = holdings
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    // Never more than PERMITS safe holdings at one instant.
+    let mut edges: Vec<(Instant, i32)> = holdings
+        .iter()
+        .flat_map(|h| [(h.from, 1), (h.to, -1)])
+        .collect();
+    // At one instant an end comes before a start.
+    edges.sort_by_key(|&(at, step)| (at, step));
+    let mut running = 0;
+    for (at, step) in edges {
+        running += step;
+        assert!(
+            running <= PERMITS as i32,
+            "{running} safe permit holders at {at:?}: {holdings:?}"
+        );
+    }
+    // Per slot: one holder at a time, fences rising.
+    for slot in 0..PERMITS {
+        let mut mine: Vec<&PermitHolding> = holdings.iter().filter(|h| h.slot == slot).collect();
+        mine.sort_by_key(|h| h.from);
+        for pair in mine.windows(2) {
+            assert!(
+                pair[0].to <= pair[1].from,
+                "slot {slot}: {:?} and {:?}",
+                pair[0],
+                pair[1]
+            );
+            assert!(
+                pair[0].fence < pair[1].fence,
+                "slot {slot}: {:?} then {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+    proxy.set(ProxyMode::Pass);
+    for worker in &clients {
+        bounded("a worker's shutdown", worker.shutdown())
+            .await
+            .unwrap_or_else(|error| panic!("a worker's shutdown: {error}"));
+    }
+    // Nothing left held: every slot's record is absent or released.
+    let mut cursor = None;
+    loop {
+        let page = bounded("a listing", direct.list(None, cursor, 100))
+            .await
+            .unwrap_or_else(|error| panic!("listing the records: {error}"));
+        for record in &page.records {
+            assert!(
+                record.released,
+                "left held with nobody heartbeating: {record:?}"
+            );
+        }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
 }
