@@ -432,6 +432,17 @@ impl Permit {
         self.semaphore.released.notify_one();
         released
     }
+
+    /// [`release`](Self::release), storing `data` in the released slot's
+    /// record in the same write (see [`LockGuard::release_with_data`]).
+    pub async fn release_with_data(mut self, data: impl Into<Vec<u8>>) -> Result<(), LockError> {
+        let released = match self.guard.take() {
+            Some(guard) => guard.release_with_data(data).await,
+            None => Ok(()),
+        };
+        self.semaphore.released.notify_one();
+        released
+    }
 }
 
 impl Permit {

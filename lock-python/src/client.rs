@@ -16,6 +16,7 @@ use crate::election::Election;
 use crate::errors;
 use crate::lock::{Lock, lock_info};
 use crate::runtime::ProcessRuntime;
+use crate::semaphore::Semaphore;
 use crate::stores;
 
 /// A lock client on one store (see `lease_lock.LockClient`).
@@ -258,6 +259,16 @@ impl Client {
         }
         .map_err(|error| errors::lock_error(py, error))?;
         Ok(Election::new(election, self.runtime.clone()))
+    }
+
+    /// A counting semaphore named `name` with `permits` permits.
+    fn semaphore(&self, py: Python<'_>, name: String, permits: u32) -> PyResult<Semaphore> {
+        self.runtime.pid().check(py)?;
+        let semaphore = self
+            .client()
+            .semaphore(name, permits)
+            .map_err(|error| errors::lock_error(py, error))?;
+        Ok(Semaphore::new(semaphore, self.runtime.clone()))
     }
 
     /// The lock's record as stored (`LockInfo`), or `None`.

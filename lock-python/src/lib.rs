@@ -18,8 +18,8 @@
 //!
 //! The modules, in the order a call goes through them: `convert` checks
 //! arguments, `client` and `stores` make the Rust calls, `runtime` runs
-//! them (blocking or as asyncio futures), `lock` and `election` wrap what
-//! they return,
+//! them (blocking or as asyncio futures), `lock`, `election` and `semaphore`
+//! wrap what they return,
 //! `errors` turns failures into exceptions (`classes` makes instances of
 //! the package's Python classes for both), and `events` carries
 //! callbacks and log records back to a Python thread.
@@ -33,6 +33,7 @@ mod errors;
 mod events;
 mod lock;
 mod runtime;
+mod semaphore;
 mod stores;
 
 use pyo3::prelude::*;
@@ -45,6 +46,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<lock::Lock>()?;
     module.add_class::<election::Election>()?;
     module.add_class::<election::Leadership>()?;
+    module.add_class::<semaphore::Semaphore>()?;
     module.add_class::<stores::MemoryStore>()?;
     module.add_class::<stores::DynamoDBStore>()?;
     module.add_class::<stores::PostgresStore>()?;

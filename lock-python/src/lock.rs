@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lock_core::{LeaseState, LockError, LockGuard, LockInfo, LockView, LostReason};
+use lock_core::{LeaseState, LockError, LockGuard, LockInfo, LockView, LostReason, Permit};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::sync::PyOnceLock;
@@ -72,7 +72,15 @@ pub(crate) fn lock_info(py: Python<'_>, info: LockInfo) -> PyResult<Py<PyAny>> {
     )
 }
 
-/// A held lock. Returned by `LockClient.acquire` and `try_acquire`; released by
+/// What a `Lock` holds: a lock, or a permit of a semaphore (a lock on one of
+/// its slots).
+pub(crate) enum Holding {
+    Lock(LockGuard),
+    Permit(Permit),
+}
+
+/// A held lock. Returned by `LockClient.acquire` and `try_acquire` (and, for
+/// a permit of a semaphore, `Semaphore.acquire`); released by
 /// `release()`, by leaving a `with` block, or (in the background) when it is
 /// garbage collected.
 ///
@@ -83,7 +91,9 @@ pub(crate) fn lock_info(py: Python<'_>, info: LockInfo) -> PyResult<Py<PyAny>> {
 #[pyclass(module = "lease_lock._native", name = "Lock", frozen, weakref)]
 pub(crate) struct Lock {
     view: LockView,
-    guard: Mutex<Option<LockGuard>>,
+    guard: Mutex<Option<Holding>>,
+    /// A permit's slot (for a lock taken from a semaphore).
+    permit_slot: Option<u32>,
     runtime: Arc<ProcessRuntime>,
 }
 
@@ -100,21 +110,32 @@ impl Lock {
     pub(crate) fn new(guard: LockGuard, runtime: Arc<ProcessRuntime>) -> Self {
         Self {
             view: guard.view(),
-            guard: Mutex::new(Some(guard)),
+            guard: Mutex::new(Some(Holding::Lock(guard))),
+            permit_slot: None,
             runtime,
         }
     }
 
-    fn slot(&self) -> MutexGuard<'_, Option<LockGuard>> {
+    /// A permit of a semaphore, held.
+    pub(crate) fn permit(permit: Permit, runtime: Arc<ProcessRuntime>) -> Self {
+        Self {
+            view: (*permit).clone(),
+            permit_slot: Some(permit.slot()),
+            guard: Mutex::new(Some(Holding::Permit(permit))),
+            runtime,
+        }
+    }
+
+    fn holding(&self) -> MutexGuard<'_, Option<Holding>> {
         self.guard
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The guard, taken out to be released; `None` once released.
-    fn take(&self, py: Python<'_>) -> PyResult<Option<LockGuard>> {
+    fn take(&self, py: Python<'_>) -> PyResult<Option<Holding>> {
         self.runtime.pid().check(py)?;
-        Ok(self.slot().take())
+        Ok(self.holding().take())
     }
 }
 
@@ -172,17 +193,27 @@ impl Lock {
                 "release(data=..., delete=True) deletes the record the data would be stored in: pass one of them",
             ));
         }
-        let Some(guard) = self.take(py)? else {
+        if delete && self.permit_slot.is_some() {
+            return Err(errors::invalid_input(
+                py,
+                "release(delete=True) on a semaphore's permit: its slot keeps its record (the permit count is in it); release it without delete",
+            ));
+        }
+        let Some(holding) = self.take(py)? else {
             return self.runtime.run(py, is_async, async { Ok(()) }, unit);
         };
         self.runtime.run(
             py,
             is_async,
             async move {
-                match (data, delete) {
-                    (Some(data), _) => guard.release_with_data(data).await,
-                    (None, true) => guard.release_and_delete().await,
-                    (None, false) => guard.release().await,
+                match (holding, data, delete) {
+                    (Holding::Lock(guard), Some(data), _) => guard.release_with_data(data).await,
+                    (Holding::Lock(guard), None, true) => guard.release_and_delete().await,
+                    (Holding::Lock(guard), None, false) => guard.release().await,
+                    (Holding::Permit(permit), Some(data), _) => {
+                        permit.release_with_data(data).await
+                    }
+                    (Holding::Permit(permit), None, _) => permit.release().await,
                 }
             },
             unit,
@@ -201,7 +232,12 @@ impl Lock {
         self.runtime.run(
             py,
             is_async,
-            async move { guard.detach().await },
+            async move {
+                match guard {
+                    Holding::Lock(guard) => guard.detach().await,
+                    Holding::Permit(permit) => permit.detach().await,
+                }
+            },
             |py, result| {
                 result
                     .map(|detached| classes::value(py, detached.version().as_str()))
@@ -320,10 +356,16 @@ impl Lock {
         .map(Some)
     }
 
+    /// For a permit of a semaphore, its slot (from 0); `None` for a lock.
+    #[getter]
+    fn slot(&self) -> Option<u32> {
+        self.permit_slot
+    }
+
     /// False once `release()` was called (or the `with` block left).
     #[getter]
     fn held(&self) -> bool {
-        self.slot().is_some()
+        self.holding().is_some()
     }
 
     /// Replace the data stored with the lock (one conditional write), or
@@ -458,7 +500,7 @@ impl Lock {
             "<Lock {} fence={} {}>",
             self.view.key(),
             self.view.fence().0,
-            if self.slot().is_some() {
+            if self.holding().is_some() {
                 "held"
             } else {
                 "released"

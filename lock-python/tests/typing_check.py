@@ -8,7 +8,7 @@ import asyncio
 from datetime import timedelta
 
 import lease_lock
-from lease_lock import Election, LeaseState, Leadership, Lock, LockClient, LockInfo, LostReason, Role
+from lease_lock import Election, LeaseState, Leadership, Lock, LockClient, LockInfo, LostReason, Role, Semaphore
 
 
 def blocking(client: LockClient) -> int:
@@ -111,3 +111,13 @@ async def leading(client: LockClient) -> int:
     async with election:
         fence: int = await election.lead(lambda leadership: asyncio.sleep(0, result=leadership.fence))
     return fence
+
+
+def limiting(client: LockClient) -> int | None:
+    exports: Semaphore = client.semaphore("exports", 4)
+    with exports.acquire(wait=timedelta(seconds=30), data=b"x") as permit:
+        slot: int | None = permit.slot
+    maybe: Lock | None = exports.try_acquire(lease=5)
+    exports.acquire(wait="5")  # type: ignore[arg-type]
+    del maybe
+    return slot

@@ -33,7 +33,7 @@ from ._errors import (
     StoreError,
     StoreSetupError,
 )
-from ._native import DynamoDBStore, Election, Leadership, Lock, MemoryStore, PostgresStore
+from ._native import DynamoDBStore, Election, Leadership, Lock, MemoryStore, PostgresStore, Semaphore
 from ._types import LeaseState, LockInfo, LostReason, Role, Seconds, Takeover
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "LockContext",
     "Lock",
     "Election",
+    "Semaphore",
     "Leadership",
     "Role",
     "Store",

@@ -9,8 +9,8 @@ from types import TracebackType
 from typing import Any, Union
 
 from . import _events, _native
-from ._errors import ConfigError
-from ._native import DynamoDBStore, Election, Lock, MemoryStore, PostgresStore
+from ._errors import ConfigError, InvalidInput
+from ._native import DynamoDBStore, Election, Lock, MemoryStore, PostgresStore, Semaphore
 from ._types import LockInfo, LostReason, Seconds
 
 __all__ = ["LockClient", "LockContext", "Store"]
@@ -383,6 +383,31 @@ class LockClient:
             _seconds("retry_max", retry_max),
         )
         return election
+
+    def semaphore(self, name: str, permits: int) -> Semaphore:
+        """A counting semaphore named ``name`` with ``permits`` permits.
+
+        At most ``permits`` holders (on any clients) hold a permit with a safe
+        lease at once. ``acquire()`` (and ``acquire_async``, ``try_acquire``)
+        returns a permit as a ``Lock`` on one of the semaphore's slots
+        (``lock.slot``): leased, heartbeated, fenced, released by ``release()``
+        or a ``with`` block. Every client must use the same count: another one
+        raises ``LockError`` on its first acquire, before writing anything.
+
+        >>> client = LockClient(MemoryStore(), owner="worker-1")
+        >>> exports = client.semaphore("exports", 4)
+        >>> with exports.acquire(wait=30) as permit:
+        ...     permit.slot is not None
+        True
+        >>> client.close()["released"]
+        []
+        """
+        if isinstance(permits, bool) or not isinstance(permits, int):
+            raise TypeError(f"permits must be an int, not {type(permits).__name__}")
+        if not 1 <= permits < 2**32:
+            raise InvalidInput(f"semaphore {name}: {permits} permits; a semaphore has at least 1")
+        semaphore: Semaphore = self._native.semaphore(name, permits)
+        return semaphore
 
     def held_keys(self) -> list[tuple[str, str | None]]:
         """The ``(key, sort_key)`` of each lock this client holds."""

@@ -99,6 +99,8 @@ class Lock:
     def took_over(self) -> Takeover | None: ...
     @property
     def held(self) -> bool: ...
+    @property
+    def slot(self) -> int | None: ...
     def set_data(self, data: bytes | bytearray | None) -> None: ...
     def set_data_async(self, data: bytes | bytearray | None) -> Awaitable[None]: ...
     def release(self, *, data: bytes | bytearray | None = None, delete: bool = False) -> None: ...
@@ -112,6 +114,50 @@ class Lock:
     def run_until_lost(self, work: Awaitable[T]) -> Coroutine[Any, Any, T]: ...
     def __enter__(self) -> Lock: ...
     def __exit__(self, exc_type: object, exc: object, tb: object) -> Literal[False]: ...
+
+class Semaphore:
+    """A counting semaphore."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def permits(self) -> int: ...
+    def acquire(
+        self,
+        *,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+    ) -> Lock: ...
+    def acquire_async(
+        self,
+        *,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+    ) -> Awaitable[Lock]: ...
+    def try_acquire(
+        self,
+        *,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+    ) -> Lock | None: ...
+    def try_acquire_async(
+        self,
+        *,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+    ) -> Awaitable[Lock | None]: ...
 
 class Leadership:
     """A leadership won by an ``Election``."""
@@ -203,6 +249,7 @@ class Client:
         retry_min: float | None,
         retry_max: float | None,
     ) -> Election: ...
+    def semaphore(self, name: str, permits: int) -> Semaphore: ...
     def get_lock(self, key: str, sort_key: str | None, is_async: bool) -> Any: ...
     def list_locks(self, partition: str | None, is_async: bool) -> Any: ...
     def force_release(self, key: str, sort_key: str | None, is_async: bool) -> Any: ...
