@@ -228,7 +228,36 @@ pub struct Takeover {
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
-    use super::Rvn;
+    use super::{DataUpdate, Fence, LockRecord, Rvn};
+    use crate::LockKey;
+
+    #[test]
+    fn values_print_as_they_are_stored() {
+        let rvn = Rvn::from_stored("0f8e6c3a-python");
+        assert_eq!(rvn.as_str(), "0f8e6c3a-python");
+        assert_eq!(format!("{rvn:?}"), "Rvn(0f8e6c3a-python)");
+        assert_eq!(Rvn::fresh().as_str().len(), 36, "a hyphenated UUID");
+        assert_eq!(Fence(41).to_string(), "41");
+        let key = LockKey::with_sort("jobs", "export");
+        assert_eq!(format!("{key:?}"), "LockKey(jobs/export)");
+        assert_eq!(DataUpdate::from("x"), DataUpdate::Replace(b"x".to_vec()));
+    }
+
+    #[test]
+    fn only_a_released_record_is_vacant() {
+        let record = |released| LockRecord {
+            key: LockKey::new("k"),
+            owner: "a".into(),
+            rvn: Rvn::fresh(),
+            lease: Duration::from_secs(10),
+            fence: Fence(1),
+            released,
+            data: None,
+            expires_at: None,
+        };
+        assert!(record(true).is_vacant());
+        assert!(!record(false).is_vacant());
+    }
 
     #[test]
     fn a_final_rvn_carries_its_wall_clock_end_and_no_other_rvn_does() {

@@ -2205,3 +2205,109 @@ async fn a_lock_due_before_the_heartbeat_tasks_timer_wakes_it() {
     short.release().await.unwrap();
     long.release().await.unwrap();
 }
+
+// ---- The rest of the client's surface ---------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_clients_settings_read_back() {
+    let a = client(MemoryStore::new(), "a");
+    assert_eq!(a.owner(), "a");
+    assert_eq!(a.lease(), LEASE);
+    assert_eq!(a.heartbeat_period(), Duration::from_secs(2));
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn clear_data_removes_the_stored_data() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a
+        .acquire("job", AcquireOptions::new().data("checkpoint"))
+        .await
+        .unwrap();
+    guard.clear_data().await.unwrap();
+    assert_eq!(guard.data(), None);
+    assert_eq!(store.record(&LockKey::new("job")).unwrap().data, None);
+    guard.release().await.unwrap();
+}
+
+/// Answers every listing with one page whose next cursor is the one it was
+/// given: a store that would page forever.
+#[derive(Debug)]
+struct RepeatsCursor;
+
+#[async_trait::async_trait]
+impl StoreLayer for RepeatsCursor {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, lock_core::StoreError> {
+        if let StoreCall::List { cursor, .. } = &call {
+            // A round trip: a client that pages forever lets time pass, so the
+            // test's timeout fires instead of the test spinning.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let again = cursor.clone().unwrap_or(lock_core::Cursor("start".into()));
+            return Ok(StoreReply::Page(lock_core::Page {
+                records: Vec::new(),
+                next: Some(again),
+            }));
+        }
+        call.send(next).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn listing_stops_with_an_error_when_the_store_hands_back_its_cursor() {
+    use futures_util::StreamExt;
+    let a = client(Layered::new(RepeatsCursor, MemoryStore::new()), "a");
+    let listed: Vec<_> = tokio::time::timeout(
+        Duration::from_secs(5),
+        a.list_all(lock_core::ListOptions::new())
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the listing ends");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        matches!(&listed[0], Err(LockError::List { .. })),
+        "{listed:?}"
+    );
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_reports_only_the_releases_still_running() {
+    let store = support::Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let done = a.acquire("done", AcquireOptions::new()).await.unwrap();
+    let stuck = a.acquire("stuck", AcquireOptions::new()).await.unwrap();
+    // Released in the background at once.
+    drop(done);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // Released in the background, its reply 60 s late: past the shutdown.
+    store.delay_writes(Duration::from_secs(60));
+    drop(stuck);
+    let report = a.shutdown().await.unwrap();
+    assert_eq!(report.timed_out, [LockKey::new("stuck")], "{report:?}");
+}
+
+#[test]
+fn dropping_the_last_handle_stops_the_clients_tasks() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let a = client(MemoryStore::new(), "a");
+        let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+        guard.release().await.unwrap();
+        a.shutdown().await.unwrap();
+        let metrics = tokio::runtime::Handle::current().metrics();
+        assert!(metrics.num_alive_tasks() > 0, "the heartbeat task runs");
+        drop(a);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(metrics.num_alive_tasks(), 0);
+    });
+}
