@@ -206,3 +206,31 @@ macro_rules! forward_store {
 }
 
 forward_store!(Arc<S>, Box<S>);
+
+#[cfg(test)]
+mod tests {
+    use super::Capabilities;
+
+    #[test]
+    fn each_setter_sets_its_own_capability() {
+        let caps = Capabilities::default()
+            .with_returns_current_on_conflict(false)
+            .with_sort_keys(false)
+            .with_key_limits(3, 4)
+            .with_max_record_bytes(5)
+            .with_stores_expiry(false)
+            .with_keeps_released_records(false);
+        assert_eq!(
+            caps,
+            Capabilities {
+                returns_current_on_conflict: false,
+                sort_keys: false,
+                max_partition_key_bytes: 3,
+                max_sort_key_bytes: 4,
+                max_record_bytes: 5,
+                keeps_released_records: false,
+                stores_expiry: false,
+            }
+        );
+    }
+}

@@ -2311,3 +2311,79 @@ fn dropping_the_last_handle_stops_the_clients_tasks() {
         assert_eq!(metrics.num_alive_tasks(), 0);
     });
 }
+
+/// Says the store takes keys of at most 8 and 6 bytes and records of at most
+/// 24 (key, sort key, owner and data), whatever the store below takes: the
+/// client's own check is all that refuses.
+#[derive(Debug)]
+struct SmallLimits;
+
+#[async_trait::async_trait]
+impl StoreLayer for SmallLimits {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, lock_core::StoreError> {
+        call.send(next).await
+    }
+    fn capabilities(&self, inner: lock_core::Capabilities) -> lock_core::Capabilities {
+        inner.with_key_limits(8, 6).with_max_record_bytes(24)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn inputs_at_the_stores_limits_are_taken_and_one_byte_more_is_refused_unwritten() {
+    let store = MemoryStore::new();
+    let a = client(Layered::new(SmallLimits, store.clone()), "a");
+    let takes = |key: LockKey, data: usize| {
+        let a = a.clone();
+        async move {
+            let options = AcquireOptions::new().data(vec![b'x'; data]);
+            a.acquire(key, options).await
+        }
+    };
+    // At each limit: taken.
+    for (key, data) in [
+        (LockKey::new("abcdefgh"), 0),
+        (LockKey::with_sort("k", "sorted"), 0),
+        // key 1 + sort 1 + owner 1 + data 21 = 24 bytes.
+        (LockKey::with_sort("k", "s"), 21),
+    ] {
+        let guard = takes(key.clone(), data).await;
+        let guard = guard.unwrap_or_else(|error| panic!("{key} with {data} bytes: {error}"));
+        guard.release().await.unwrap();
+    }
+    // One byte more: refused before anything reaches the store.
+    let calls = store.calls();
+    for (key, data) in [
+        (LockKey::new("abcdefghi"), 0),
+        (LockKey::with_sort("k", "sorted!"), 0),
+        (LockKey::with_sort("k", "s"), 22),
+    ] {
+        let refused = takes(key.clone(), data).await;
+        assert!(
+            matches!(refused, Err(LockError::InvalidInput { .. })),
+            "{key} with {data} bytes: {refused:?}"
+        );
+    }
+    assert_eq!(store.calls(), calls);
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_rejected_on_a_vacant_key_reads_nothing_when_the_store_says_so() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    // Someone deletes the record: the release is refused, with no record, by
+    // a store that returns the current record on conflict: the key is vacant.
+    let rvn = store.record(&LockKey::new("job")).unwrap().rvn;
+    ConditionalStore::delete(&store, &LockKey::new("job"), Expect::Version(rvn))
+        .await
+        .unwrap();
+    let reads = store.reads();
+    let _ = guard.release().await;
+    assert_eq!(store.reads(), reads, "{:?}", store.history());
+    a.shutdown().await.unwrap();
+}
