@@ -21,6 +21,9 @@ use crate::{
     LockView, LostReason,
 };
 
+/// The shortest pause [`ElectionOptions::retry`] takes.
+const MIN_RETRY: Duration = Duration::from_millis(10);
+
 /// How a candidate campaigns; see [`LockClient::elect`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use]
@@ -65,11 +68,12 @@ impl ElectionOptions {
     }
 
     /// After an error (the store refused or failed for longer than an
-    /// acquire retries), pause `min` before campaigning again, doubling up to
-    /// `max`, each pause jittered down by up to a half.
+    /// acquire retries), pause `min` (at least 10 ms) before campaigning
+    /// again, doubling up to `max`, each pause jittered down by up to a half.
     pub fn retry(mut self, min: Duration, max: Duration) -> Self {
-        self.retry_min = min;
-        self.retry_max = max.max(min);
+        // A zero pause would retry an error no retry can fix in a tight loop.
+        self.retry_min = min.max(MIN_RETRY);
+        self.retry_max = max.max(self.retry_min);
         self
     }
 }
@@ -110,6 +114,10 @@ pub enum Role {
 pub struct Leadership {
     view: LockView,
     since: Instant,
+    /// True once the candidate stepped down, resigned or was dropped: from
+    /// then on the leadership is not to be trusted, even while the release
+    /// of its lock is still on its way to the store.
+    deposed: watch::Receiver<bool>,
 }
 
 impl Leadership {
@@ -128,15 +136,25 @@ impl Leadership {
         &self.view
     }
 
-    /// Whether the lease is still safe (the leadership can be trusted now).
+    /// Whether the leadership can be trusted now: the lease is safe and the
+    /// candidate has not stepped down, resigned or been dropped.
     pub fn is_safe(&self) -> bool {
-        self.view.is_safe()
+        !*self.deposed.borrow() && self.view.is_safe()
     }
 
     /// Resolves as soon as the leadership can no longer be trusted (the lease
-    /// is in danger or lost), with the reason.
+    /// is in danger or lost, or the candidate stepped down, resigned or was
+    /// dropped, which reads as [`LostReason::Released`]), with the reason.
     pub fn until_unsafe(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        self.view.until_unsafe()
+        let lease = self.view.until_unsafe();
+        let mut deposed = self.deposed.clone();
+        async move {
+            tokio::select! {
+                reason = lease => reason,
+                // A closed channel: the campaign is gone, and so is its lock.
+                _ = deposed.wait_for(|deposed| *deposed) => LostReason::Released,
+            }
+        }
     }
 }
 
@@ -159,6 +177,7 @@ struct Standing {
 #[must_use = "dropping the election ends its campaign"]
 pub struct Election {
     watcher: ElectionWatcher,
+    board: Arc<Board>,
     resign: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), LockError>>>,
 }
@@ -211,17 +230,20 @@ impl LockClient {
         });
         let (roles_tx, roles) = watch::channel(Role::Campaigning);
         let (resign, resigned) = oneshot::channel();
+        let board = Arc::new(Board {
+            standing: standing_tx,
+            roles: roles_tx,
+            term: std::sync::Mutex::new(None),
+        });
         let campaign = Campaign {
             client: self.clone(),
             key: key.clone(),
             options,
-            board: Arc::new(Board {
-                standing: standing_tx,
-                roles: roles_tx,
-            }),
+            board: board.clone(),
         };
         let task = runtime.spawn(campaign.run(resigned));
         Ok(Election {
+            board,
             watcher: ElectionWatcher {
                 key,
                 standing,
@@ -265,7 +287,8 @@ impl ElectionWatcher {
     }
 
     /// Wait until this candidate leads, and return the leadership.
-    /// [`LockError::Shutdown`] if the client shut down (the campaign ended).
+    /// [`LockError::Shutdown`] once the campaign has ended (the client shut
+    /// down, or the candidate resigned).
     pub async fn leadership(&self) -> Result<Leadership, LockError> {
         let mut standing = self.standing.clone();
         let found = standing
@@ -341,7 +364,8 @@ impl Election {
     }
 
     /// Wait until this candidate leads, and return the leadership.
-    /// [`LockError::Shutdown`] if the client shut down (the campaign ended).
+    /// [`LockError::Shutdown`] once the campaign has ended (the client shut
+    /// down, or the candidate resigned).
     pub async fn leadership(&self) -> Result<Leadership, LockError> {
         self.watcher.leadership().await
     }
@@ -381,6 +405,9 @@ impl Election {
 impl Drop for Election {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
+            // Nobody may act on this candidate's leadership once it is
+            // dropped, nor read it as leading.
+            self.board.step_down(true);
             // Dropping the campaign drops its guard or its acquire, and each
             // releases what it holds in the background.
             task.abort();
@@ -393,9 +420,29 @@ impl Drop for Election {
 struct Board {
     standing: watch::Sender<Standing>,
     roles: watch::Sender<Role>,
+    /// The current leadership's "deposed" flag, while it leads.
+    term: std::sync::Mutex<Option<watch::Sender<bool>>>,
 }
 
 impl Board {
+    /// The leadership ends (or the campaign): depose it before anything is
+    /// released, then publish that nobody here leads.
+    fn step_down(&self, ended: bool) {
+        let term = self
+            .term
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(term) = term {
+            term.send_replace(true);
+        }
+        self.publish(|standing| {
+            standing.leadership = None;
+            standing.role = Role::Campaigning;
+            standing.ended |= ended;
+        });
+    }
+
     /// Update the standing, then the public role from it (a role watcher wakes
     /// only when the role changes).
     fn publish(&self, update: impl FnOnce(&mut Standing)) {
@@ -422,11 +469,7 @@ struct Campaign {
 impl Campaign {
     async fn run(self, mut resigned: oneshot::Receiver<()>) -> Result<(), LockError> {
         let result = self.campaign(&mut resigned).await;
-        self.publish(|standing| {
-            standing.ended = true;
-            standing.leadership = None;
-            standing.role = Role::Campaigning;
-        });
+        self.board.step_down(true);
         result
     }
 
@@ -452,15 +495,22 @@ impl Campaign {
                     tokio::select! {
                         biased;
                         _ = &mut *resigned => return Ok(()),
-                        () = self.client.inner.clock.sleep_until(self.client.inner.after(pause)) => continue,
+                        () = self.client.inner.pause_until(self.client.inner.after(pause)) => continue,
                     }
                 }
             };
             failures = 0;
             let since = self.client.inner.clock.now();
+            let (term, deposed) = watch::channel(false);
+            *self
+                .board
+                .term
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(term);
             let leadership = Leadership {
                 view: guard.view(),
                 since,
+                deposed,
             };
             let fence = guard.fence();
             tracing::info!(key = %self.key, %fence, "elected leader");
@@ -517,10 +567,7 @@ impl Campaign {
     /// Leadership ends: published before the lock is released, so nobody reads
     /// this candidate as leader once another may lead.
     fn step_down(&self) {
-        self.publish(|standing| {
-            standing.leadership = None;
-            standing.role = Role::Campaigning;
-        });
+        self.board.step_down(false);
     }
 
     fn publish(&self, update: impl FnOnce(&mut Standing)) {

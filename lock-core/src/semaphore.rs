@@ -67,8 +67,12 @@ impl LockClient {
     /// A counting semaphore named `name` with `permits` permits: at most
     /// `permits` holders (on any clients) whose leases are safe at any
     /// instant. Every client must open it with the same count; one that does
-    /// not is refused on its first acquire
-    /// ([`LockError::PermitsMismatch`]).
+    /// not is refused on its first acquire ([`LockError::PermitsMismatch`])
+    /// once the store shows the other count: at once without sort keys (a
+    /// header record holds the count, written by the first opener); with sort
+    /// keys, from the first poll after the other count's first permit was
+    /// taken (two first openers polling at the very same moment can each take
+    /// one permit before either sees the other's).
     ///
     /// Refused before anything is written when `permits` is 0 or more than
     /// [`MAX_PERMITS`], or the name does not fit the store's keys.
@@ -195,6 +199,16 @@ impl Semaphore {
             ),
             options.data.bytes(),
         )?;
+        // The options a permit's lock is taken with, checked before anything
+        // is read (an invalid lease must not wait to be refused).
+        if let Some(lease) = options.lease {
+            shared.config.check_acquire_lease(lease)?;
+        }
+        shared.config.check_holds(
+            options.min_hold,
+            options.max_hold,
+            options.delete_on_release,
+        )?;
         let started = shared.clock.now();
         let deadline = later(started, wait);
         let refresh = options
@@ -209,11 +223,17 @@ impl Semaphore {
         } else {
             tokio::select! {
                 turn = semaphore.poller.lock() => turn,
-                () = shared.clock.sleep_until(deadline) => return Ok(None),
+                () = shared.pause_until(deadline) => {
+                    shared.ensure_running()?;
+                    return Ok(None);
+                }
             }
         };
-        let one_attempt = options.clone().wait(Duration::ZERO);
+        // One attempt on one slot: a slot seen free that another client took
+        // meanwhile is busy, not watched (busy-unless-dead would watch it).
+        let one_attempt = options.clone().wait(Duration::ZERO).busy_unless_dead(false);
         loop {
+            shared.ensure_running()?;
             let slots = self.read_slots(deadline).await?;
             let now = shared.clock.now();
             // Free slots first (one write each), from a random start so that
@@ -263,7 +283,8 @@ impl Semaphore {
             let poll = later(now, shared.backoff.jitter(refresh));
             let wake = next_takeover.map_or(poll, |at| at.min(poll)).min(deadline);
             tokio::select! {
-                () = shared.clock.sleep_until(wake) => {}
+                // Shutdown ends the pause too; the loop's check says so.
+                () = shared.pause_until(wake) => {}
                 () = semaphore.released.notified() => {}
             }
         }
@@ -309,7 +330,7 @@ impl Semaphore {
                 .store
                 .list(
                     Some(&semaphore.name),
-                    cursor,
+                    cursor.clone(),
                     semaphore.permits as usize + 1,
                 )
                 .await?;
@@ -325,6 +346,13 @@ impl Semaphore {
                 }
             }
             match page.next {
+                // A store that hands back the cursor it was given would page
+                // forever.
+                Some(next) if cursor.as_ref() == Some(&next) => {
+                    return Err(ReadError::Store(crate::StoreError::other(
+                        "the store returned the same listing cursor twice",
+                    )));
+                }
                 Some(next) => cursor = Some(next),
                 None => return Ok(slots),
             }
@@ -349,7 +377,7 @@ impl Semaphore {
     }
 
     /// Without sort keys: the header record says the count; written by the
-    /// first client to open the semaphore (a released record, never held).
+    /// first client to open the semaphore (a record nobody acquires).
     async fn check_header(&self) -> Result<(), ReadError> {
         let semaphore = &self.shared;
         let shared = &semaphore.client.inner;
@@ -358,11 +386,14 @@ impl Semaphore {
         let stored = match shared.store.get(&key).await? {
             Some(record) => record,
             None => {
+                // Held, not released: a second first opener's vacant write
+                // is then refused and it reads this count. Nobody acquires
+                // this key; its lease is the longest.
                 let new = NewRecord {
                     owner: shared.config.owner.clone(),
                     rvn: Rvn::fresh(),
-                    lease: shared.config.timing.lease,
-                    released: true,
+                    lease: crate::MAX_LEASE,
+                    released: false,
                     fence: FenceUpdate::Next,
                     data: DataUpdate::Replace(count.clone()),
                     expires_at: None,

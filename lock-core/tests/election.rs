@@ -428,3 +428,70 @@ fn elect_outside_a_runtime_is_a_clear_error() {
     );
     assert!(error.to_string().contains("tokio runtime"), "{error}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn resigning_cancels_the_leaders_work_before_the_release_is_answered() {
+    let store = support::Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let election = a.elect("leader", ElectionOptions::new()).unwrap();
+    let watcher = election.watcher();
+    let leadership = timeout(Duration::from_secs(1), watcher.leadership())
+        .await
+        .unwrap()
+        .unwrap();
+    let work = tokio::spawn(async move {
+        let ended = watcher.lead(|_| std::future::pending::<()>()).await;
+        (ended, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The release takes 5 s to be answered; the work must not wait for that.
+    store.delay_writes(Duration::from_secs(5));
+    let resigned = Instant::now();
+    let resigning = tokio::spawn(election.resign());
+    let (ended, at) = timeout(Duration::from_secs(1), work)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(
+            ended,
+            Err(LockError::Lost {
+                reason: LostReason::Released,
+                ..
+            })
+        ),
+        "{ended:?}"
+    );
+    assert!(
+        at - resigned < Duration::from_millis(10),
+        "{:?}",
+        at - resigned
+    );
+    assert!(!leadership.is_safe());
+    timeout(Duration::from_secs(10), resigning)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_election_is_read_as_ended_at_once() {
+    let a = client(MemoryStore::new(), "a");
+    let election = a.elect("leader", ElectionOptions::new()).unwrap();
+    let watcher = election.watcher();
+    let leadership = timeout(Duration::from_secs(1), watcher.leadership())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(election);
+    assert!(!leadership.is_safe());
+    assert!(!watcher.is_leader());
+    assert_eq!(watcher.role(), Role::Campaigning);
+    let ended = timeout(Duration::from_secs(1), watcher.leadership())
+        .await
+        .unwrap();
+    assert!(matches!(ended, Err(LockError::Shutdown)), "{ended:?}");
+    a.shutdown().await.unwrap();
+}

@@ -279,3 +279,82 @@ async fn bad_input_is_refused_before_anything_is_written() {
     assert!(store.record(&LockKey::new("exports")).is_none());
     a.shutdown().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn two_first_openers_with_different_counts_cannot_both_pass() {
+    // Without sort keys, the header says the count. Both read it absent (the
+    // replies are slow), then both write it: the second write is refused and
+    // its opener reads the first one's count.
+    let store = support::Delayed::new(MemoryStore::builder().sort_keys(false).build());
+    store.delay_reads(Duration::from_millis(100));
+    let (a, b) = (client(store.clone(), "a"), client(store.clone(), "b"));
+    let (four, eight) = (
+        a.semaphore("pool", 4).unwrap(),
+        b.semaphore("pool", 8).unwrap(),
+    );
+    let (first, second) = tokio::join!(
+        four.acquire(AcquireOptions::new()),
+        eight.acquire(AcquireOptions::new()),
+    );
+    let refused = [&first, &second]
+        .iter()
+        .filter(|taken| matches!(taken, Err(LockError::PermitsMismatch { .. })))
+        .count();
+    assert_eq!(refused, 1, "{first:?} {second:?}");
+    drop((first, second));
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_acquire_ends_when_its_client_shuts_down() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = client(store.clone(), "b");
+    let held = a
+        .semaphore("pool", 1)
+        .unwrap()
+        .acquire(AcquireOptions::new())
+        .await
+        .unwrap();
+    let semaphore = b.semaphore("pool", 1).unwrap();
+    let waiting = tokio::spawn(async move {
+        // Polls at most every 10 s: only the shutdown can end it sooner.
+        let options = wait(Duration::MAX).refresh_period(Duration::from_secs(10));
+        semaphore.acquire(options).await
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let shut = Instant::now();
+    b.shutdown().await.unwrap();
+    let ended = timeout(Duration::from_secs(1), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(ended, Err(LockError::Shutdown)), "{ended:?}");
+    assert!(
+        shut.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        shut.elapsed()
+    );
+    held.release().await.unwrap();
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalid_lease_is_refused_at_once_even_when_every_permit_is_held() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let semaphore = a.semaphore("pool", 1).unwrap();
+    let held = semaphore.acquire(AcquireOptions::new()).await.unwrap();
+    let started = Instant::now();
+    let refused = semaphore
+        .acquire(wait(Duration::from_secs(30)).lease(Duration::ZERO))
+        .await;
+    assert!(
+        matches!(refused, Err(LockError::InvalidConfig(_))),
+        "{refused:?}"
+    );
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    held.release().await.unwrap();
+    a.shutdown().await.unwrap();
+}
