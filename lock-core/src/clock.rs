@@ -161,6 +161,48 @@ impl Clock for DriftingClock {
 mod tests {
     use super::*;
 
+    #[test]
+    fn later_falls_back_to_a_year_then_a_day_near_the_end_of_the_clock() {
+        let start = Instant::now();
+        // The last instant this clock can show, to the second.
+        let (mut low, mut high) = (0u64, u64::MAX);
+        while low < high {
+            let mid = low + (high - low).div_ceil(2);
+            if start.checked_add(Duration::from_secs(mid)).is_some() {
+                low = mid;
+            } else {
+                high = mid - 1;
+            }
+        }
+        let year = Duration::from_secs(365 * 24 * 3600);
+        let day = Duration::from_secs(24 * 3600);
+        // Two years before the end: a year away is the furthest "never".
+        let at = start + Duration::from_secs(low) - 2 * year;
+        assert_eq!(later(at, Duration::MAX), at + year);
+        // Half a year before the end: a day away.
+        let at = start + Duration::from_secs(low) - year / 2;
+        assert_eq!(later(at, Duration::MAX), at + day);
+        // A bounded wait is kept as it is.
+        assert_eq!(
+            later(at, Duration::from_secs(5)),
+            at + Duration::from_secs(5)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drifting_clock_says_its_rate_and_never_wakes_before_the_deadline() {
+        assert_eq!(DriftingClock::new(1.5).rate(), 1.5);
+        assert_eq!(
+            DriftingClock::new(0.0).rate(),
+            1.0,
+            "no rate falls back to 1"
+        );
+        let clock = DriftingClock::new(1.0);
+        let deadline = clock.now() + Duration::from_millis(250);
+        clock.sleep_until(deadline).await;
+        assert!(clock.now() >= deadline);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn drifting_clock_runs_at_its_rate_and_jumps() {
         let fast = DriftingClock::new(1.5);

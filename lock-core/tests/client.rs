@@ -2387,3 +2387,46 @@ async fn a_release_rejected_on_a_vacant_key_reads_nothing_when_the_store_says_so
     assert_eq!(store.reads(), reads, "{:?}", store.history());
     a.shutdown().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_of_exactly_a_year_is_taken_and_a_second_more_refused() {
+    assert_eq!(lock_core::MAX_LEASE, Duration::from_secs(365 * 24 * 3600));
+    let year = LockClient::builder(MemoryStore::new())
+        .lease(lock_core::MAX_LEASE)
+        .build();
+    assert!(year.is_ok(), "{year:?}");
+    let more = LockClient::builder(MemoryStore::new())
+        .lease(lock_core::MAX_LEASE + Duration::from_secs(1))
+        .build();
+    assert!(
+        matches!(
+            more,
+            Err(LockError::InvalidConfig(ConfigError::LeaseTooLong { .. }))
+        ),
+        "{more:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_refresh_is_a_quarter_of_a_short_lease() {
+    // Lease 2 s, refresh unset: a quarter of it, 0.5 s. The default wait is
+    // lease × 1.01 + refresh = 2.52 s.
+    let store = MemoryStore::new();
+    let holder = client(store.clone(), "holder");
+    let held = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    let waiter = LockClient::builder(store.clone())
+        .owner("waiter")
+        .lease(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let busy = waiter.acquire("job", AcquireOptions::new()).await;
+    assert!(
+        matches!(busy, Err(LockError::AcquireTimeout { .. })),
+        "{busy:?}"
+    );
+    assert_eq!(started.elapsed(), Duration::from_millis(2520));
+    held.release().await.unwrap();
+    holder.shutdown().await.unwrap();
+    waiter.shutdown().await.unwrap();
+}
