@@ -4,15 +4,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use lock_core::{ElectionWatcher, LockError, Role};
+use lock_core::{ElectionWatcher, Role};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::classes;
 use crate::errors;
-use crate::lock::lost_reason;
-use crate::runtime::ProcessRuntime;
+use crate::lock::{bytes, lost_reason, unit, wait_lost};
+use crate::runtime::{ProcessRuntime, within};
 
 /// `Role(kind, fence, leader, data)` of `lease_lock._types`.
 fn role(py: Python<'_>, role: &Role) -> PyResult<Py<PyAny>> {
@@ -31,10 +31,7 @@ fn role(py: Python<'_>, role: &Role) -> PyResult<Py<PyAny>> {
         ),
         _ => ("campaigning", None, None, None),
     };
-    let data = match data {
-        Some(data) => PyBytes::new(py, &data).into_any().unbind(),
-        None => py.None(),
-    };
+    let data = bytes(py, data.as_deref());
     classes::construct(
         py,
         &MODULE,
@@ -99,12 +96,7 @@ impl Election {
         self.runtime.run(
             py,
             is_async,
-            async move {
-                match limit {
-                    Some(limit) => tokio::time::timeout(limit, watcher.leadership()).await.ok(),
-                    None => Some(watcher.leadership().await),
-                }
-            },
+            async move { within(limit, watcher.leadership()).await },
             move |py, result| match result {
                 None => Ok(py.None()),
                 Some(Ok(leadership)) => Ok(Py::new(
@@ -132,11 +124,7 @@ impl Election {
                     None => Ok(()),
                 }
             },
-            |py, result: Result<(), LockError>| {
-                result
-                    .map(|()| py.None())
-                    .map_err(|error| errors::lock_error(py, error))
-            },
+            unit,
         )
     }
 }
@@ -224,10 +212,7 @@ impl Election {
                     Err(_) => std::future::pending().await,
                 }
             };
-            match limit {
-                Some(limit) => tokio::time::timeout(limit, change).await.ok().flatten(),
-                None => change.await,
-            }
+            within(limit, change).await.flatten()
         })?;
         changed.map(|changed| role(py, &changed)).transpose()
     }
@@ -372,10 +357,7 @@ impl Leadership {
     /// The data stored with the lock (`bytes`), or `None`.
     #[getter]
     fn data(&self, py: Python<'_>) -> Py<PyAny> {
-        match self.leadership.view().data() {
-            Some(data) => PyBytes::new(py, &data).into_any().unbind(),
-            None => py.None(),
-        }
+        bytes(py, self.leadership.view().data().as_deref())
     }
 
     /// An awaitable that resolves with a `LostReason` as soon as the
@@ -395,15 +377,7 @@ impl Leadership {
         py: Python<'_>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let lost = self.leadership.until_unsafe();
-        let limit = crate::convert::optional_seconds(py, "timeout", timeout)?;
-        let reason = self.runtime.block_on(py, async move {
-            match limit {
-                Some(limit) => tokio::time::timeout(limit, lost).await.ok(),
-                None => Some(lost.await),
-            }
-        })?;
-        reason.map(|reason| lost_reason(py, &reason)).transpose()
+        wait_lost(py, &self.runtime, self.leadership.until_unsafe(), timeout)
     }
 
     fn __repr__(&self) -> String {

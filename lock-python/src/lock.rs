@@ -21,7 +21,7 @@ fn make(py: Python<'_>, name: &'static str, fields: &[(&str, Py<PyAny>)]) -> PyR
     classes::construct(py, &MODULE, "lease_lock._types", name, args, fields).map(Bound::unbind)
 }
 
-fn bytes(py: Python<'_>, data: Option<&[u8]>) -> Py<PyAny> {
+pub(crate) fn bytes(py: Python<'_>, data: Option<&[u8]>) -> Py<PyAny> {
     match data {
         Some(data) => PyBytes::new(py, data).into_any().unbind(),
         None => py.None(),
@@ -48,6 +48,19 @@ pub(crate) fn lost_reason(py: Python<'_>, reason: &LostReason) -> PyResult<Py<Py
             ("message", classes::value(py, reason.to_string())?),
         ],
     )
+}
+
+/// `wait_lost(timeout)` of a `Lock` or a `Leadership`: block until `lost`
+/// resolves and return its `LostReason`, or `None` after `timeout`.
+pub(crate) fn wait_lost(
+    py: Python<'_>,
+    runtime: &ProcessRuntime,
+    lost: impl std::future::Future<Output = LostReason> + Send + 'static,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Py<PyAny>>> {
+    let limit = crate::convert::optional_seconds(py, "timeout", timeout)?;
+    let reason = runtime.block_on(py, crate::runtime::within(limit, lost))?;
+    reason.map(|reason| lost_reason(py, &reason)).transpose()
 }
 
 /// `LockInfo(...)` for one stored lock.
@@ -247,7 +260,7 @@ impl Lock {
     }
 }
 
-fn unit(py: Python<'_>, result: Result<(), LockError>) -> PyResult<Py<PyAny>> {
+pub(crate) fn unit(py: Python<'_>, result: Result<(), LockError>) -> PyResult<Py<PyAny>> {
     result
         .map(|()| py.None())
         .map_err(|error| errors::lock_error(py, error))
@@ -452,15 +465,7 @@ impl Lock {
         py: Python<'_>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let lost = self.view.until_unsafe();
-        let limit = crate::convert::optional_seconds(py, "timeout", timeout)?;
-        let reason = self.runtime.block_on(py, async move {
-            match limit {
-                Some(limit) => tokio::time::timeout(limit, lost).await.ok(),
-                None => Some(lost.await),
-            }
-        })?;
-        reason.map(|reason| lost_reason(py, &reason)).transpose()
+        wait_lost(py, &self.runtime, self.view.until_unsafe(), timeout)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -331,3 +331,15 @@ impl Pid {
         self == Pid::current()
     }
 }
+
+/// `future`'s output, or `None` once `limit` has passed (`None`: no limit):
+/// the `timeout=` of the package's blocking waits.
+pub(crate) async fn within<T>(
+    limit: Option<std::time::Duration>,
+    future: impl Future<Output = T>,
+) -> Option<T> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, future).await.ok(),
+        None => Some(future.await),
+    }
+}

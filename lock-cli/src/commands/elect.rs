@@ -10,21 +10,13 @@ use lock_core::{Election, ElectionOptions, LockClient, LockKey, Role};
 use super::run::{CommandSpec, Ended, supervise};
 use crate::args::{ElectArgs, Global};
 use crate::child::{self, Signals};
-use crate::deadline;
 use crate::exit::CliError;
 use crate::text::{duration, printable};
 
 /// Campaign until told to stop (or, with `--exit-with-command`, until the
 /// command exits); the command's exit code.
 pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, CliError> {
-    let mut signals = Signals::install()?;
-    let client = global.client(Some(args.lease)).await?;
-    let grace = args
-        .grace
-        .unwrap_or_else(|| deadline::default_grace(args.lease));
-    // Refused before anything is written.
-    deadline::check_grace(grace, &client.timing(), client.heartbeat_period())
-        .map_err(CliError::Usage)?;
+    let (mut signals, client, grace) = super::run::prepare(global, args.lease, args.grace).await?;
     let result = campaign(&client, args, grace, &mut signals).await;
     // Whatever happened, leave nothing held.
     super::finish(&client).await;

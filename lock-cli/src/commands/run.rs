@@ -19,19 +19,29 @@ use crate::watchdog::Watchdog;
 
 /// Acquire, run the command under the lock, release; the command's exit code.
 pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, CliError> {
-    let mut signals = Signals::install()?;
-    let client = global.client(Some(args.lease)).await?;
-    let grace = args
-        .grace
-        .unwrap_or_else(|| deadline::default_grace(args.lease));
-    // Refused before anything is written.
-    deadline::check_grace(grace, &client.timing(), client.heartbeat_period())
-        .map_err(CliError::Usage)?;
+    let (mut signals, client, grace) = prepare(global, args.lease, args.grace).await?;
     let result = hold_and_run(&client, args, grace, &mut signals).await;
     // Whatever happened, leave nothing held: an interrupted or failed acquire
     // may have a write to clean up, a release may still be running.
     super::finish(&client).await;
     result
+}
+
+/// What `run` and `elect` need before anything is written: the signals
+/// lockctl forwards, a client with `lease`, and the grace period (`--grace`,
+/// or the default for the lease), refused if it leaves no room before the
+/// end of the safe time.
+pub(super) async fn prepare(
+    global: &Global,
+    lease: Duration,
+    grace: Option<Duration>,
+) -> Result<(Signals, LockClient, Duration), CliError> {
+    let signals = Signals::install()?;
+    let client = global.client(Some(lease)).await?;
+    let grace = grace.unwrap_or_else(|| deadline::default_grace(lease));
+    deadline::check_grace(grace, &client.timing(), client.heartbeat_period())
+        .map_err(CliError::Usage)?;
+    Ok((signals, client, grace))
 }
 
 async fn hold_and_run(
