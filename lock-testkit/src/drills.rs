@@ -44,6 +44,29 @@ async fn bounded<T>(what: &str, future: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("{what} did not finish within {LIMIT:?}"))
 }
 
+/// The sum of what the `workers` return, each within `limit`; panics if one
+/// panicked or did not finish.
+async fn joined(workers: Vec<tokio::task::JoinHandle<usize>>, limit: Duration) -> usize {
+    let mut total = 0;
+    for worker in workers {
+        match tokio::time::timeout(limit, worker).await {
+            Ok(Ok(count)) => total += count,
+            Ok(Err(error)) => panic!("a worker panicked: {error}"),
+            Err(_) => panic!("the workers did not finish within {limit:?}"),
+        }
+    }
+    total
+}
+
+/// Shut every client down (each bounded), panicking on an error.
+async fn shut_down(clients: &[LockClient]) {
+    for worker in clients {
+        bounded("a worker's shutdown", worker.shutdown())
+            .await
+            .unwrap_or_else(|error| panic!("a worker's shutdown: {error}"));
+    }
+}
+
 /// The seed of a drill's faults: `LOCK_PROXY_SEED` to replay one, otherwise a
 /// new one. Printed either way.
 pub fn drill_seed() -> u64 {
@@ -203,14 +226,7 @@ where
             acquired
         }));
     }
-    let mut acquired = 0;
-    for worker in workers {
-        match tokio::time::timeout(Duration::from_secs(120), worker).await {
-            Ok(Ok(count)) => acquired += count,
-            Ok(Err(error)) => panic!("a worker panicked: {error}"),
-            Err(_) => panic!("the workers did not finish within 120 s"),
-        }
-    }
+    let acquired = joined(workers, Duration::from_secs(120)).await;
     let stats = proxy.stats();
     println!("{acquired} acquisitions; proxy {stats:?}");
     assert!(
@@ -242,11 +258,7 @@ where
 
     // Healed, every client shuts down; nothing is left held.
     proxy.set(ProxyMode::Pass);
-    for worker in &clients {
-        bounded("a worker's shutdown", worker.shutdown())
-            .await
-            .unwrap_or_else(|error| panic!("a worker's shutdown: {error}"));
-    }
+    shut_down(&clients).await;
     let record = bounded("a read", direct.get(&key))
         .await
         .unwrap_or_else(|error| panic!("reading the record: {error}"));
@@ -310,14 +322,7 @@ where
             acquired
         }));
     }
-    let mut acquired = 0;
-    for worker in workers {
-        match tokio::time::timeout(Duration::from_secs(180), worker).await {
-            Ok(Ok(count)) => acquired += count,
-            Ok(Err(error)) => panic!("a worker panicked: {error}"),
-            Err(_) => panic!("the workers did not finish within 180 s"),
-        }
-    }
+    let acquired = joined(workers, Duration::from_secs(180)).await;
     let stats = proxy.stats();
     println!("{acquired} permits taken; proxy {stats:?}");
     assert!(
@@ -363,11 +368,7 @@ where
         }
     }
     proxy.set(ProxyMode::Pass);
-    for worker in &clients {
-        bounded("a worker's shutdown", worker.shutdown())
-            .await
-            .unwrap_or_else(|error| panic!("a worker's shutdown: {error}"));
-    }
+    shut_down(&clients).await;
     // Nothing left held: every slot's record is absent or released (the
     // header that holds the count without sort keys is held for good).
     let mut cursor = None;
