@@ -33,9 +33,7 @@ impl Shared {
     /// three quarters of the heartbeat period and the period after `sent`, so
     /// locks taken together do not beat together.
     pub(crate) fn register(self: &Arc<Self>, held: &Arc<Held>, sent: Instant) {
-        if !self.registry.is_served() {
-            self.start_heartbeats();
-        }
+        self.start_heartbeats();
         let period = held.heartbeat_period;
         let first = sent + period - (period / 4).mul_f64(self.backoff.random());
         self.registry.hold(held, first);
@@ -44,13 +42,15 @@ impl Shared {
     /// Start the heartbeat task, or restart one that ended (its runtime went away,
     /// or it panicked): the schedule stays, and the locks whose heartbeat was in
     /// flight in the old task are added back.
+    ///
+    /// Called by every registration, the check made once, under the mutex: a
+    /// task serving the registry is left alone, and so is a client shutting
+    /// down (an acquire racing shutdown is undone, and needs no task).
     fn start_heartbeats(self: &Arc<Self>) {
         let mut heartbeats = self
             .heartbeats
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Started or restarted meanwhile; or shutting down: an acquire racing
-        // shutdown is undone, and needs no task.
         if self.registry.is_served() || self.ensure_running().is_err() {
             return;
         }

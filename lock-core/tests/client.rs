@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use lock_core::layer::{Layered, StoreCall, StoreLayer, StoreReply};
 use lock_core::{
-    AcquireOptions, ConditionalStore, ConfigError, Expect, Fence, FenceUpdate, LeaseState,
-    LockClient, LockError, LockKey, LostReason, NewRecord, Outcome, Rvn,
+    AcquireOptions, ConditionalStore, ConfigError, DataUpdate, Expect, Fence, FenceUpdate,
+    LeaseState, LockClient, LockError, LockKey, LostReason, NewRecord, Outcome, Rvn,
 };
 use lock_memory::{Fault, FaultyStore, MemoryStore, Op};
 use support::{LEASE, client, wait};
@@ -2429,4 +2429,76 @@ async fn the_default_refresh_is_a_quarter_of_a_short_lease() {
     held.release().await.unwrap();
     holder.shutdown().await.unwrap();
     waiter.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_without_an_owner_is_named_after_its_host_and_a_random_suffix() {
+    let store = MemoryStore::new();
+    let a = LockClient::builder(store.clone()).build().unwrap();
+    let b = LockClient::builder(store.clone()).build().unwrap();
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let host = if host.is_empty() {
+        "localhost".to_owned()
+    } else {
+        host
+    };
+    for client in [&a, &b] {
+        let suffix = client
+            .owner()
+            .strip_prefix(&format!("{host}-"))
+            .unwrap_or_else(|| panic!("{} names its host {host}", client.owner()));
+        assert_eq!(suffix.len(), 8, "{}", client.owner());
+        assert!(suffix.chars().all(|c| c.is_ascii_hexdigit()), "{suffix}");
+    }
+    assert_ne!(a.owner(), b.owner(), "two clients of one host differ");
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
+
+#[test]
+fn options_with_observers_are_equal_only_with_the_same_observer() {
+    let options = AcquireOptions::new().on_wait(|_| {});
+    assert_eq!(options.clone(), options, "a clone shares its observer");
+    assert_ne!(
+        AcquireOptions::new().on_wait(|_| {}),
+        options,
+        "another observer, however alike"
+    );
+    assert_ne!(AcquireOptions::new(), options);
+    assert!(
+        format!("{options:?}").contains("WaitObserver"),
+        "{options:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn data_update_spells_out_what_an_acquire_does_to_the_data() {
+    assert_eq!(
+        AcquireOptions::new().data_update(DataUpdate::Replace(b"x".to_vec())),
+        AcquireOptions::new().data(b"x".to_vec())
+    );
+    assert_eq!(
+        AcquireOptions::new().data_update(DataUpdate::Clear),
+        AcquireOptions::new().clear_data()
+    );
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let replace = AcquireOptions::new().data_update(DataUpdate::Replace(b"x".to_vec()));
+    a.acquire("job", replace)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let keep = AcquireOptions::new()
+        .data(b"y".to_vec())
+        .data_update(DataUpdate::Keep);
+    let guard = a.acquire("job", keep).await.unwrap();
+    assert_eq!(guard.data(), Some(b"x".to_vec()), "kept");
+    guard.release().await.unwrap();
+    let clear = AcquireOptions::new().data_update(DataUpdate::Clear);
+    let guard = a.acquire("job", clear).await.unwrap();
+    assert_eq!(guard.data(), None, "cleared");
+    guard.release().await.unwrap();
+    a.shutdown().await.unwrap();
 }

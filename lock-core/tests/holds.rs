@@ -476,6 +476,29 @@ async fn hold_limits_are_checked_before_anything_is_written() {
     a.shutdown().await.unwrap();
 }
 
+#[tokio::test(start_paused = true)]
+async fn hold_limits_at_their_exact_edges_are_accepted() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let second = Duration::from_secs(1);
+    for (key, options) in [
+        // A min hold equal to the max hold: the lock is held exactly that long.
+        (
+            "equal",
+            AcquireOptions::new()
+                .min_hold(5 * second)
+                .max_hold(5 * second),
+        ),
+        // The longest allowed, for either limit.
+        ("longest-min", AcquireOptions::new().min_hold(MAX_LEASE)),
+        ("longest-max", AcquireOptions::new().max_hold(MAX_LEASE)),
+    ] {
+        let guard = a.acquire(key, options).await;
+        assert!(guard.is_ok(), "{key}: {:?}", guard.err());
+    }
+    a.shutdown().await.unwrap();
+}
+
 // ---- Leaving main without shutdown() -------------------------------------------
 
 /// Writes take `delay` before they reach the store, so a release that the
