@@ -109,16 +109,26 @@ impl Shared {
         key: LockKey,
         options: AcquireOptions,
     ) -> Result<LockGuard, LockError> {
-        self.ensure_running()?;
-        self.validate_input(&key, options.data.bytes())?;
-        if let Some(lease) = options.lease {
-            self.config.check_acquire_lease(lease)?;
+        self.acquire_handed(key, options, None).await
+    }
+
+    /// [`acquire`](Self::acquire), taking over `handed` (a lock of this
+    /// client's released to this acquire by a [`Successors`] queue) in one
+    /// write. A hand-off the acquire does not end up holding is released.
+    ///
+    /// [`Successors`]: crate::turns::Successors
+    pub(crate) async fn acquire_handed(
+        self: &Arc<Self>,
+        key: LockKey,
+        options: AcquireOptions,
+        handed: Option<Handoff>,
+    ) -> Result<LockGuard, LockError> {
+        if let Err(error) = self.check_acquire(&key, &options) {
+            if let Some(handed) = handed {
+                self.release_abandoned(key, vec![handed.rvn], handed.lease);
+            }
+            return Err(error);
         }
-        self.config.check_holds(
-            options.min_hold,
-            options.max_hold,
-            options.delete_on_release,
-        )?;
         let lease = options.lease.unwrap_or(self.config.timing.lease);
         let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
         // Busy-unless-dead is a wait rule of its own: it watches a silent
@@ -131,6 +141,7 @@ impl Shared {
             }
         });
         if options.reentrant
+            && handed.is_none()
             && let Some(guard) = self.share(&key)
         {
             return Ok(guard);
@@ -145,7 +156,7 @@ impl Shared {
             lease,
             writes: Candidates::new(),
             turn: None,
-            handed: None,
+            handed,
             takeover_write: None,
         };
         let result = async {
@@ -154,7 +165,13 @@ impl Shared {
             let fail_fast = wait.is_zero();
             let mut turn = self.take_turn(&key, fail_fast, started, deadline).await?;
             let waited = turn.waited;
-            attempt.handed = turn.take_handoff();
+            if let Some(from_turn) = turn.take_handoff() {
+                // A hand-off in the key's turn as well as one given: the
+                // turn's is the later version; the given one is released.
+                if let Some(given) = attempt.handed.replace(from_turn) {
+                    self.release_abandoned(key.clone(), vec![given.rvn], given.lease);
+                }
+            }
             attempt.turn = Some(turn);
             // The turn may have come from a shutdown releasing the task ahead:
             // then a lock handed over with it is released by the attempt's drop.
@@ -189,6 +206,21 @@ impl Shared {
             attempt.writes.clear();
         }
         result
+    }
+
+    /// The checks an acquire makes before anything is read or written.
+    fn check_acquire(&self, key: &LockKey, options: &AcquireOptions) -> Result<(), LockError> {
+        self.ensure_running()?;
+        self.validate_input(key, options.data.bytes())?;
+        if let Some(lease) = options.lease {
+            self.config.check_acquire_lease(lease)?;
+        }
+        self.config.check_holds(
+            options.min_hold,
+            options.max_hold,
+            options.delete_on_release,
+        )?;
+        Ok(())
     }
 
     /// This client's turn at `key`: at once, after the task ahead (a holder, an

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use crate::clock::{Clock, Instant, later};
 use crate::slot::SlotCell;
 use crate::timing::HoldLimits;
-use crate::turns::{Handoff, Phase, Turn};
+use crate::turns::{Handoff, Phase, Successors, Turn};
 use crate::{Fence, LeaseState, LockKey, LostReason, Rvn, Takeover, Timing};
 
 /// A held lock's timing: its lease, with the client's drift bound and a margin
@@ -49,6 +49,9 @@ pub(crate) struct Held {
     changed: OnceLock<watch::Sender<u64>>,
     /// This lock's entry in the heartbeat schedule (see `registry::Registry`).
     pub slot: SlotCell,
+    /// Who else may take the lock over when it is released and no acquire of
+    /// its key waits (set by a semaphore for its slots).
+    successors: OnceLock<std::sync::Arc<dyn Successors>>,
 }
 
 #[derive(Debug, Clone)]
@@ -127,6 +130,7 @@ impl Held {
             }),
             changed: OnceLock::new(),
             slot: SlotCell::default(),
+            successors: OnceLock::new(),
         }
     }
 
@@ -150,6 +154,17 @@ impl Held {
     /// The key's turn: another acquire of this client waits for it.
     pub fn has_local_waiters(&self) -> bool {
         self.turn_slot().as_ref().is_some_and(Turn::has_waiters)
+    }
+
+    /// Hand the lock to `successors` when it is released while safe and no
+    /// acquire of its key waits. Set once.
+    pub fn set_successors(&self, successors: std::sync::Arc<dyn Successors>) {
+        let _ = self.successors.set(successors);
+    }
+
+    /// Where the lock may go on release besides the key's own turn.
+    pub fn successors(&self) -> Option<&dyn Successors> {
+        self.successors.get().map(|successors| &**successors)
     }
 
     /// The release has begun: a fail-fast acquire may wait for it.

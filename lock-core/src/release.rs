@@ -1,7 +1,8 @@
 //! Every way out of a lock: `release()` and `release_and_delete()` (finished in
 //! the background if their caller stops waiting), a dropped guard (released in
 //! the background, honouring delete-on-release), a hand-off to the next task of
-//! this client waiting for the key (one write, made by that task), the clean-up
+//! this client waiting for the key, or for any slot of a semaphore the key is
+//! one of (one write, made by that task), the clean-up
 //! of an acquire that gave up with writes in flight, and `shutdown()`.
 
 use std::sync::Arc;
@@ -127,10 +128,28 @@ impl Shared {
             _ => None,
         };
         if let Some(handoff) = handoff {
-            held.mark_lost(LostReason::Released);
-            tracing::info!("handed to the next task of this client");
-            held.end_turn(Some(handoff));
-            return Ok(());
+            // To the next acquire of this key, or else to a task waiting for
+            // any of a set of keys that this lock is one of (a semaphore's);
+            // either writes on the handed version once it has the key's turn,
+            // which this lock keeps until it is marked lost.
+            let handed = if held.has_local_waiters() {
+                held.mark_lost(LostReason::Released);
+                held.end_turn(Some(handoff));
+                true
+            } else if let Some(successors) = held.successors() {
+                let taken = successors.offer(&held.key, handoff).is_ok();
+                if taken {
+                    held.mark_lost(LostReason::Released);
+                    held.end_turn(None);
+                }
+                taken
+            } else {
+                false
+            };
+            if handed {
+                tracing::info!("handed to the next task of this client");
+                return Ok(());
+            }
         }
         let result = self
             .write_release_locked(held, leaving, snapshot, (now, min_hold_rest))
@@ -140,12 +159,12 @@ impl Shared {
     }
 
     /// The lock as a hand-off, if the next acquire can take it over in one
-    /// write: a task waits, the lease is not lost or past its end, no write of
-    /// ours is unresolved (the next acquire expects exactly this version), and
+    /// write: a task waits (or may, for a lock with successors), the lease is
+    /// not lost or past its end, no write of ours is unresolved (the next acquire expects exactly this version), and
     /// the client is not shutting down (then everything is released).
     fn handoff(&self, held: &Held, snapshot: &crate::held::Snapshot) -> Option<Handoff> {
         // Cheapest test first: usually nobody waits.
-        if !held.has_local_waiters()
+        if (!held.has_local_waiters() && held.successors().is_none())
             || snapshot.lost.is_some()
             || self.ensure_running().is_err()
             || self.clock.now() >= snapshot.expires

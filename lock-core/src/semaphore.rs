@@ -7,14 +7,17 @@
 //! conditional write each, and a slot whose holder has kept one record
 //! version for `lease × (1 + drift)` (a crashed holder) by the usual takeover.
 //! Tasks of one client take turns polling, first come first served, and a
-//! permit released on this client wakes the next at once.
+//! permit released on this client while one of them waits is handed to it:
+//! one conditional write on the released permit's version (the next fence),
+//! instead of a release, a read and an acquire.
 //!
 //! The permit count is part of each slot's name (`permit-00003-of-8`), so a
 //! semaphore opened with another count finds slots of the other count and is
 //! refused; without sort keys, a header record holds the count instead.
 
+use std::collections::VecDeque;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as FairMutex, Notify};
@@ -22,6 +25,7 @@ use tokio::sync::{Mutex as FairMutex, Notify};
 use crate::clock::{Instant, later};
 use crate::retry::Retry;
 use crate::shared::Shared;
+use crate::turns::{Handoff, Successors};
 use crate::{
     AcquireOptions, DataUpdate, Expect, FenceUpdate, LockClient, LockError, LockGuard, LockKey,
     LockRecord, LockView, NewRecord, Rvn,
@@ -45,10 +49,95 @@ struct SemaphoreShared {
     /// The task of this client that polls the store now; the others wait in
     /// line for it (tokio's mutex is first come, first served).
     poller: FairMutex<()>,
-    /// A permit of this semaphore was released on this client.
-    released: Notify,
+    /// This client's tasks waiting for a permit, and the permits released to
+    /// them.
+    local: Arc<LocalQueue>,
     /// Without sort keys: the header holding the count has been checked.
     header_checked: std::sync::atomic::AtomicBool,
+}
+
+/// The tasks of one client waiting for a permit of one semaphore, and the
+/// permits its holders released to them: each permit's lock goes to the queue
+/// (as the lock's [`Successors`]) when it is released while a task waits.
+/// Kept apart from the semaphore (no client in it), since every permit's
+/// lock holds it.
+#[derive(Debug, Default)]
+struct LocalQueue {
+    state: Mutex<Local>,
+    /// A permit was released on this client, or handed to the queue.
+    released: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Local {
+    /// Tasks inside `acquire` or `try_acquire`.
+    waiting: usize,
+    /// Permits handed over and not yet taken: the slot, its key and version.
+    handed: VecDeque<(u32, LockKey, Handoff)>,
+}
+
+impl LocalQueue {
+    fn state(&self) -> std::sync::MutexGuard<'_, Local> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The oldest permit handed over, if any.
+    fn take(&self) -> Option<(u32, LockKey, Handoff)> {
+        self.state().handed.pop_front()
+    }
+}
+
+impl Successors for LocalQueue {
+    fn offer(&self, key: &LockKey, handoff: Handoff) -> Result<(), Handoff> {
+        // Decided under the lock that also counts the waiters out, so a
+        // hand-off is never left with nobody to take or release it.
+        let mut state = self.state();
+        let slot = slot_of(key);
+        let (Some(slot), true) = (slot, state.waiting > 0) else {
+            return Err(handoff);
+        };
+        state.handed.push_back((slot, key.clone(), handoff));
+        drop(state);
+        self.released.notify_one();
+        Ok(())
+    }
+}
+
+/// A task counted among a semaphore's local waiters while it lives; the last
+/// to leave releases what was handed over and not taken.
+struct Waiting {
+    queue: Arc<LocalQueue>,
+    client: Arc<Shared>,
+}
+
+impl Waiting {
+    fn new(queue: &Arc<LocalQueue>, client: &Arc<Shared>) -> Self {
+        queue.state().waiting += 1;
+        Self {
+            queue: queue.clone(),
+            client: client.clone(),
+        }
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let left = {
+            let mut state = self.queue.state();
+            state.waiting -= 1;
+            if state.waiting == 0 {
+                std::mem::take(&mut state.handed)
+            } else {
+                VecDeque::new()
+            }
+        };
+        for (_, key, handoff) in left {
+            self.client
+                .release_abandoned(key, vec![handoff.rvn], handoff.lease);
+        }
+    }
 }
 
 /// One permit of a [`Semaphore`]: a held lock on one of its slots. Derefs to
@@ -100,7 +189,7 @@ impl LockClient {
                 name,
                 permits,
                 poller: FairMutex::new(()),
-                released: Notify::new(),
+                local: Arc::default(),
                 header_checked: std::sync::atomic::AtomicBool::new(false),
             }),
         })
@@ -120,6 +209,15 @@ fn slot_key(shared: &Shared, name: &str, slot: u32, permits: u32) -> LockKey {
 /// Without sort keys: the record that holds the permit count.
 fn header_key(name: &str) -> LockKey {
     LockKey::new(format!("{name}#permits"))
+}
+
+/// The slot a slot's key names (either layout of [`slot_key`]).
+fn slot_of(key: &LockKey) -> Option<u32> {
+    let name = match key.sort() {
+        Some(sort) => sort,
+        None => key.partition().rsplit_once('#')?.1,
+    };
+    parse_slot(name).map(|(slot, _)| slot)
 }
 
 /// The slot and permit count a slot's sort key names, if it is one.
@@ -214,6 +312,7 @@ impl Semaphore {
         let refresh = options
             .refresh_period
             .unwrap_or(shared.config.refresh_period);
+        let _waiting = Waiting::new(&semaphore.local, &shared);
         // Our turn to poll; a one-attempt take does not queue behind another.
         let _turn = if wait.is_zero() {
             match semaphore.poller.try_lock() {
@@ -234,6 +333,19 @@ impl Semaphore {
         let one_attempt = options.clone().wait(Duration::ZERO).busy_unless_dead(false);
         loop {
             shared.ensure_running()?;
+            // A permit released to this client's waiters: one write on its
+            // version. Refused if anyone wrote since (its lease ran out and
+            // was taken over): then the slot is polled as any other.
+            while let Some((slot, key, handoff)) = semaphore.local.take() {
+                let handed = shared
+                    .acquire_handed(key, one_attempt.clone(), Some(handoff))
+                    .await;
+                match handed {
+                    Ok(guard) => return Ok(Some(self.permit(guard, slot))),
+                    Err(LockError::AcquireTimeout { .. } | LockError::AlreadyHeld { .. }) => {}
+                    Err(error) => return Err(error),
+                }
+            }
             let slots = self.read_slots(deadline).await?;
             let now = shared.clock.now();
             // Free slots first (one write each), from a random start so that
@@ -264,14 +376,7 @@ impl Semaphore {
             for slot in free.into_iter().chain(due) {
                 let key = slot_key(&shared, &semaphore.name, slot, semaphore.permits);
                 match semaphore.client.try_acquire(key, one_attempt.clone()).await {
-                    Ok(Some(guard)) => {
-                        return Ok(Some(Permit {
-                            view: guard.view(),
-                            guard: Some(guard),
-                            slot,
-                            semaphore: semaphore.clone(),
-                        }));
-                    }
+                    Ok(Some(guard)) => return Ok(Some(self.permit(guard, slot))),
                     Ok(None) => {}
                     Err(error) => return Err(error),
                 }
@@ -285,8 +390,21 @@ impl Semaphore {
             tokio::select! {
                 // Shutdown ends the pause too; the loop's check says so.
                 () = shared.pause_until(wake) => {}
-                () = semaphore.released.notified() => {}
+                () = semaphore.local.released.notified() => {}
             }
+        }
+    }
+
+    /// A permit holding `guard`'s slot, whose lock goes to this client's
+    /// waiters when it is released while one waits.
+    fn permit(&self, guard: LockGuard, slot: u32) -> Permit {
+        let view = guard.view();
+        view.held.set_successors(self.shared.local.clone());
+        Permit {
+            view,
+            guard: Some(guard),
+            slot,
+            semaphore: self.shared.clone(),
         }
     }
 
@@ -460,7 +578,7 @@ impl Permit {
             Some(guard) => guard.release().await,
             None => Ok(()),
         };
-        self.semaphore.released.notify_one();
+        self.semaphore.local.released.notify_one();
         released
     }
 
@@ -471,7 +589,7 @@ impl Permit {
             Some(guard) => guard.release_with_data(data).await,
             None => Ok(()),
         };
-        self.semaphore.released.notify_one();
+        self.semaphore.local.released.notify_one();
         released
     }
 }
@@ -512,7 +630,7 @@ impl Drop for Permit {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 released.await;
-                semaphore.released.notify_one();
+                semaphore.local.released.notify_one();
             });
         }
     }

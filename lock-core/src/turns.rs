@@ -32,6 +32,16 @@ pub(crate) struct Handoff {
     pub lease: std::time::Duration,
 }
 
+/// Where a release may leave its lock when no acquire of the key waits in the
+/// key's own turn: a queue of tasks of this client that want any one of
+/// several keys (a semaphore's tasks waiting for any of its slots). The lock
+/// goes as a [`Handoff`] that the taker writes on in one write, as in a turn.
+pub(crate) trait Successors: Send + Sync + std::fmt::Debug {
+    /// Take `handoff` of `key` if a task waits for it; give it back otherwise
+    /// (then the release writes as usual).
+    fn offer(&self, key: &LockKey, handoff: Handoff) -> Result<(), Handoff>;
+}
+
 /// What the current holder of a turn is doing; read by a fail-fast acquire that
 /// finds the turn taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Counting semaphores over the in-memory store, in paused tokio time: at most
 //! `permits` holders, a poll of one read and one write, a crashed holder's
-//! permit taken over, tasks of one client queued and woken locally, and a
+//! permit taken over, tasks of one client queued and woken locally (a permit
+//! released while one waits handed to it in one write), and a
 //! semaphore opened with the wrong count refused, with and without sort keys.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -357,4 +358,144 @@ async fn an_invalid_lease_is_refused_at_once_even_when_every_permit_is_held() {
     assert_eq!(started.elapsed(), Duration::ZERO);
     held.release().await.unwrap();
     a.shutdown().await.unwrap();
+}
+
+/// Two permits held by client `a`, and a task of `a` waiting for a third
+/// (the store's counters cleared once it waits).
+async fn held_with_a_local_waiter(
+    store: &MemoryStore,
+    waiter_options: AcquireOptions,
+) -> (
+    lock_core::LockClient,
+    [Permit; 2],
+    tokio::task::JoinHandle<(Result<Permit, LockError>, Instant)>,
+) {
+    let a = client(store.clone(), "a");
+    let semaphore = a.semaphore("exports", 2).unwrap();
+    let held = [
+        semaphore.acquire(AcquireOptions::new()).await.unwrap(),
+        semaphore.acquire(AcquireOptions::new()).await.unwrap(),
+    ];
+    let waiting = tokio::spawn(async move {
+        let permit = semaphore.acquire(waiter_options).await;
+        (permit, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    store.clear_history();
+    (a, held, waiting)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permit_released_while_a_task_of_its_client_waits_is_handed_over_in_one_write() {
+    for (layout, store) in stores() {
+        let options = wait(Duration::from_secs(60)).data(b"second".to_vec());
+        let (a, [first, second], waiting) = held_with_a_local_waiter(&store, options).await;
+        let slot = first.slot();
+        let fence = first.fence();
+        let lost = first.lost();
+        first.release().await.unwrap();
+        let released = Instant::now();
+        let (permit, at) = timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        let permit = permit.unwrap();
+        assert_eq!(at, released, "{layout}: taken at once");
+        assert_eq!(permit.slot(), slot, "{layout}");
+        assert_eq!(
+            permit.fence(),
+            Fence(fence.0 + 1),
+            "{layout}: the next fence"
+        );
+        assert_eq!(permit.data(), Some(b"second".to_vec()), "{layout}");
+        // No release, no read: the waiter's write on the released version.
+        assert_eq!((store.writes(), store.reads()), (1, 0), "{layout}");
+        assert_eq!(
+            timeout(Duration::from_secs(1), lost).await.unwrap(),
+            lock_core::LostReason::Released,
+            "{layout}: the old permit is over"
+        );
+        // The new permit is an ordinary one: heartbeaten, released by a write.
+        tokio::time::sleep(LEASE * 2).await;
+        assert!(permit.is_safe(), "{layout}");
+        permit.release().await.unwrap();
+        second.release().await.unwrap();
+        let record = store.record(&lock_key(&store, slot)).unwrap();
+        assert!(record.released, "{layout}");
+        a.shutdown().await.unwrap();
+    }
+}
+
+fn lock_key(store: &MemoryStore, slot: u32) -> LockKey {
+    use lock_core::ConditionalStore;
+    let name = format!("permit-{slot:05}-of-2");
+    if store.capabilities().sort_keys {
+        LockKey::with_sort("exports", name)
+    } else {
+        LockKey::new(format!("exports#{name}"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permit_handed_to_a_task_that_left_is_released_by_the_last_to_leave() {
+    for (layout, store) in stores() {
+        let (a, [first, second], waiting) =
+            held_with_a_local_waiter(&store, wait(Duration::from_secs(60))).await;
+        let slot = first.slot();
+        // Released to the waiter, which is cancelled before it runs again.
+        first.release().await.unwrap();
+        waiting.abort();
+        assert!(waiting.await.unwrap_err().is_cancelled());
+        // The hand-off nobody took is released in the background, at once:
+        // another client takes the permit without waiting for a lease.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let record = store.record(&lock_key(&store, slot)).unwrap();
+        assert!(record.released, "{layout}: {record:?}");
+        let b = client(store.clone(), "b");
+        let taken = b
+            .semaphore("exports", 2)
+            .unwrap()
+            .try_acquire(AcquireOptions::new())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(taken.slot(), slot, "{layout}");
+        taken.release().await.unwrap();
+        second.release().await.unwrap();
+        a.shutdown().await.unwrap();
+        b.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permit_released_with_nobody_waiting_or_with_data_is_written_released() {
+    for (layout, store) in stores() {
+        let solo = client(store.clone(), "solo");
+        let semaphore = solo.semaphore("exports", 2).unwrap();
+        let permit = semaphore.acquire(AcquireOptions::new()).await.unwrap();
+        let slot = permit.slot();
+        permit.release().await.unwrap();
+        assert!(
+            store.record(&lock_key(&store, slot)).unwrap().released,
+            "{layout}"
+        );
+        solo.shutdown().await.unwrap();
+
+        // With data, the release writes it: no hand-off, the waiter polls.
+        let (a, [first, second], waiting) =
+            held_with_a_local_waiter(&store, wait(Duration::from_secs(60))).await;
+        let slot = first.slot();
+        first.release_with_data(b"done".to_vec()).await.unwrap();
+        let (permit, _) = timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        let permit = permit.unwrap();
+        assert_eq!(permit.slot(), slot, "{layout}");
+        assert_eq!(permit.data(), Some(b"done".to_vec()), "{layout}: kept");
+        assert!(store.reads() >= 1, "{layout}: found by a poll");
+        permit.release().await.unwrap();
+        second.release().await.unwrap();
+        a.shutdown().await.unwrap();
+    }
 }
