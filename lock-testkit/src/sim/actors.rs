@@ -7,17 +7,20 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ConditionalStore, DriftingClock, LockClient, LockError, Timing};
+use lock_core::{
+    AcquireOptions, ConditionalStore, DriftingClock, ElectionOptions, LockClient, LockError,
+    LockView, Timing,
+};
 use lock_memory::MemoryStore;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::schedule::{Event, Release};
+use super::schedule::{Event, Release, SEMAPHORE, Workload};
 use lock_core::layer::Layered;
 
 use super::store::{ClientLink, Recorder, ReusesFences};
-use super::world::{World, key_name};
+use super::world::{World, key_name, keys_of};
 use super::{Breakage, Schedule, SimReport, Violation};
 
 /// How often the checker looks at every guard.
@@ -86,13 +89,19 @@ impl Run {
         let rng = fastrand::Rng::with_seed(
             schedule.seed ^ ((client as u64) << 40) ^ (incarnation << 20) ^ 0x5eed,
         );
-        let worker = tokio::spawn(work(
-            world.clone(),
-            client,
-            lock_client.clone(),
-            rng,
-            self.stop.subscribe(),
-        ));
+        let (locks, stop) = (lock_client.clone(), self.stop.subscribe());
+        let worker = match schedule.workload {
+            Workload::Election => tokio::spawn(campaign(world.clone(), client, locks, rng, stop)),
+            Workload::Semaphore { permits } => tokio::spawn(take_permits(
+                world.clone(),
+                client,
+                locks,
+                permits,
+                rng,
+                stop,
+            )),
+            _ => tokio::spawn(work(world.clone(), client, locks, rng, stop)),
+        };
         self.processes[client] = Some(Process {
             client: lock_client,
             worker,
@@ -137,33 +146,11 @@ async fn work(
         }
         let acquired = locks.acquire(key.clone(), options).await;
         let gave_up = matches!(acquired, Err(LockError::AcquireTimeout { .. }));
-        world.stop_waiting(client, &key, gave_up);
+        world.stop_waiting(client, gave_up);
         match acquired {
             Ok(guard) => {
-                let epoch = world.add_guard(client, guard.view());
-                for _ in 0..rng.usize(1..=8) {
-                    tokio::time::sleep(between(&mut rng, Duration::from_millis(20), lease / 2))
-                        .await;
-                    if *stop.borrow() || !guard.is_safe() {
-                        break;
-                    }
-                    if rng.f64() < schedule.pause_before_write {
-                        // Checked the lease, then stopped the world before writing.
-                        let length = lease.mul_f64(0.5 + 2.0 * rng.f64());
-                        world.set_paused(client, true);
-                        tokio::time::sleep(length).await;
-                        world.set_paused(client, false);
-                        if rng.f64() < schedule.careless {
-                            world.resource_write(&guard, epoch, false);
-                        } else if guard.is_safe() {
-                            world.resource_write(&guard, epoch, true);
-                        } else {
-                            break;
-                        }
-                    } else {
-                        world.resource_write(&guard, epoch, true);
-                    }
-                }
+                let view = guard.view();
+                fenced_work(&world, client, &view, || view.is_safe(), &mut rng, &stop).await;
                 world.remove_guard(client, &key);
                 // Lost or not, the guard is done; a failed release is the lease's
                 // business (it expires).
@@ -171,6 +158,166 @@ async fn work(
                     Release::ReleaseAndDelete => guard.release_and_delete().await,
                     Release::Keep | Release::DeleteOnRelease => guard.release().await,
                 };
+            }
+            Err(LockError::AcquireTimeout { .. }) => world.count_timeout(),
+            Err(_) => {}
+        }
+        tokio::time::sleep(between(&mut rng, Duration::ZERO, lease / 2)).await;
+    }
+}
+
+/// What a worker does while it holds `view`: a few writes to the fenced
+/// resource, each after checking `trusted` (the lease, or a leadership), some
+/// with a process pause between the check and the write.
+async fn fenced_work(
+    world: &Arc<World>,
+    client: usize,
+    view: &LockView,
+    trusted: impl Fn() -> bool,
+    rng: &mut fastrand::Rng,
+    stop: &watch::Receiver<bool>,
+) {
+    let schedule = &world.schedule;
+    let lease = schedule.lease;
+    let epoch = world.add_guard(client, view.clone());
+    for _ in 0..rng.usize(1..=8) {
+        tokio::time::sleep(between(rng, Duration::from_millis(20), lease / 2)).await;
+        if *stop.borrow() || !trusted() {
+            break;
+        }
+        if rng.f64() < schedule.pause_before_write {
+            // Checked the lease, then stopped the world before writing.
+            let length = lease.mul_f64(0.5 + 2.0 * rng.f64());
+            world.set_paused(client, true);
+            tokio::time::sleep(length).await;
+            world.set_paused(client, false);
+            if rng.f64() < schedule.careless {
+                world.resource_write(view, epoch, false);
+            } else if trusted() {
+                world.resource_write(view, epoch, true);
+            } else {
+                break;
+            }
+        } else {
+            world.resource_write(view, epoch, true);
+        }
+    }
+}
+
+/// One client's candidate in the run's election (key `k0`): it leads through
+/// [`Election::lead`](lock_core::Election::lead), doing fenced work while the
+/// leadership is trusted, and now and then resigns (or drops its election)
+/// and campaigns again after a pause. While it does not lead it waits for the
+/// key, as far as the liveness checks go.
+async fn campaign(
+    world: Arc<World>,
+    client: usize,
+    locks: LockClient,
+    mut rng: fastrand::Rng,
+    stop: watch::Receiver<bool>,
+) {
+    let key = key_name(0);
+    let lease = world.schedule.lease;
+    while !*stop.borrow() && !world.violated() {
+        let Ok(election) = locks.elect(key.clone(), ElectionOptions::new()) else {
+            return;
+        };
+        world.start_waiting(client, &key);
+        for _ in 0..rng.usize(1..=4) {
+            let led = election
+                .lead(|leadership| {
+                    let (world, mut rng, stop) = (world.clone(), rng.fork(), stop.clone());
+                    async move {
+                        world.stop_waiting(client, false);
+                        let view = leadership.view().clone();
+                        fenced_work(
+                            &world,
+                            client,
+                            &view,
+                            || leadership.is_safe(),
+                            &mut rng,
+                            &stop,
+                        )
+                        .await;
+                    }
+                })
+                .await;
+            // Cancelled when the leadership stopped being trusted, or done:
+            // either way the worker lets go of it, and is a candidate again.
+            world.remove_guard(client, &key);
+            match led {
+                Ok(()) | Err(LockError::Lost { .. }) => world.start_waiting(client, &key),
+                Err(_) => return,
+            }
+            if *stop.borrow() || world.violated() {
+                break;
+            }
+        }
+        world.stop_waiting(client, false);
+        if rng.bool() {
+            let _ = election.resign().await;
+        } else {
+            drop(election);
+        }
+        tokio::time::sleep(between(&mut rng, Duration::ZERO, lease / 2)).await;
+    }
+}
+
+/// One client's workers on the run's semaphore: two tasks sharing the
+/// client (so permits are also handed between them locally), each taking a
+/// permit within a wait budget (waiting, as far as the liveness checks go,
+/// for every slot), doing fenced work on its slot while its lease is safe,
+/// and releasing; repeat.
+async fn take_permits(
+    world: Arc<World>,
+    client: usize,
+    locks: LockClient,
+    permits: u32,
+    mut rng: fastrand::Rng,
+    stop: watch::Receiver<bool>,
+) {
+    let Ok(semaphore) = locks.semaphore(SEMAPHORE, permits) else {
+        return;
+    };
+    let other = rng.fork();
+    tokio::join!(
+        permit_worker(&world, client, &semaphore, rng, &stop),
+        permit_worker(&world, client, &semaphore, other, &stop),
+    );
+}
+
+/// One task of [`take_permits`].
+async fn permit_worker(
+    world: &Arc<World>,
+    client: usize,
+    semaphore: &lock_core::Semaphore,
+    mut rng: fastrand::Rng,
+    stop: &watch::Receiver<bool>,
+) {
+    let schedule = world.schedule.clone();
+    let lease = schedule.lease;
+    let slots = keys_of(&schedule);
+    while !*stop.borrow() && !world.violated() {
+        for slot in &slots {
+            world.start_waiting(client, slot);
+        }
+        let holds = schedule.holds[client];
+        let mut options = AcquireOptions::new().wait(lease.mul_f64(3.0 * rng.f64()));
+        if let Some(min) = holds.min {
+            options = options.min_hold(min);
+        }
+        if let Some(max) = holds.max {
+            options = options.max_hold(max);
+        }
+        let acquired = semaphore.acquire(options).await;
+        let gave_up = matches!(acquired, Err(LockError::AcquireTimeout { .. }));
+        world.stop_waiting(client, gave_up);
+        match acquired {
+            Ok(permit) => {
+                let view: LockView = (*permit).clone();
+                fenced_work(world, client, &view, || view.is_safe(), &mut rng, stop).await;
+                world.remove_guard(client, view.key());
+                let _ = permit.release().await;
             }
             Err(LockError::AcquireTimeout { .. }) => world.count_timeout(),
             Err(_) => {}

@@ -22,7 +22,7 @@ mod schedule;
 mod store;
 mod world;
 
-pub use schedule::{Event, Holds, Release, Schedule};
+pub use schedule::{Event, Holds, Release, Schedule, Workload};
 
 /// A deliberate bug, to show that the checks catch one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +77,10 @@ pub struct SimReport {
     /// as high as any the resource had accepted, so a resource comparing bare
     /// fences would have taken it.
     pub stale_after_delete: u64,
+    /// Acquisitions of a key its own owner held until that write: a lock
+    /// handed between two tasks of one client (a semaphore's permit, in a
+    /// semaphore run) in one write.
+    pub local_handoffs: u64,
     /// Whether the run was calm (no faults, pauses or crashes), so that every
     /// guard was also checked to stay safe while its worker held it.
     pub calm: bool,
@@ -164,6 +168,8 @@ pub struct SimSummary {
     pub deletes: u64,
     /// Sum of [`SimReport::stale_after_delete`].
     pub stale_after_delete: u64,
+    /// Sum of [`SimReport::local_handoffs`].
+    pub local_handoffs: u64,
     /// Runs that were [calm](SimReport::calm).
     pub calm: u64,
     /// The violation of the lowest failing seed, if any.
@@ -181,6 +187,7 @@ impl SimSummary {
         self.acquire_timeouts += report.acquire_timeouts;
         self.deletes += report.deletes;
         self.stale_after_delete += report.stale_after_delete;
+        self.local_handoffs += report.local_handoffs;
         self.calm += u64::from(report.calm);
     }
 
@@ -199,7 +206,22 @@ impl SimSummary {
 /// Run the schedules of seeds `first .. first + count` on `threads` threads,
 /// stopping at the first violation each thread finds.
 pub fn run_seeds(first: u64, count: u64, threads: usize, breakage: Option<Breakage>) -> SimSummary {
+    run_schedules(first, count, threads, |seed| {
+        Schedule::from_seed(seed, breakage)
+    })
+}
+
+/// Run the schedules `make` draws for seeds `first .. first + count` on
+/// `threads` threads (for example [`Schedule::with_workload`] of each
+/// seed's), stopping at the first violation each thread finds.
+pub fn run_schedules(
+    first: u64,
+    count: u64,
+    threads: usize,
+    make: impl Fn(u64) -> Schedule + Sync,
+) -> SimSummary {
     let threads = threads.max(1) as u64;
+    let make = &make;
     // Each thread returns its reports and its first violation; the totals are
     // summed once, here.
     let parts: Vec<(Vec<SimReport>, Option<Violation>)> = std::thread::scope(|scope| {
@@ -210,7 +232,7 @@ pub fn run_seeds(first: u64, count: u64, threads: usize, breakage: Option<Breaka
                     let mut i = t;
                     while i < count {
                         let seed = first.wrapping_add(i);
-                        match run_seed(seed, breakage) {
+                        match run_schedule(make(seed)) {
                             Ok(report) => reports.push(report),
                             Err(violation) => return (reports, Some(violation)),
                         }

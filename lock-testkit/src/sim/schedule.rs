@@ -50,6 +50,9 @@ pub struct Schedule {
     /// How each client's worker releases: in half of the schedules every worker
     /// keeps the record, in the other half each worker draws one of the three ways.
     pub releases: Vec<Release>,
+    /// What the workers do with the locks: take plain locks (the default),
+    /// campaign in one leader election, or take permits of one semaphore.
+    pub workload: Workload,
     /// Each client's hold-time limits on every acquire: none in two thirds of
     /// the schedules; otherwise each client may draw a
     /// [`min_hold`](lock_core::AcquireOptions::min_hold) (up to two leases;
@@ -57,6 +60,31 @@ pub struct Schedule {
     /// [`max_hold`](lock_core::AcquireOptions::max_hold) (half a lease to three).
     pub holds: Vec<Holds>,
 }
+
+/// What the simulated workers coordinate with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Workload {
+    /// Each worker acquires one of the schedule's keys at a time
+    /// ([`LockClient::acquire`](lock_core::LockClient::acquire)).
+    #[default]
+    Locks,
+    /// Each client is a candidate in one election
+    /// ([`LockClient::elect`](lock_core::LockClient::elect)) and does its
+    /// fenced work through [`Election::lead`](lock_core::Election::lead); some
+    /// resign and campaign again.
+    Election,
+    /// Each worker takes a permit of one semaphore of `permits`
+    /// ([`LockClient::semaphore`](lock_core::LockClient::semaphore)): its
+    /// slots are the run's keys, and at most `permits` guards are safe at once.
+    Semaphore {
+        /// The semaphore's permits.
+        permits: u32,
+    },
+}
+
+/// The semaphore's name in a [`Workload::Semaphore`] run.
+pub(crate) const SEMAPHORE: &str = "pool";
 
 /// One client's hold-time limits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -237,7 +265,28 @@ impl Schedule {
             safety_margins,
             releases,
             holds,
+            workload: Workload::Locks,
         }
+    }
+
+    /// The same schedule with another workload: one key for an election, the
+    /// semaphore's slots for a semaphore (each worker then releases by keeping
+    /// the record, as a permit does; the drawn hold limits stay).
+    pub fn with_workload(mut self, workload: Workload) -> Self {
+        self.workload = workload;
+        match workload {
+            Workload::Locks => {}
+            Workload::Election => {
+                self.keys = 1;
+                self.releases = vec![Release::Keep; self.clients];
+                self.holds = vec![Holds::default(); self.clients];
+            }
+            Workload::Semaphore { permits } => {
+                self.keys = permits as usize;
+                self.releases = vec![Release::Keep; self.clients];
+            }
+        }
+        self
     }
 
     /// The schedule as the simulation ran it before the fields drawn last were

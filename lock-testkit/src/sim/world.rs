@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use super::schedule::{SEMAPHORE, Workload};
 use super::{Schedule, SimReport, Violation};
 
 /// Trace entries kept for a violation report.
@@ -107,6 +108,8 @@ struct State {
 pub(crate) struct World {
     pub(crate) schedule: Schedule,
     start: Instant,
+    /// Each key's place in `State::keys`.
+    index: HashMap<LockKey, usize>,
     state: Mutex<State>,
 }
 
@@ -114,12 +117,30 @@ pub(crate) fn key_name(index: usize) -> LockKey {
     LockKey::new(format!("k{index}"))
 }
 
+/// The run's keys: `k0`, `k1`, … or, for a semaphore, its slots (as lock-core
+/// names them on a store with sort keys: the layout docs/protocol.md gives).
+pub(crate) fn keys_of(schedule: &Schedule) -> Vec<LockKey> {
+    match schedule.workload {
+        Workload::Semaphore { permits } => (0..permits)
+            .map(|slot| LockKey::with_sort(SEMAPHORE, format!("permit-{slot:05}-of-{permits}")))
+            .collect(),
+        _ => (0..schedule.keys).map(key_name).collect(),
+    }
+}
+
 impl World {
     pub(crate) fn new(schedule: Schedule) -> Self {
         let start = Instant::now();
-        let keys = (0..schedule.keys)
-            .map(|i| KeyState {
-                key: key_name(i),
+        let names = keys_of(&schedule);
+        let index = names
+            .iter()
+            .enumerate()
+            .map(|(i, key)| (key.clone(), i))
+            .collect();
+        let keys = names
+            .into_iter()
+            .map(|key| KeyState {
+                key,
                 epoch: 0,
                 granted: Fence(0),
                 grants: HashMap::new(),
@@ -148,6 +169,7 @@ impl World {
         Self {
             schedule,
             start,
+            index,
             state: Mutex::new(State {
                 keys,
                 clients,
@@ -208,8 +230,8 @@ impl World {
         self.lock().report.clone()
     }
 
-    fn index(key: &LockKey) -> Option<usize> {
-        key.partition().strip_prefix('k')?.parse().ok()
+    fn index(&self, key: &LockKey) -> Option<usize> {
+        self.index.get(key).copied()
     }
 
     // --- clients -----------------------------------------------------------
@@ -295,7 +317,7 @@ impl World {
     // --- the store's truth (called by the recording layer) ------------------
 
     pub(crate) fn applied_put(&self, key: &LockKey, new: &NewRecord, record: &LockRecord) {
-        let Some(index) = Self::index(key) else {
+        let Some(index) = self.index(key) else {
             return;
         };
         let now = Instant::now();
@@ -317,8 +339,10 @@ impl World {
                 && let Some(free) = ks.free
             {
                 problem = self.late_acquisition(&state.clients, &state.waiters, index, free, now);
+                problem = problem.map(|problem| format!("{key}: {problem}"));
             }
             let ks = &mut state.keys[index];
+            let handed = ks.holder.as_deref() == Some(record.owner.as_str());
             ks.granted = ks.granted.max(record.fence);
             ks.grants
                 .insert(record.owner.clone(), (ks.epoch, record.fence));
@@ -326,6 +350,7 @@ impl World {
             // An acquisition sent before its writer crashed is an orphan at once.
             ks.free = dead.then_some(Free::Orphaned(now, record.lease));
             state.report.acquisitions += 1;
+            state.report.local_handoffs += u64::from(handed);
         } else if new.released {
             ks.holder = None;
             ks.free = Some(Free::Released(now));
@@ -357,7 +382,7 @@ impl World {
     /// The store deleted `record`: the key is free, and its fences start again
     /// in a new epoch.
     pub(crate) fn applied_delete(&self, key: &LockKey, record: &LockRecord) {
-        let Some(index) = Self::index(key) else {
+        let Some(index) = self.index(key) else {
             return;
         };
         let mut state = self.lock();
@@ -383,7 +408,7 @@ impl World {
     pub(crate) fn add_guard(self: &Arc<Self>, client: usize, view: LockView) -> u64 {
         let mut state = self.lock();
         let (owner, key, fence) = (view.owner().to_owned(), view.key().clone(), view.fence());
-        let (epoch, problem) = match Self::grant_epoch(&state, &key, &owner, fence) {
+        let (epoch, problem) = match self.grant_epoch(&state, &key, &owner, fence) {
             Ok(epoch) => (epoch, None),
             Err((epoch, problem)) => (epoch, Some(problem)),
         };
@@ -415,12 +440,13 @@ impl World {
     /// `Err` with the current epoch and the problem if the store never granted it
     /// that fence.
     fn grant_epoch(
+        &self,
         state: &State,
         key: &LockKey,
         owner: &str,
         fence: Fence,
     ) -> Result<u64, (u64, String)> {
-        let Some(ks) = Self::index(key).and_then(|index| state.keys.get(index)) else {
+        let Some(ks) = self.index(key).and_then(|index| state.keys.get(index)) else {
             return Ok(0);
         };
         match ks.grants.get(owner) {
@@ -489,7 +515,7 @@ impl World {
     /// [`resource_write`](Self::resource_write) by `owner` on `key` with fence
     /// `ours`.
     fn write_resource(&self, key: &LockKey, owner: &str, ours: Epoched, checked: bool) -> bool {
-        let Some(index) = Self::index(key) else {
+        let Some(index) = self.index(key) else {
             return false;
         };
         let (epoch, fence) = ours;
@@ -575,11 +601,31 @@ impl World {
                 return;
             }
         }
+        if let Workload::Semaphore { permits } = self.schedule.workload {
+            let safe: Vec<&LockView> = state
+                .guards
+                .iter()
+                .map(|guard| &guard.view)
+                .filter(|view| view.is_safe())
+                .collect();
+            if safe.len() > permits as usize {
+                let who = safe
+                    .iter()
+                    .map(|v| format!("{} on {} (fence {})", v.owner(), v.key(), v.fence()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let problem = format!(
+                    "{} permits of {permits} report a safe lease: {who}",
+                    safe.len()
+                );
+                self.violate(state, problem);
+            }
+        }
     }
 
     /// A worker starts waiting for `key`.
     pub(crate) fn start_waiting(&self, client: usize, key: &LockKey) {
-        let Some(key) = Self::index(key) else {
+        let Some(key) = self.index(key) else {
             return;
         };
         let mut state = self.lock();
@@ -601,17 +647,20 @@ impl World {
     /// start and pause count are kept from [`start_waiting`](Self::start_waiting))
     /// must not have given up on a key that was free for longer than the liveness
     /// bounds.
-    pub(crate) fn stop_waiting(&self, client: usize, key: &LockKey, gave_up: bool) {
+    pub(crate) fn stop_waiting(&self, client: usize, gave_up: bool) {
         let mut state = self.lock();
-        let Some(at) = state.waiters.iter().position(|w| w.client == client) else {
-            return;
-        };
-        let waiter = state.waiters.remove(at);
-        state.waiters.retain(|w| w.client != client);
-        let slot = &state.clients[client];
-        let undisturbed = !*slot.gate.borrow() && slot.pauses == waiter.epoch;
-        if gave_up && undisturbed && self.schedule.check_liveness {
-            self.check_waiter(&mut state, waiter, key);
+        let (mine, others): (Vec<Waiter>, Vec<Waiter>) = std::mem::take(&mut state.waiters)
+            .into_iter()
+            .partition(|w| w.client == client);
+        state.waiters = others;
+        // A semaphore's waiter waits for every slot: each must not have been
+        // free for too long.
+        for waiter in mine {
+            let slot = &state.clients[client];
+            let undisturbed = !*slot.gate.borrow() && slot.pauses == waiter.epoch;
+            if gave_up && undisturbed && self.schedule.check_liveness {
+                self.check_waiter(&mut state, waiter);
+            }
         }
     }
 
@@ -652,7 +701,7 @@ impl World {
                         Free::Orphaned(..) => "orphaned by a crash",
                     };
                     format!(
-                        "k{key} was {how} at {:.3}s and free for {free_for:?} while {} waited \
+                        "it was {how} at {:.3}s and free for {free_for:?} while {} waited \
                          for it before anyone got it (bound {bound:?})",
                         self.since_start(since).as_secs_f64(),
                         clients[w.client].owner
@@ -663,7 +712,8 @@ impl World {
 
     /// `waiter` gave up on `key` now without the lock: the key must not have
     /// been free for longer than the liveness bounds since it started waiting.
-    fn check_waiter(&self, state: &mut State, waiter: Waiter, key: &LockKey) {
+    fn check_waiter(&self, state: &mut State, waiter: Waiter) {
+        let key = state.keys[waiter.key].key.clone();
         let now = Instant::now();
         let owner = state.clients[waiter.client].owner.clone();
         let problem = state.keys[waiter.key].free.and_then(|free| {
@@ -767,7 +817,9 @@ mod tests {
 
     /// The delete epoch the world gives `owner`'s guard with `fence` on k0.
     fn epoch_of(world: &World, owner: &str, fence: u64) -> Result<u64, String> {
-        World::grant_epoch(&world.lock(), &key_name(0), owner, Fence(fence)).map_err(|(_, e)| e)
+        world
+            .grant_epoch(&world.lock(), &key_name(0), owner, Fence(fence))
+            .map_err(|(_, e)| e)
     }
 
     #[test]
