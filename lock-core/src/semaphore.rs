@@ -35,7 +35,8 @@ use crate::{
 pub const MAX_PERMITS: u32 = 1_000;
 
 /// A counting semaphore on one name; see [`LockClient::semaphore`]. Cheap to
-/// clone: clones share the local queue.
+/// clone. Every handle of one name and count on one client (clones, and
+/// each `semaphore()` call's) shares one local queue.
 #[derive(Clone, Debug)]
 pub struct Semaphore {
     shared: Arc<SemaphoreShared>,
@@ -46,12 +47,21 @@ struct SemaphoreShared {
     client: LockClient,
     name: String,
     permits: u32,
+    /// Shared by every handle of this name and count on this client.
+    local: Arc<OnClient>,
+}
+
+/// What the handles of one semaphore (name and count) on one client share,
+/// however many times it was opened: one queue of tasks, so they poll one at
+/// a time and permits are handed between them.
+#[derive(Debug, Default)]
+struct OnClient {
     /// The task of this client that polls the store now; the others wait in
     /// line for it (tokio's mutex is first come, first served).
     poller: FairMutex<()>,
     /// This client's tasks waiting for a permit, and the permits released to
     /// them.
-    local: Arc<LocalQueue>,
+    queue: Arc<LocalQueue>,
     /// Without sort keys: the header holding the count has been checked.
     header_checked: std::sync::atomic::AtomicBool,
 }
@@ -183,14 +193,13 @@ impl LockClient {
             self.inner
                 .validate_input(&header_key(&name), Some(permits.to_string().as_bytes()))?;
         }
+        let local = self.inner.named::<OnClient>(&format!("{name}\u{0}{permits}"));
         Ok(Semaphore {
             shared: Arc::new(SemaphoreShared {
                 client: self.clone(),
                 name,
                 permits,
-                poller: FairMutex::new(()),
-                local: Arc::default(),
-                header_checked: std::sync::atomic::AtomicBool::new(false),
+                local,
             }),
         })
     }
@@ -312,16 +321,16 @@ impl Semaphore {
         let refresh = options
             .refresh_period
             .unwrap_or(shared.config.refresh_period);
-        let _waiting = Waiting::new(&semaphore.local, &shared);
+        let _waiting = Waiting::new(&semaphore.local.queue, &shared);
         // Our turn to poll; a one-attempt take does not queue behind another.
         let _turn = if wait.is_zero() {
-            match semaphore.poller.try_lock() {
+            match semaphore.local.poller.try_lock() {
                 Ok(turn) => turn,
                 Err(_) => return Ok(None),
             }
         } else {
             tokio::select! {
-                turn = semaphore.poller.lock() => turn,
+                turn = semaphore.local.poller.lock() => turn,
                 () = shared.pause_until(deadline) => {
                     shared.ensure_running()?;
                     return Ok(None);
@@ -336,7 +345,7 @@ impl Semaphore {
             // A permit released to this client's waiters: one write on its
             // version. Refused if anyone wrote since (its lease ran out and
             // was taken over): then the slot is polled as any other.
-            while let Some((slot, key, handoff)) = semaphore.local.take() {
+            while let Some((slot, key, handoff)) = semaphore.local.queue.take() {
                 let handed = shared
                     .acquire_handed(key, one_attempt.clone(), Some(handoff))
                     .await;
@@ -390,7 +399,7 @@ impl Semaphore {
             tokio::select! {
                 // Shutdown ends the pause too; the loop's check says so.
                 () = shared.pause_until(wake) => {}
-                () = semaphore.local.released.notified() => {}
+                () = semaphore.local.queue.released.notified() => {}
             }
         }
     }
@@ -399,7 +408,7 @@ impl Semaphore {
     /// waiters when it is released while one waits.
     fn permit(&self, guard: LockGuard, slot: u32) -> Permit {
         let view = guard.view();
-        view.held.set_successors(self.shared.local.clone());
+        view.held.set_successors(self.shared.local.queue.clone());
         Permit {
             view,
             guard: Some(guard),
@@ -482,9 +491,9 @@ impl Semaphore {
         use std::sync::atomic::Ordering;
         let semaphore = &self.shared;
         let shared = &semaphore.client.inner;
-        if !semaphore.header_checked.load(Ordering::Acquire) {
+        if !semaphore.local.header_checked.load(Ordering::Acquire) {
             self.check_header().await?;
-            semaphore.header_checked.store(true, Ordering::Release);
+            semaphore.local.header_checked.store(true, Ordering::Release);
         }
         let mut slots = Vec::with_capacity(semaphore.permits as usize);
         for slot in 0..semaphore.permits {
@@ -578,7 +587,7 @@ impl Permit {
             Some(guard) => guard.release().await,
             None => Ok(()),
         };
-        self.semaphore.local.released.notify_one();
+        self.semaphore.local.queue.released.notify_one();
         released
     }
 
@@ -589,7 +598,7 @@ impl Permit {
             Some(guard) => guard.release_with_data(data).await,
             None => Ok(()),
         };
-        self.semaphore.local.released.notify_one();
+        self.semaphore.local.queue.released.notify_one();
         released
     }
 }
@@ -630,7 +639,7 @@ impl Drop for Permit {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 released.await;
-                semaphore.local.released.notify_one();
+                semaphore.local.queue.released.notify_one();
             });
         }
     }

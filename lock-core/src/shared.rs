@@ -11,10 +11,11 @@
 //! the helpers here, the decisions of `replies` and `timing`, and the retries
 //! of `retry`. No part calls one before it in that order.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -119,6 +120,9 @@ pub(crate) struct Shared {
     background: Mutex<Background>,
     /// The token every client clone and guard holds (see `last_handle`).
     pub handle: std::sync::OnceLock<std::sync::Weak<LastHandle>>,
+    /// State that the handles of one name share on this client (a
+    /// semaphore's local queue), kept while any of them lives.
+    named: Mutex<HashMap<(TypeId, String), Weak<dyn Any + Send + Sync>>>,
 }
 
 /// An acquire running (see [`Shared::acquiring`]).
@@ -186,7 +190,29 @@ impl Shared {
             heartbeats: Mutex::new(None),
             background: Mutex::new(Background::default()),
             handle: std::sync::OnceLock::new(),
+            named: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The `T` every handle named `name` shares on this client: the live one,
+    /// or a new default one.
+    pub(crate) fn named<T: Any + Send + Sync + Default>(&self, name: &str) -> Arc<T> {
+        let mut named = self
+            .named
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let id = (TypeId::of::<T>(), name.to_owned());
+        if let Some(live) = named.get(&id).and_then(Weak::upgrade)
+            && let Ok(live) = live.downcast::<T>()
+        {
+            return live;
+        }
+        // Names whose handles are all gone go with it.
+        named.retain(|_, state| state.strong_count() > 0);
+        let state = Arc::new(T::default());
+        let erased: Arc<dyn Any + Send + Sync> = state.clone();
+        named.insert(id, Arc::downgrade(&erased));
+        state
     }
 
     pub(crate) fn ensure_running(&self) -> Result<(), LockError> {

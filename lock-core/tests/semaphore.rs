@@ -361,7 +361,8 @@ async fn an_invalid_lease_is_refused_at_once_even_when_every_permit_is_held() {
 }
 
 /// Two permits held by client `a`, and a task of `a` waiting for a third
-/// (the store's counters cleared once it waits).
+/// through another handle of the semaphore (the store's counters cleared
+/// once it waits).
 async fn held_with_a_local_waiter(
     store: &MemoryStore,
     waiter_options: AcquireOptions,
@@ -376,8 +377,12 @@ async fn held_with_a_local_waiter(
         semaphore.acquire(AcquireOptions::new()).await.unwrap(),
         semaphore.acquire(AcquireOptions::new()).await.unwrap(),
     ];
+    // Another handle of the same semaphore on the same client: it shares the
+    // client's queue.
+    let another = a.semaphore("exports", 2).unwrap();
+    drop(semaphore);
     let waiting = tokio::spawn(async move {
-        let permit = semaphore.acquire(waiter_options).await;
+        let permit = another.acquire(waiter_options).await;
         (permit, Instant::now())
     });
     tokio::time::sleep(Duration::from_millis(10)).await;
