@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use crate::clock::{Instant, later};
 use crate::held::Held;
+use crate::metrics::AcquireOutcome;
 use crate::replies::{AcquireFinds, acquire_finds};
 use crate::retry::Retry;
 use crate::shared::Shared;
@@ -123,11 +124,15 @@ impl Shared {
         options: AcquireOptions,
         handed: Option<Handoff>,
     ) -> Result<LockGuard, LockError> {
+        let started = self.clock.now();
         if let Err(error) = self.check_acquire(&key, &options) {
+            let result = Err(error);
+            self.metrics
+                .acquire(&key, AcquireOutcome::of(&result), Duration::ZERO, false);
             if let Some(handed) = handed {
                 self.release_abandoned(key, vec![handed.rvn], handed.lease);
             }
-            return Err(error);
+            return result;
         }
         let lease = options.lease.unwrap_or(self.config.timing.lease);
         let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
@@ -144,7 +149,10 @@ impl Shared {
             && handed.is_none()
             && let Some(guard) = self.share(&key)
         {
-            return Ok(guard);
+            let result = Ok(guard);
+            self.metrics
+                .acquire(&key, AcquireOutcome::of(&result), Duration::ZERO, false);
+            return result;
         }
         let span = tracing::info_span!("acquire", key = %key, owner = %self.config.owner);
         // Dropped after the attempt (declared before it), so shutdown sees the
@@ -159,12 +167,15 @@ impl Shared {
             handed,
             takeover_write: None,
         };
+        // Whether the acquire found the lock taken (queued behind a task of
+        // this client, or went on past its first write): it waited.
+        let mut contended = false;
         let result = async {
-            let started = self.clock.now();
             let deadline = later(started, wait);
             let fail_fast = wait.is_zero();
             let mut turn = self.take_turn(&key, fail_fast, started, deadline).await?;
             let waited = turn.waited;
+            contended = waited;
             if let Some(from_turn) = turn.take_handoff() {
                 // A hand-off in the key's turn as well as one given: the
                 // turn's is the later version; the given one is released.
@@ -195,6 +206,7 @@ impl Shared {
                     }
                 }
             };
+            contended = true;
             let looped = self.acquire_loop(&key, &options, &mut attempt, started, deadline, first);
             Box::pin(looped).await
         }
@@ -205,6 +217,9 @@ impl Shared {
             // of it, since each was conditional on a record that is gone.
             attempt.writes.clear();
         }
+        let elapsed = self.clock.now().saturating_duration_since(started);
+        self.metrics
+            .acquire(&key, AcquireOutcome::of(&result), elapsed, contended);
         result
     }
 
@@ -644,6 +659,9 @@ impl Shared {
         .with_turn(turn, took_over)
         .with_limits(HoldLimits::new(sent, options.min_hold, options.max_hold));
         let held = Arc::new(held);
+        if held.took_over.is_some() {
+            self.metrics.takeover(&held.key);
+        }
         // What this client saw of an earlier holder is history now: a later
         // holder's record must count as a first sighting, not as "alive".
         self.sightings.forget(&held.key);

@@ -23,6 +23,7 @@ pub(crate) struct ClientConfig {
     pub retry_base: Duration,
     pub retry_max: Duration,
     pub shutdown_timeout: Duration,
+    pub metric_key_labels: bool,
 }
 
 /// Builds a [`LockClient`](crate::LockClient); see
@@ -47,6 +48,7 @@ pub struct LockClientBuilder {
     retry_base: Duration,
     retry_max: Duration,
     shutdown_timeout: Duration,
+    metric_key_labels: bool,
 }
 
 impl LockClientBuilder {
@@ -64,6 +66,7 @@ impl LockClientBuilder {
             retry_base: Duration::from_millis(50),
             retry_max: Duration::from_secs(2),
             shutdown_timeout: Duration::from_secs(5),
+            metric_key_labels: false,
         }
     }
 
@@ -132,6 +135,14 @@ impl LockClientBuilder {
         self
     }
 
+    /// Label this client's per-lock metrics with the lock's key (default
+    /// off; see [`metrics`](crate::metrics)). One series per key: for a few
+    /// well-known keys only, never keys made per job, user or request.
+    pub fn metric_key_labels(mut self, yes: bool) -> Self {
+        self.metric_key_labels = yes;
+        self
+    }
+
     /// The clock all timing decisions read (default [`TokioClock`]).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -183,6 +194,7 @@ impl LockClientBuilder {
             retry_base: self.retry_base,
             retry_max: self.retry_max,
             shutdown_timeout: self.shutdown_timeout,
+            metric_key_labels: self.metric_key_labels,
         })
     }
 }

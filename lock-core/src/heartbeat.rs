@@ -13,6 +13,7 @@ use tracing::Instrument;
 use crate::LostReason;
 use crate::clock::Instant;
 use crate::held::Held;
+use crate::metrics::HeartbeatOutcome;
 use crate::pacing::Pacer;
 use crate::registry::Registry;
 use crate::shared::{AbortOnDrop, Shared};
@@ -234,6 +235,7 @@ async fn run(
                         && let Some(inner) = inner.upgrade()
                     {
                         tracing::error!(key = %held.key, error = %failed, "lock lost: its heartbeat panicked");
+                        inner.metrics.heartbeat(&held.key, HeartbeatOutcome::Failed, std::time::Duration::ZERO);
                         inner.lose(&held, LostReason::Expired);
                     }
                 }
@@ -266,7 +268,12 @@ async fn heartbeat(inner: Arc<Shared>, held: Arc<Held>) -> Beat {
             return Beat::Done;
         }
         let expires = snapshot.expires;
-        match inner
+        // Due a period after the last confirmed write's send (the first one
+        // earlier, jittered); the safe time ends at `safe_until`.
+        let lateness =
+            now.saturating_duration_since(held.state().confirmed_send + held.heartbeat_period);
+        let (safe_until, _) = held.deadlines();
+        let (beat, outcome) = match inner
             .write_held(&held, HeldWrite::Heartbeat, expires, now, snapshot)
             .await
         {
@@ -275,30 +282,42 @@ async fn heartbeat(inner: Arc<Shared>, held: Arc<Held>) -> Beat {
                     .limits
                     .not_after(held.state().confirmed_send + held.heartbeat_period);
                 tracing::trace!("heartbeat confirmed");
-                Beat::Confirmed(held.clone(), next)
+                let outcome = if inner.clock.now() > safe_until {
+                    HeartbeatOutcome::Late
+                } else {
+                    HeartbeatOutcome::Confirmed
+                };
+                (Beat::Confirmed(held.clone(), next), Some(outcome))
             }
             WriteEnd::Stolen { owner } => {
                 tracing::warn!(owner = owner.as_deref().unwrap_or("-"), "lock lost: stolen");
                 inner.lose(&held, LostReason::Stolen { owner });
-                Beat::Done
+                (Beat::Done, Some(HeartbeatOutcome::Failed))
             }
             WriteEnd::GaveUp(error) => {
                 let error = error.map(|e| e.to_string()).unwrap_or_default();
                 tracing::warn!(%error, "lock lost: lease expired before a heartbeat was confirmed");
                 inner.lose(&held, LostReason::Expired);
-                Beat::Done
+                (Beat::Done, Some(HeartbeatOutcome::Failed))
             }
             WriteEnd::Failed(error) => {
                 tracing::warn!(%error, "lock lost: the store refused the heartbeat");
                 inner.lose(&held, LostReason::Expired);
-                Beat::Done
+                (Beat::Done, Some(HeartbeatOutcome::Failed))
             }
-            WriteEnd::Stopped => Beat::Done,
+            WriteEnd::Stopped => (Beat::Done, None),
             WriteEnd::Throttled(_) => {
                 tracing::debug!("heartbeat throttled; sent again in its turn");
-                Beat::Throttled(held.clone())
+                (
+                    Beat::Throttled(held.clone()),
+                    Some(HeartbeatOutcome::Throttled),
+                )
             }
+        };
+        if let Some(outcome) = outcome {
+            inner.metrics.heartbeat(&held.key, outcome, lateness);
         }
+        beat
     }
     .instrument(span)
     .await

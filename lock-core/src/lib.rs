@@ -94,6 +94,7 @@ mod info;
 mod key;
 mod last_handle;
 pub mod layer;
+pub mod metrics;
 mod options;
 mod pacing;
 mod record;

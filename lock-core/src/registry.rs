@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use crate::LockKey;
 use crate::clock::Instant;
 use crate::held::Held;
+use crate::metrics::ClientMetrics;
 use crate::slot::Slot;
 
 /// Held locks and their heartbeat schedule, shared by the client (which adds and
@@ -36,6 +37,8 @@ pub(crate) struct Registry {
     /// A task is serving the schedule; it clears the flag as it ends, however it
     /// ends (finished, aborted, panicked, its runtime gone).
     pub(crate) served: AtomicBool,
+    /// Counts the locks held (`lock_locks_held`).
+    metrics: Arc<ClientMetrics>,
 }
 
 /// What the registry's lock guards.
@@ -161,7 +164,7 @@ impl BookGuard<'_> {
 impl Registry {
     /// An empty registry whose schedule counts from `base` (no due time is
     /// earlier).
-    pub(crate) fn new(base: Instant) -> Self {
+    pub(crate) fn new(base: Instant, metrics: Arc<ClientMetrics>) -> Self {
         Self {
             base,
             book: Mutex::new(Book {
@@ -173,6 +176,7 @@ impl Registry {
             len: AtomicUsize::new(0),
             wake: Notify::new(),
             served: AtomicBool::new(false),
+            metrics,
         }
     }
 
@@ -202,7 +206,9 @@ impl Registry {
     pub(crate) fn hold(&self, held: &Arc<Held>, first: Instant) {
         let wake = {
             let mut book = self.lock();
-            book.book.held.replace(ByKey(held.clone()));
+            if book.book.held.replace(ByKey(held.clone())).is_none() {
+                self.metrics.held_more();
+            }
             // At the max hold, the heartbeat task marks the lock lost instead.
             book.schedule(held, held.limits.not_after(first))
         };
@@ -216,10 +222,12 @@ impl Registry {
         let mut book = self.lock();
         book.unschedule(held);
         // One lookup: a key held again under a new acquisition is rare, and goes back.
-        if let Some(current) = book.book.held.take(&held.key)
-            && !Arc::ptr_eq(&current.0, held)
-        {
-            book.book.held.insert(current);
+        if let Some(current) = book.book.held.take(&held.key) {
+            if Arc::ptr_eq(&current.0, held) {
+                self.metrics.held_fewer(1);
+            } else {
+                book.book.held.insert(current);
+            }
         }
     }
 
@@ -297,7 +305,10 @@ mod tests {
 
     fn registry() -> (Registry, Instant) {
         let base = Instant::now();
-        (Registry::new(base), base)
+        (
+            Registry::new(base, Arc::new(crate::metrics::ClientMetrics::new(false))),
+            base,
+        )
     }
 
     #[test]

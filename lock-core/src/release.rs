@@ -147,6 +147,7 @@ impl Shared {
                 false
             };
             if handed {
+                self.metrics.handoff(&held.key);
                 tracing::info!("handed to the next task of this client");
                 return Ok(());
             }
@@ -368,6 +369,7 @@ impl Shared {
                     .take(),
             );
             let held = self.registry.lock().drain_held();
+            self.metrics.held_fewer(held.len());
             let mut report = ShutdownReport::default();
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 // Not on a tokio runtime: release one after the other.
@@ -448,6 +450,7 @@ impl Shared {
                 failed = report.failed.len(),
                 "shut down"
             );
+            self.metrics.shutdown(&report);
             Ok(report)
         }
         .instrument(span)

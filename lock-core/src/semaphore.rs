@@ -193,7 +193,9 @@ impl LockClient {
             self.inner
                 .validate_input(&header_key(&name), Some(permits.to_string().as_bytes()))?;
         }
-        let local = self.inner.named::<OnClient>(&format!("{name}\u{0}{permits}"));
+        let local = self
+            .inner
+            .named::<OnClient>(&format!("{name}\u{0}{permits}"));
         Ok(Semaphore {
             shared: Arc::new(SemaphoreShared {
                 client: self.clone(),
@@ -493,7 +495,10 @@ impl Semaphore {
         let shared = &semaphore.client.inner;
         if !semaphore.local.header_checked.load(Ordering::Acquire) {
             self.check_header().await?;
-            semaphore.local.header_checked.store(true, Ordering::Release);
+            semaphore
+                .local
+                .header_checked
+                .store(true, Ordering::Release);
         }
         let mut slots = Vec::with_capacity(semaphore.permits as usize);
         for slot in 0..semaphore.permits {

@@ -24,6 +24,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::clock::{Instant, later};
 use crate::config::ClientConfig;
 use crate::held::Held;
+use crate::layer::Layered;
+use crate::metrics::{ClientMetrics, StoreMetrics};
 use crate::registry::Registry;
 use crate::retry::Backoff;
 use crate::sightings::Sightings;
@@ -93,7 +95,10 @@ impl Background {
 /// State shared by the client, its guards and its heartbeat task.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// The user's store, under the client's metrics layer.
     pub store: Arc<dyn ConditionalStore>,
+    /// This client's metric handles (see `metrics`).
+    pub metrics: Arc<ClientMetrics>,
     pub clock: Arc<dyn Clock>,
     pub config: ClientConfig,
     pub caps: Capabilities,
@@ -172,10 +177,14 @@ impl Shared {
         config: ClientConfig,
     ) -> Self {
         let caps = store.capabilities();
-        let registry = Arc::new(Registry::new(clock.now()));
+        let metrics = Arc::new(ClientMetrics::new(config.metric_key_labels));
+        let store: Arc<dyn ConditionalStore> =
+            Arc::new(Layered::new(StoreMetrics::with(metrics.clone()), store));
+        let registry = Arc::new(Registry::new(clock.now(), metrics.clone()));
         let backoff = Backoff::new(config.retry_base, config.retry_max, fastrand::Rng::new());
         Self {
             store,
+            metrics,
             clock,
             config,
             caps,
@@ -343,6 +352,7 @@ impl Shared {
 
     /// Mark `held` lost and forget it, so this client can acquire the key again.
     pub(crate) fn lose(&self, held: &Arc<Held>, reason: LostReason) {
+        self.metrics.lost(&held.key, &reason);
         held.mark_lost(reason);
         self.forget(held);
         held.end_turn(None);
