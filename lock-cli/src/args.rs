@@ -82,6 +82,12 @@ pub struct Global {
     /// only lockctl's and the lock library's)
     #[arg(long, short = 'v', global = true)]
     pub verbose: bool,
+
+    /// At exit, print the lock library's metrics (store calls, acquires,
+    /// heartbeats, losses; see docs/operations.md) to stderr as one line of
+    /// JSON, `{"metrics": [...]}`, for CI jobs and cron logs
+    #[arg(long, global = true)]
+    pub metrics: bool,
 }
 
 /// The table layouts `lock-dynamodb` ships.

@@ -10,6 +10,7 @@ mod connect;
 mod deadline;
 mod exec;
 mod exit;
+mod metrics;
 mod output;
 mod progress;
 mod text;
@@ -48,6 +49,16 @@ fn main() -> ExitCode {
         // file, and never when NO_COLOR is set (https://no-color.org).
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .init();
+    // Installed before any client is built: each registers its figures then.
+    let collector = cli.global.metrics.then(metrics::collect);
+    let code = run(&cli);
+    if let Some(collector) = collector {
+        metrics::print(&collector);
+    }
+    code
+}
+
+fn run(cli: &args::Cli) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -63,7 +74,7 @@ fn main() -> ExitCode {
             );
         }
     };
-    match runtime.block_on(commands::dispatch(&cli)) {
+    match runtime.block_on(commands::dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(error) => exit::report(&error, cli.global.verbose),
     }

@@ -1142,3 +1142,93 @@ fn run_with_permits_lets_that_many_commands_run_at_once() {
         "{out:?}"
     );
 }
+
+/// The `{"metrics": [...]}` line `--metrics` printed to stderr.
+fn metrics_line(stderr: &str) -> serde_json::Value {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|line| line.starts_with("{\"metrics\""))
+        .unwrap_or_else(|| panic!("no metrics line in {stderr:?}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// The sum of the counters named `name` whose labels include `labels`.
+fn counted(metrics: &serde_json::Value, name: &str, labels: &[(&str, &str)]) -> u64 {
+    metrics["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|figure| {
+            figure["name"] == name
+                && labels
+                    .iter()
+                    .all(|(label, value)| figure["labels"][label] == *value)
+        })
+        .map(|figure| figure["value"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn metrics_are_printed_as_json_at_exit() {
+    let Some(env) = Env::with_table("metrics") else {
+        return;
+    };
+    let out = env.run(&["--metrics", "run", "nightly", "--lease", "2s", "--", "true"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let metrics = metrics_line(&out.stderr);
+    assert_eq!(
+        counted(&metrics, "lock_acquires_total", &[("outcome", "acquired")]),
+        1
+    );
+    assert_eq!(counted(&metrics, "lock_acquires_total", &[]), 1);
+    // The acquire and the release, applied.
+    assert_eq!(
+        counted(
+            &metrics,
+            "lock_store_calls_total",
+            &[("op", "put"), ("outcome", "applied")]
+        ),
+        2
+    );
+    let latency = metrics["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|figure| {
+            figure["name"] == "lock_store_call_seconds"
+                && figure["labels"]["op"] == "put"
+                && figure["labels"]["outcome"] == "applied"
+        })
+        .unwrap();
+    assert_eq!(latency["type"], "histogram");
+    assert_eq!(latency["value"]["count"], 2);
+    assert!(latency["value"]["max"].as_f64().unwrap() > 0.0, "{latency}");
+    // A timeout counts as one, and the JSON still comes when lockctl fails.
+    let held = env.spawn(
+        "holder",
+        &["run", "nightly", "--lease", "2s", "--", "sleep", "5"],
+    );
+    wait_until("the holder holds the lock", LIMIT, || {
+        env.run(&["show", "nightly", "-o", "json"]).json()["held"] == true
+    });
+    let out = env.run(&[
+        "--metrics",
+        "acquire",
+        "nightly",
+        "--lease",
+        "2s",
+        "--wait",
+        "0s",
+    ]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    let metrics = metrics_line(&out.stderr);
+    assert_eq!(
+        counted(&metrics, "lock_acquires_total", &[("outcome", "timeout")]),
+        1
+    );
+    held.finish(LIMIT);
+    // Without the flag, nothing is printed.
+    let out = env.run(&["show", "nightly"]);
+    assert!(!out.stderr.contains("\"metrics\""), "{out:?}");
+}

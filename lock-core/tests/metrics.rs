@@ -342,7 +342,10 @@ fn a_heartbeat_confirmed_after_the_safe_time_is_late_and_a_delayed_one_has_laten
         b.shutdown().await.unwrap();
         drop(held);
     });
-    assert_eq!(figures.total(metrics::HEARTBEATS, &[("outcome", "late")]), 1.0);
+    assert_eq!(
+        figures.total(metrics::HEARTBEATS, &[("outcome", "late")]),
+        1.0
+    );
     let lateness = figures.samples(metrics::HEARTBEAT_LATENESS_SECONDS, &[]);
     let most = lateness.iter().copied().fold(0.0, f64::max);
     assert!(most > 0.9, "{lateness:?}");

@@ -34,8 +34,12 @@ use metrics::{
 
 use crate::{LockKey, LostReason, StoreErrorKind};
 
+#[cfg(feature = "collector")]
+mod collector;
 mod store;
 
+#[cfg(feature = "collector")]
+pub use collector::{Collector, Figure, FigureValue, Summary};
 pub use store::StoreMetrics;
 
 /// Store calls, by `op` and `outcome`.
