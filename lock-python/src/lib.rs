@@ -21,8 +21,9 @@
 //! them (blocking or as asyncio futures), `lock`, `election` and `semaphore`
 //! wrap what they return,
 //! `errors` turns failures into exceptions (`classes` makes instances of
-//! the package's Python classes for both), and `events` carries
-//! callbacks and log records back to a Python thread.
+//! the package's Python classes for both), `events` carries
+//! callbacks and log records back to a Python thread, and `metrics` hands
+//! out the figures the clients of the process recorded.
 
 mod classes;
 mod client;
@@ -32,6 +33,7 @@ mod election;
 mod errors;
 mod events;
 mod lock;
+mod metrics;
 mod runtime;
 mod semaphore;
 mod stores;
@@ -42,6 +44,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     events::install_logging();
+    metrics::install();
     module.add_class::<client::Client>()?;
     module.add_class::<lock::Lock>()?;
     module.add_class::<election::Election>()?;
@@ -54,5 +57,6 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(events::set_log_level, module)?)?;
     module.add_function(wrap_pyfunction!(events::wake_events, module)?)?;
     module.add_function(wrap_pyfunction!(events::after_fork_in_child, module)?)?;
+    module.add_function(wrap_pyfunction!(metrics::metrics, module)?)?;
     Ok(())
 }

@@ -8,7 +8,19 @@ import asyncio
 from datetime import timedelta
 
 import lease_lock
-from lease_lock import Election, LeaseState, Leadership, Lock, LockClient, LockInfo, LostReason, Role, Semaphore
+from lease_lock import (
+    Election,
+    HistogramValue,
+    LeaseState,
+    Leadership,
+    Lock,
+    LockClient,
+    LockInfo,
+    LostReason,
+    Metric,
+    Role,
+    Semaphore,
+)
 
 
 def blocking(client: LockClient) -> int:
@@ -121,3 +133,17 @@ def limiting(client: LockClient) -> int | None:
     exports.acquire(wait="5")  # type: ignore[arg-type]
     del maybe
     return slot
+
+
+def measured() -> float:
+    figures: list[Metric] = lease_lock.metrics()
+    total = 0.0
+    for metric in figures:
+        value = metric["value"]
+        if isinstance(value, dict):
+            summary: HistogramValue = value
+            total += summary["sum"]
+        else:
+            total += value
+    metric["name"] = 3  # type: ignore[typeddict-item]
+    return total

@@ -33,6 +33,7 @@ from ._errors import (
     StoreError,
     StoreSetupError,
 )
+from ._metrics import HistogramValue, Metric, metrics
 from ._native import DynamoDBStore, Election, Leadership, Lock, MemoryStore, PostgresStore, Semaphore
 from ._types import LeaseState, LockInfo, LostReason, Role, Seconds, Takeover
 
@@ -65,4 +66,7 @@ __all__ = [
     "StoreSetupError",
     "ClientClosed",
     "ForkedError",
+    "metrics",
+    "Metric",
+    "HistogramValue",
 ]
