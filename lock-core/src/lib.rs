@@ -80,6 +80,10 @@ pub struct CliDoctests;
 #[doc = include_str!("../../docs/performance.md")]
 pub struct PerformanceDoctests;
 
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/operations.md")]
+pub struct OperationsDoctests;
+
 mod acquire;
 mod client;
 pub mod clock;

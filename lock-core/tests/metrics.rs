@@ -350,3 +350,37 @@ fn a_heartbeat_confirmed_after_the_safe_time_is_late_and_a_delayed_one_has_laten
     let most = lateness.iter().copied().fold(0.0, f64::max);
     assert!(most > 0.9, "{lateness:?}");
 }
+
+#[test]
+fn a_prometheus_exporter_renders_them() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    ::metrics::with_local_recorder(&recorder, || {
+        metrics::describe();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+            .block_on(async {
+                let a = client(MemoryStore::new(), "a");
+                let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+                guard.release().await.unwrap();
+                a.shutdown().await.unwrap();
+            });
+    });
+    let text = handle.render();
+    for line in [
+        "# TYPE lock_acquires_total counter",
+        "lock_acquires_total{outcome=\"acquired\"} 1",
+        "lock_store_calls_total{op=\"put\",outcome=\"applied\"} 2",
+        "# HELP lock_heartbeats_total Heartbeats by outcome",
+        "lock_locks_held 0",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+    assert!(
+        text.contains("lock_store_call_seconds_count{op=\"put\",outcome=\"applied\"} 2"),
+        "{text}"
+    );
+}
