@@ -356,29 +356,116 @@ async fn a_leader_that_lost_its_lease_campaigns_again_and_leads_again() {
     a.shutdown().await.unwrap();
 }
 
+/// Notes when each write reaches it.
+#[derive(Clone, Debug, Default)]
+struct PutTimes(Arc<Mutex<Vec<Instant>>>);
+
+#[async_trait::async_trait]
+impl lock_core::layer::StoreLayer for PutTimes {
+    async fn call(
+        &self,
+        call: lock_core::layer::StoreCall<'_>,
+        next: &dyn lock_core::ConditionalStore,
+    ) -> Result<lock_core::layer::StoreReply, lock_core::StoreError> {
+        if call.op() == lock_core::layer::StoreOp::Put {
+            self.0.lock().unwrap().push(Instant::now());
+        }
+        call.send(next).await
+    }
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_campaign_goes_on_after_errors_no_retry_could_fix() {
+async fn a_campaign_goes_on_after_errors_no_retry_could_fix_pausing_longer_each_time() {
     let store = MemoryStore::new();
     let faulty = FaultyStore::new(store.clone(), 8);
-    for _ in 0..3 {
+    for _ in 0..4 {
         faulty.script(Op::Put, Fault::Error(StoreErrorKind::Unauthorized));
     }
-    let a = client(faulty.clone(), "a");
+    let times = PutTimes::default();
+    let a = client(
+        lock_core::layer::Layered::new(times.clone(), faulty.clone()),
+        "a",
+    );
     let election = a
         .elect(
             "leader",
-            ElectionOptions::new().retry(Duration::from_secs(1), Duration::from_secs(4)),
+            ElectionOptions::new().retry(Duration::from_secs(1), Duration::from_secs(3)),
         )
         .unwrap();
-    // Refused three times (pauses of at most 1, 2 and 4 s), then elected.
-    let leadership = timeout(Duration::from_secs(8), election.leadership())
+    // Refused four times, then elected.
+    let leadership = timeout(Duration::from_secs(12), election.leadership())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(leadership.fence(), Fence(1));
     assert_eq!(faulty.scripted(), 0);
+    // The pauses: 1 s doubled per failure up to 3 s, each jittered down by
+    // up to a half.
+    let times = times.0.lock().unwrap().clone();
+    assert_eq!(times.len(), 5, "{times:?}");
+    let second = Duration::from_secs(1);
+    for (i, (low, high)) in [
+        (second / 2, second),
+        (second, 2 * second),
+        (3 * second / 2, 3 * second),
+        (3 * second / 2, 3 * second),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let pause = times[i + 1] - times[i];
+        // tokio's timer rounds a sleep up to the next millisecond.
+        let high = high + Duration::from_millis(2);
+        assert!(low <= pause && pause <= high, "pause {i}: {pause:?}");
+    }
     election.resign().await.unwrap();
     a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_released_record_seen_while_campaigning_is_not_a_leader() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let first = a.elect("leader", ElectionOptions::new()).unwrap();
+    timeout(Duration::from_secs(1), first.leadership())
+        .await
+        .unwrap()
+        .unwrap();
+    // b follows a; its writes take a second to answer.
+    let slow = support::Delayed::new(store.clone());
+    let b = client(slow.clone(), "b");
+    let second = b.elect("leader", ElectionOptions::new()).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        matches!(&second.role(), Role::Follower { leader, .. } if leader == "a"),
+        "{:?}",
+        second.role()
+    );
+    slow.delay_writes(Duration::from_secs(1));
+    first.resign().await.unwrap();
+    // b's next poll reads the released record and writes; while its write
+    // is on its way, nobody leads as far as b knows.
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    while !second.is_leader() && started.elapsed() < Duration::from_secs(5) {
+        seen.push(second.role());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(second.is_leader());
+    let after_release: Vec<_> = seen
+        .iter()
+        .skip_while(|role| matches!(role, Role::Follower { .. }))
+        .collect();
+    assert!(
+        !after_release.is_empty()
+            && after_release
+                .iter()
+                .all(|role| matches!(role, Role::Campaigning)),
+        "{seen:?}"
+    );
+    second.resign().await.unwrap();
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
