@@ -42,7 +42,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .build()?;
         workers.push(tokio::spawn(async move {
             loop {
-                let key = if fastrand::bool() { "report" } else { "billing" };
+                let key = if fastrand::bool() {
+                    "report"
+                } else {
+                    "billing"
+                };
                 let options = AcquireOptions::new().wait(Duration::from_millis(500));
                 if let Ok(guard) = client.acquire(key, options).await {
                     tokio::time::sleep(Duration::from_millis(fastrand::u64(100..1_500))).await;

@@ -111,7 +111,6 @@ pub struct DynamoDbStoreBuilder {
     read_attempts: u32,
     endpoint_url: Option<String>,
     interceptors: Vec<SharedInterceptor>,
-    read_after_bare_conflict: bool,
 }
 
 impl DynamoDbStoreBuilder {
@@ -150,15 +149,13 @@ impl DynamoDbStoreBuilder {
         self
     }
 
-    /// When a conditional write is rejected and DynamoDB returns no item, read the
-    /// key (consistently) to report the current record.
-    ///
-    /// Off by default: DynamoDB returns the item with
-    /// `ReturnValuesOnConditionCheckFailure = ALL_OLD`, so a rejection without an
-    /// item means the key is absent. Turn it on for DynamoDB-compatible servers that
-    /// do not support that parameter.
-    pub fn read_after_conflict_without_item(mut self, enabled: bool) -> Self {
-        self.read_after_bare_conflict = enabled;
+    /// Does nothing: the store reads the key after every rejected write the
+    /// server answered without the current item, on DynamoDB and on servers
+    /// that ignore `ReturnValuesOnConditionCheckFailure` alike.
+    #[deprecated(
+        note = "the store reads after every conflict answered without the item; remove the call"
+    )]
+    pub fn read_after_conflict_without_item(self, _enabled: bool) -> Self {
         self
     }
 
@@ -233,7 +230,6 @@ impl DynamoDbStoreBuilder {
                 client,
                 table: self.table,
                 layout: self.layout,
-                read_after_bare_conflict: self.read_after_bare_conflict,
                 schema: tokio::sync::OnceCell::new(),
             }),
         })
@@ -313,7 +309,6 @@ pub(crate) struct Inner {
     pub(crate) client: Client,
     pub(crate) table: String,
     pub(crate) layout: Layout,
-    read_after_bare_conflict: bool,
     /// Whether the table's key schema fits the layout (`Some((expected,
     /// found))` when it does not), learnt once, when first needed.
     schema: tokio::sync::OnceCell<Option<(String, String)>>,
@@ -371,7 +366,6 @@ impl DynamoDbStore {
             read_attempts: 3,
             endpoint_url: None,
             interceptors: Vec::new(),
-            read_after_bare_conflict: false,
         }
     }
 
@@ -498,12 +492,17 @@ impl DynamoDbStore {
         format!("{r} = {expected}")
     }
 
-    /// The current record after a rejection, from the item DynamoDB returned.
+    /// The current record after a rejection, from the item the server
+    /// returned (every write asks for it: `ReturnValuesOnConditionCheckFailure
+    /// = ALL_OLD`). A rejection without one is read, consistently: DynamoDB
+    /// returns none only when the key is absent (a condition on a version of
+    /// a record deleted since: rare), and a DynamoDB-compatible server that
+    /// ignores the parameter returns none ever, so one read is the price of
+    /// knowing, with nothing to configure.
     async fn rejected(&self, key: &LockKey, item: Option<&Item>) -> Result<Outcome, StoreError> {
         let current = match item {
             Some(item) if !item.is_empty() => Some(self.record(item)?),
-            _ if self.inner.read_after_bare_conflict => self.get(key).await?,
-            _ => None,
+            _ => self.get_item(key).await?,
         };
         tracing::debug!(table = %self.inner.table, %key, current = ?current.as_ref().map(|r| &r.rvn), "conditional write rejected");
         Ok(Outcome::Rejected { current })

@@ -100,9 +100,14 @@ impl DynamoDbStore {
     /// and time to live on the expiry attribute (when the layout has one and
     /// `options.enable_ttl`). Waits until the table is `ACTIVE`.
     ///
+    /// On a DynamoDB-compatible server without a time-to-live API (it
+    /// answers `UpdateTimeToLive` as an unknown operation), the table is
+    /// created without it: the report's warning (also logged) says expired
+    /// lock records are then not cleaned up.
+    ///
     /// Fails with [`TableError::AlreadyExists`] when the table is there; use
     /// [`validate_table`](Self::validate_table) to check such a table.
-    pub async fn create_table(&self, options: TableOptions) -> Result<(), TableError> {
+    pub async fn create_table(&self, options: TableOptions) -> Result<TableReport, TableError> {
         let table = self.table().to_owned();
         let layout = self.layout();
         let store_error = |operation: &'static str| {
@@ -155,28 +160,42 @@ impl DynamoDbStore {
             options.wait,
         )
         .await?;
+        let mut report = TableReport {
+            table: table.clone(),
+            ttl_attribute: None,
+            warnings: Vec::new(),
+        };
         if let (true, Some(expiry)) = (options.enable_ttl, layout.expires_at()) {
             let spec = TimeToLiveSpecification::builder()
                 .enabled(true)
                 .attribute_name(expiry)
                 .build()
                 .map_err(|e| invalid_request(&table, "UpdateTimeToLive", e))?;
-            self.client()
+            let enabled = self
+                .client()
                 .update_time_to_live()
                 .table_name(&table)
                 .time_to_live_specification(spec)
                 .send()
-                .await
-                .map_err(|err| {
-                    store_error("UpdateTimeToLive")(map_sdk_error(
+                .await;
+            match enabled {
+                Ok(_) => report.ttl_attribute = Some(expiry.to_owned()),
+                Err(err) if unsupported_operation(&err) => {
+                    let warning = no_ttl_api(&table);
+                    tracing::warn!(%table, "{warning}");
+                    report.warnings.push(warning);
+                }
+                Err(err) => {
+                    return Err(store_error("UpdateTimeToLive")(map_sdk_error(
                         err,
                         Access::Write,
                         self.ctx("UpdateTimeToLive"),
-                    ))
-                })?;
+                    )));
+                }
+            }
         }
         tracing::info!(%table, layout = layout.preset_name(), "created lock table");
-        Ok(())
+        Ok(report)
     }
 
     /// Check that the table exists, is `ACTIVE`, and has the key schema and key
@@ -207,24 +226,37 @@ impl DynamoDbStore {
         }
 
         let mut warnings = Vec::new();
-        let ttl = self
+        let described = self
             .client()
             .describe_time_to_live()
             .table_name(&table)
             .send()
-            .await
-            .map_err(|err| TableError::Store {
-                table: table.clone(),
-                operation: "DescribeTimeToLive",
-                source: map_sdk_error(err, Access::Read, self.ctx("DescribeTimeToLive")),
-            })?;
-        let ttl_attribute = ttl.time_to_live_description().and_then(|d| {
-            let on = matches!(
-                d.time_to_live_status(),
-                Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
-            );
-            on.then(|| d.attribute_name().map(str::to_owned)).flatten()
-        });
+            .await;
+        let ttl = match described {
+            Ok(ttl) => Some(ttl),
+            // A DynamoDB-compatible server without the time-to-live API.
+            Err(err) if unsupported_operation(&err) => {
+                warnings.push(no_ttl_api(&table));
+                None
+            }
+            Err(err) => {
+                return Err(TableError::Store {
+                    table: table.clone(),
+                    operation: "DescribeTimeToLive",
+                    source: map_sdk_error(err, Access::Read, self.ctx("DescribeTimeToLive")),
+                });
+            }
+        };
+        let ttl_attribute = ttl
+            .as_ref()
+            .and_then(|ttl| ttl.time_to_live_description())
+            .and_then(|d| {
+                let on = matches!(
+                    d.time_to_live_status(),
+                    Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+                );
+                on.then(|| d.attribute_name().map(str::to_owned)).flatten()
+            });
         if let Some(attribute) = &ttl_attribute
             && Some(attribute.as_str()) != layout.expires_at()
             && let Some((role, _)) = layout
@@ -239,6 +271,8 @@ impl DynamoDbStore {
             });
         }
         match (&ttl_attribute, layout.expires_at(), layout.default_expiry()) {
+            // Said already: the server has no time to live at all.
+            (None, Some(_), Some(_)) if ttl.is_none() => {}
             (None, Some(expiry), Some(_)) => warnings.push(format!(
                 "the layout writes expiry times to {expiry:?} but time to live is not enabled on table {table:?}: abandoned lock items stay until deleted"
             )),
@@ -407,4 +441,35 @@ pub(crate) fn key_schema_mismatch(
             },
         )
     })
+}
+
+/// Whether the server refused a request as an operation it does not have (a
+/// DynamoDB-compatible server without time to live, for instance), rather
+/// than for its contents or its credentials.
+fn unsupported_operation<E, R>(err: &SdkError<E, R>) -> bool
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
+    R: std::fmt::Debug,
+{
+    match err {
+        SdkError::ServiceError(service) => matches!(
+            service.err().code(),
+            Some(
+                "UnknownOperationException"
+                    | "UnsupportedOperationException"
+                    | "NotImplemented"
+                    | "NotImplementedException"
+            )
+        ),
+        _ => false,
+    }
+}
+
+/// The warning for a server without the time-to-live API.
+fn no_ttl_api(table: &str) -> String {
+    format!(
+        "the server has no time-to-live API (UpdateTimeToLive and DescribeTimeToLive are unknown operations), \
+         so table {table:?} has no time to live: expired lock records are not cleaned up; \
+         delete them yourself (lockctl list shows them)"
+    )
 }

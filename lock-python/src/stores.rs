@@ -329,7 +329,7 @@ impl DynamoDBStore {
         let store = self.store.clone();
         run(py, &self.runtime, is_async, async move {
             match store.create_table(options).await {
-                Ok(()) => Ok(()),
+                Ok(_) => Ok(()),
                 Err(TableError::AlreadyExists { .. }) if exist_ok => {
                     store.validate_table().await.map(|_| ()).map_err(Into::into)
                 }

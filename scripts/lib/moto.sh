@@ -152,6 +152,7 @@ request = urllib.request.Request(
     headers={
         "Content-Type": "application/x-amz-json-1.0",
         "X-Amz-Target": "DynamoDB_20120810.ListTables",
+        "X-Amz-Date": "20260101T000000Z",
         "Authorization": "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/dynamodb/aws4_request, "
         "SignedHeaders=host, Signature=0",
     },

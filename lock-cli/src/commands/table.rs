@@ -44,7 +44,7 @@ async fn create_dynamodb(
     let options = TableOptions::default()
         .enable_ttl(!args.no_ttl)
         .wait(args.wait);
-    store
+    let report = store
         .create_table(options)
         .await
         .map_err(|error| match error {
@@ -59,24 +59,27 @@ async fn create_dynamodb(
             },
             error => CliError::Table { error, hint: None },
         })?;
-    let ttl = (!args.no_ttl)
-        .then(|| store.layout().expires_at())
-        .flatten();
+    let ttl = report.ttl_attribute.as_deref();
     match global.output {
         OutputFormat::Json => output::json(&TableJson {
             store: "dynamodb",
             table: store.table(),
             layout: global.layout.flag(),
             ttl_attribute: ttl,
-            warnings: &[],
+            warnings: &report.warnings,
         })?,
-        OutputFormat::Text => output::line(&format!(
-            "created table {} for the {} layout{}",
-            store.table(),
-            global.layout.flag(),
-            ttl.map(|a| format!(" (time to live on {a})"))
-                .unwrap_or_default()
-        ))?,
+        OutputFormat::Text => {
+            output::line(&format!(
+                "created table {} for the {} layout{}",
+                store.table(),
+                global.layout.flag(),
+                ttl.map(|a| format!(" (time to live on {a})"))
+                    .unwrap_or_default()
+            ))?;
+            for warning in &report.warnings {
+                output::line(&format!("warning: {warning}"))?;
+            }
+        }
     }
     Ok(OK)
 }
