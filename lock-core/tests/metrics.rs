@@ -312,12 +312,12 @@ fn describe_gives_every_metric_a_unit() {
 fn a_heartbeat_confirmed_after_the_safe_time_is_late_and_a_delayed_one_has_lateness() {
     let figures = recorded(|| async {
         let store = support::Delayed::new(MemoryStore::new());
-        // Lease 10 s, safe time 9.4 s: the first heartbeat (at 1.5-2 s)
-        // takes 7.7 s to answer, confirmed after the safe time, before the
-        // lease ends.
+        // Lease 10 s, safe time 9.4 s: the first heartbeat (sent at 1.5-2 s,
+        // jittered) takes 7.95 s to answer, so it is confirmed at 9.45-9.95 s:
+        // after the safe time, before the lease ends.
         let a = client(store.clone(), "a");
         let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
-        store.delay_writes(Duration::from_millis(7_700));
+        store.delay_writes(Duration::from_millis(7_950));
         tokio::time::sleep(Duration::from_millis(2_100)).await;
         store.delay_writes(Duration::ZERO);
         tokio::time::sleep(Duration::from_secs(8)).await;
