@@ -223,8 +223,13 @@ impl Shared {
         result
     }
 
-    /// The checks an acquire makes before anything is read or written.
-    fn check_acquire(&self, key: &LockKey, options: &AcquireOptions) -> Result<(), LockError> {
+    /// The checks an acquire makes before anything is read or written (a
+    /// semaphore makes them for the longest of its slots' keys).
+    pub(crate) fn check_acquire(
+        &self,
+        key: &LockKey,
+        options: &AcquireOptions,
+    ) -> Result<(), LockError> {
         self.ensure_running()?;
         self.validate_input(key, options.data.bytes())?;
         if let Some(lease) = options.lease {

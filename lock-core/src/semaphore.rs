@@ -299,25 +299,16 @@ impl Semaphore {
                 source: None,
             });
         }
-        shared.validate_input(
-            &slot_key(
-                &shared,
-                &semaphore.name,
-                semaphore.permits - 1,
-                semaphore.permits,
-            ),
-            options.data.bytes(),
-        )?;
-        // The options a permit's lock is taken with, checked before anything
-        // is read (an invalid lease must not wait to be refused).
-        if let Some(lease) = options.lease {
-            shared.config.check_acquire_lease(lease)?;
-        }
-        shared.config.check_holds(
-            options.min_hold,
-            options.max_hold,
-            options.delete_on_release,
-        )?;
+        // The options a permit's lock is taken with, checked as an acquire
+        // checks them, before anything is read (an invalid lease must not
+        // wait to be refused).
+        let longest = slot_key(
+            &shared,
+            &semaphore.name,
+            semaphore.permits - 1,
+            semaphore.permits,
+        );
+        shared.check_acquire(&longest, &options)?;
         let started = shared.clock.now();
         let deadline = later(started, wait);
         let refresh = options

@@ -24,8 +24,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::clock::{Instant, later};
 use crate::config::ClientConfig;
 use crate::held::Held;
-use crate::layer::Layered;
-use crate::metrics::{ClientMetrics, StoreMetrics};
+use crate::metrics::{ClientMetrics, ObservedStore};
 use crate::registry::Registry;
 use crate::retry::Backoff;
 use crate::sightings::Sightings;
@@ -95,8 +94,8 @@ impl Background {
 /// State shared by the client, its guards and its heartbeat task.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    /// The user's store, under the client's metrics layer.
-    pub store: Arc<dyn ConditionalStore>,
+    /// The user's store, every call counted, timed and traced.
+    pub store: ObservedStore,
     /// This client's metric handles (see `metrics`).
     pub metrics: Arc<ClientMetrics>,
     pub clock: Arc<dyn Clock>,
@@ -178,8 +177,7 @@ impl Shared {
     ) -> Self {
         let caps = store.capabilities();
         let metrics = Arc::new(ClientMetrics::new(config.metric_key_labels));
-        let store: Arc<dyn ConditionalStore> =
-            Arc::new(Layered::new(StoreMetrics::with(metrics.clone()), store));
+        let store = ObservedStore::new(store, metrics.clone());
         let registry = Arc::new(Registry::new(clock.now(), metrics.clone()));
         let backoff = Backoff::new(config.retry_base, config.retry_max, fastrand::Rng::new());
         Self {

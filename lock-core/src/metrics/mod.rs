@@ -40,6 +40,7 @@ mod store;
 
 #[cfg(feature = "collector")]
 pub use collector::{Collector, Figure, FigureValue, Summary};
+pub(crate) use store::ObservedStore;
 pub use store::StoreMetrics;
 
 /// Store calls, by `op` and `outcome`.

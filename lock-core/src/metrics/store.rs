@@ -2,6 +2,7 @@
 //! timed by operation and outcome, in a tracing span with the key, the
 //! operation, the outcome and the latency.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -9,7 +10,9 @@ use tracing::Instrument;
 
 use super::{ClientMetrics, StoreOutcome};
 use crate::layer::{StoreCall, StoreLayer, StoreOp, StoreReply};
-use crate::{ConditionalStore, Outcome, StoreError};
+use crate::{
+    ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page, StoreError,
+};
 
 /// A [`StoreLayer`] that counts and times every call (`lock_store_calls_total`,
 /// `lock_store_call_seconds`) and wraps it in a `store_call` tracing span
@@ -70,27 +73,93 @@ impl StoreLayer for StoreMetrics {
         call: StoreCall<'_>,
         next: &dyn ConditionalStore,
     ) -> Result<StoreReply, StoreError> {
-        let op = call.op();
-        let key = call.key();
-        let span = tracing::debug_span!(
-            "store_call",
-            op = ?op,
-            key = key.map(tracing::field::display),
-            outcome = tracing::field::Empty,
-            latency_ms = tracing::field::Empty,
-        );
-        let started = tokio::time::Instant::now();
-        let reply = call.send(next).instrument(span.clone()).await;
-        let elapsed = started.elapsed();
-        let outcome = match &reply {
-            Ok(StoreReply::Outcome(Outcome::Applied(_))) => StoreOutcome::Applied,
-            Ok(StoreReply::Outcome(Outcome::Rejected { .. })) => StoreOutcome::Rejected,
-            Ok(_) => StoreOutcome::Ok,
-            Err(error) => StoreOutcome::Error(error.kind()),
-        };
-        span.record("outcome", outcome.as_str());
-        span.record("latency_ms", elapsed.as_secs_f64() * 1000.0);
-        self.metrics.store_call(op_index(op), key, outcome, elapsed);
-        reply
+        let (op, key) = (call.op(), call.key());
+        observe(&self.metrics, op, key, call.send(next), |reply| match reply {
+            StoreReply::Outcome(outcome) => written(outcome),
+            _ => StoreOutcome::Ok,
+        })
+        .await
+    }
+}
+
+/// How a write that reached the store ended.
+fn written(outcome: &Outcome) -> StoreOutcome {
+    match outcome {
+        Outcome::Applied(_) => StoreOutcome::Applied,
+        Outcome::Rejected { .. } => StoreOutcome::Rejected,
+    }
+}
+
+/// Run one store call (`reply`), counted and timed by `op` and outcome
+/// (`outcome` of its reply, or the error's kind), in a `store_call` span.
+async fn observe<T>(
+    metrics: &ClientMetrics,
+    op: StoreOp,
+    key: Option<&LockKey>,
+    reply: impl Future<Output = Result<T, StoreError>>,
+    outcome: impl FnOnce(&T) -> StoreOutcome,
+) -> Result<T, StoreError> {
+    let span = tracing::debug_span!(
+        "store_call",
+        op = ?op,
+        key = key.map(tracing::field::display),
+        outcome = tracing::field::Empty,
+        latency_ms = tracing::field::Empty,
+    );
+    let started = tokio::time::Instant::now();
+    let reply = reply.instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let outcome = match &reply {
+        Ok(value) => outcome(value),
+        Err(error) => StoreOutcome::Error(error.kind()),
+    };
+    span.record("outcome", outcome.as_str());
+    span.record("latency_ms", elapsed.as_secs_f64() * 1000.0);
+    metrics.store_call(op_index(op), key, outcome, elapsed);
+    reply
+}
+
+/// The client's store, every call observed as [`StoreMetrics`] observes
+/// them, without the layer's boxed future per call (the client's own calls
+/// are its hot path).
+#[derive(Debug)]
+pub(crate) struct ObservedStore {
+    inner: Arc<dyn ConditionalStore>,
+    metrics: Arc<ClientMetrics>,
+}
+
+impl ObservedStore {
+    pub(crate) fn new(inner: Arc<dyn ConditionalStore>, metrics: Arc<ClientMetrics>) -> Self {
+        Self { inner, metrics }
+    }
+
+    pub(crate) async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        let reply = self.inner.get(key);
+        observe(&self.metrics, StoreOp::Get, Some(key), reply, |_| StoreOutcome::Ok).await
+    }
+
+    pub(crate) async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        let reply = self.inner.put(key, expect, new);
+        observe(&self.metrics, StoreOp::Put, Some(key), reply, written).await
+    }
+
+    pub(crate) async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+        let reply = self.inner.delete(key, expect);
+        observe(&self.metrics, StoreOp::Delete, Some(key), reply, written).await
+    }
+
+    pub(crate) async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let reply = self.inner.list(partition, cursor, limit);
+        observe(&self.metrics, StoreOp::List, None, reply, |_| StoreOutcome::Ok).await
     }
 }
