@@ -130,3 +130,35 @@ fn dynamodb_options_and_unknown_stores_are_usage_errors() {
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("--store must be"), "{out:?}");
 }
+
+#[test]
+fn a_tls_connection_string_with_verify_full_works_and_a_wrong_host_name_is_refused() {
+    let Some(env) = Env::postgres("tls") else {
+        return;
+    };
+    let port = std::env::var("LOCK_POSTGRES_PORT").unwrap();
+    let dir = std::env::var("LOCK_POSTGRES_TLS_DIR").unwrap();
+    // lock_tls may log in over TLS only.
+    let url = |host: &str| {
+        format!(
+            "postgres://lock_tls:lock_tls@{host}:{port}/lock_test?sslmode=verify-full&sslrootcert={dir}/ca.crt"
+        )
+    };
+    let env = env.with_store_url(url("localhost"));
+    env.create_table();
+    let out = env.run(&["acquire", "deploy", "--lease", "30s", "-o", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.json()["fence"], 1);
+    // The server's certificate names localhost, not 127.0.0.1.
+    let env = env.with_store_url(url("127.0.0.1"));
+    let out = env.run(&["show", "deploy"]);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("certificate"), "{out:?}");
+    // A setting lockctl cannot use is a usage error naming it.
+    let env = env.with_store_url(format!(
+        "postgres://lock_tls:lock_tls@localhost:{port}/lock_test?sslmode=verify-full&sslrootcert=/nonexistent.pem"
+    ));
+    let out = env.run(&["show", "deploy"]);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("/nonexistent.pem"), "{out:?}");
+}

@@ -46,12 +46,13 @@ pub enum StoreConfigError {
     /// A pool of no connections.
     #[error("max_connections must be at least 1")]
     NoConnections,
-    /// The connection string asks for TLS (`sslmode=require`), which the
-    /// store's own pool does not speak.
-    #[error(
-        "the connection string requires TLS (sslmode=require), which the store's own pool does not provide: build a deadpool_postgres::Pool with a TLS connector (postgres-native-tls or tokio-postgres-rustls) and pass it to PostgresStoreBuilder::build_with_pool"
-    )]
-    TlsRequired,
+    /// A TLS setting (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`, or the
+    /// builder's) is invalid, or a certificate file it names cannot be used.
+    #[error("TLS: {reason}")]
+    Tls {
+        /// What is wrong, and what to change.
+        reason: String,
+    },
     /// The connection pool could not be built.
     #[error("could not build the connection pool: {reason}")]
     Pool {
@@ -145,7 +146,7 @@ pub(crate) fn classify(error: &tokio_postgres::Error, stage: Stage, table: &str)
     {
         // pg_hba.conf accepts this user only over TLS (`hostssl`).
         StoreError::unauthorized(format!(
-            "PostgreSQL accepts this login only over TLS ({message}); the store's own pool has no TLS: build a pool with a TLS connector and use build_with_pool"
+            "PostgreSQL accepts this login only over TLS ({message}); connect with TLS: sslmode=verify-full and sslrootcert=/path/to/ca.pem in the connection string (or sslmode=require to encrypt without checking the server)"
         ))
     } else if *code == SqlState::INVALID_PASSWORD
         || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION

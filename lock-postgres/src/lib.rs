@@ -75,11 +75,13 @@ mod row;
 mod schema;
 mod sql;
 mod store;
+mod tls;
 
 /// The pool type [`PostgresStoreBuilder::build_with_pool`] takes.
 pub use deadpool_postgres;
 pub use errors::{SchemaError, StoreConfigError};
 pub use row::{MAX_PARTITION_KEY_BYTES, MAX_RECORD_BYTES, MAX_SORT_KEY_BYTES};
 pub use store::{PostgresStore, PostgresStoreBuilder, Timeouts};
+pub use tls::{RootCertificates, SslMode};
 /// The client library the store runs on.
 pub use tokio_postgres;

@@ -19,6 +19,7 @@ use crate::row::{
     self, MAX_PARTITION_KEY_BYTES, MAX_RECORD_BYTES, MAX_SORT_KEY_BYTES, WriteValues,
 };
 use crate::sql::{Statements, TableName};
+use crate::tls::{RootCertificates, SslMode, TlsSettings};
 
 /// How long the store waits, and how long it lets the server work.
 ///
@@ -93,6 +94,8 @@ pub struct PostgresStoreBuilder {
     table: String,
     timeouts: Timeouts,
     max_connections: usize,
+    /// Set on the builder; they override the connection string's.
+    tls: TlsSettings,
 }
 
 impl PostgresStoreBuilder {
@@ -110,24 +113,60 @@ impl PostgresStoreBuilder {
         self
     }
 
+    /// How the connections use TLS (libpq's `sslmode`; default
+    /// [`SslMode::Prefer`]). Overrides the connection string's.
+    pub fn ssl_mode(mut self, mode: SslMode) -> Self {
+        self.tls.mode = Some(mode);
+        self
+    }
+
+    /// The root certificates the server's certificate must chain to (libpq's
+    /// `sslrootcert`), for [`SslMode::VerifyCa`] and
+    /// [`SslMode::VerifyFull`] (and `Require`, which then checks as
+    /// `VerifyCa`). Overrides the connection string's.
+    pub fn root_certificates(mut self, roots: RootCertificates) -> Self {
+        self.tls.roots = Some(roots);
+        self
+    }
+
+    /// Log in with this client certificate and its private key (PEM files;
+    /// libpq's `sslcert` and `sslkey`). Overrides the connection string's.
+    pub fn client_certificate(
+        mut self,
+        certificate: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.client_cert = Some(certificate.into());
+        self.tls.client_key = Some(key.into());
+        self
+    }
+
     /// A store with a pool of its own, connecting with a connection string
-    /// (`postgres://user:password@host:port/database` or `host=... user=...`)
-    /// without TLS. Nothing is connected until the first statement.
+    /// (`postgres://user:password@host:port/database?sslmode=verify-full` or
+    /// `host=... user=... sslmode=...`). Nothing is connected until the first
+    /// statement.
     ///
-    /// For TLS, build a `deadpool_postgres::Pool` with your TLS connector and
-    /// use [`build_with_pool`](Self::build_with_pool).
-    pub fn build_from_url(self, url: &str) -> Result<PostgresStore, StoreConfigError> {
-        let config = tokio_postgres::Config::from_str(url).map_err(|error| {
+    /// TLS as libpq does it, through rustls: `sslmode` `disable`, `prefer`
+    /// (the default), `require`, `verify-ca`, `verify-full`; `sslrootcert` (a
+    /// PEM file, or `system` for the system's roots; by default
+    /// `~/.postgresql/root.crt` for the modes that need one); `sslcert` and
+    /// `sslkey` for a client certificate. Certificate files are read now, so
+    /// a missing one is an error here.
+    pub fn build_from_url(mut self, url: &str) -> Result<PostgresStore, StoreConfigError> {
+        let (rest, from_url) = crate::tls::split(url)?;
+        let config = tokio_postgres::Config::from_str(&rest).map_err(|error| {
             StoreConfigError::InvalidUrl {
                 reason: error.to_string(),
             }
         })?;
+        self.tls = from_url.overridden_by(&self.tls);
         self.build_with_config(config)
     }
 
-    /// A store with a pool of its own from a parsed configuration (no TLS). The
-    /// store sets the connect timeout and the server's `statement_timeout` on
-    /// it.
+    /// A store with a pool of its own from a parsed configuration, with the
+    /// builder's TLS settings (the configuration's `ssl_mode` when the
+    /// builder has none). The store sets the connect timeout and the
+    /// server's `statement_timeout` on it.
     pub fn build_with_config(
         self,
         mut config: tokio_postgres::Config,
@@ -136,12 +175,17 @@ impl PostgresStoreBuilder {
         if self.max_connections == 0 {
             return Err(StoreConfigError::NoConnections);
         }
-        // Without a TLS connector the pool could never connect: every
-        // statement would fail as "unavailable" and be retried until the
-        // caller's deadline. Said now, with what to do instead.
-        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-            return Err(StoreConfigError::TlsRequired);
+        let mut tls = self.tls.clone();
+        if tls.mode.is_none() {
+            use tokio_postgres::config::SslMode as Negotiate;
+            tls.mode = Some(match config.get_ssl_mode() {
+                Negotiate::Disable => SslMode::Disable,
+                Negotiate::Require => SslMode::Require,
+                _ => SslMode::Prefer,
+            });
         }
+        config.ssl_mode(tls.negotiation());
+        let connector = tls.connector()?;
         let statement_ms = self.timeouts.statement.as_millis();
         let options = match config.get_options() {
             Some(existing) => format!("{existing} -c statement_timeout={statement_ms}"),
@@ -152,13 +196,13 @@ impl PostgresStoreBuilder {
         if config.get_application_name().is_none() {
             config.application_name("lock-postgres");
         }
-        let manager = Manager::from_config(
-            config,
-            tokio_postgres::NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match connector {
+            Some(tls) => Manager::from_config(config, tls, manager_config),
+            None => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
+        };
         let pool = Pool::builder(manager)
             .max_size(self.max_connections)
             .wait_timeout(Some(self.timeouts.connect))
@@ -289,6 +333,7 @@ impl PostgresStore {
             table: table.into(),
             timeouts: Timeouts::default(),
             max_connections: 16,
+            tls: TlsSettings::default(),
         }
     }
 
@@ -638,10 +683,19 @@ mod tests {
             .build_from_url("postgres://[bad")
             .unwrap_err();
         assert!(matches!(error, StoreConfigError::InvalidUrl { .. }));
+        // TLS is built in: a TLS connection string builds (nothing connects
+        // yet), a wrong setting is refused saying what to change.
+        assert!(
+            PostgresStore::builder("locks")
+                .build_from_url("postgres://u:p@db.internal/app?sslmode=require")
+                .is_ok()
+        );
         let error = PostgresStore::builder("locks")
-            .build_from_url("postgres://u:p@db.internal/app?sslmode=require")
+            .build_from_url(
+                "postgres://u:p@db.internal/app?sslmode=verify-full&sslrootcert=/nonexistent.pem",
+            )
             .unwrap_err();
-        assert_eq!(error, StoreConfigError::TlsRequired);
-        assert!(error.to_string().contains("build_with_pool"), "{error}");
+        assert!(matches!(error, StoreConfigError::Tls { .. }), "{error:?}");
+        assert!(error.to_string().contains("/nonexistent.pem"), "{error}");
     }
 }

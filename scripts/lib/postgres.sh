@@ -140,6 +140,34 @@ postgres_free_port() {
     echo $((20000 + RANDOM % 40000))
 }
 
+# postgres_make_certificates DIR: a throw-away certificate authority, a server
+# certificate it signs for the name `localhost` only (so `verify-full` to
+# 127.0.0.1 fails its host name check), a client certificate for the role
+# lock_cert, and a second authority that signed nothing (a mismatching root).
+postgres_make_certificates() {
+    local dir="$1"
+    mkdir -p "$dir" || return 1
+    (
+        cd "$dir" || exit 1
+        for ca in ca other-ca; do
+            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=lock-tests $ca" \
+                -keyout "$ca.key" -out "$ca.crt" 2>/dev/null || exit 1
+        done
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+            -keyout server.key -out server.csr 2>/dev/null || exit 1
+        printf 'subjectAltName=DNS:localhost\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile server.ext -out server.crt 2>/dev/null || exit 1
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=lock_cert" \
+            -keyout client.key -out client.csr 2>/dev/null || exit 1
+        # An extension makes it an X.509 v3 certificate (rustls refuses v1).
+        printf 'extendedKeyUsage=clientAuth\n' >client.ext
+        openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile client.ext -out client.crt 2>/dev/null || exit 1
+        chmod 600 ./*.key
+    )
+}
+
 postgres_start() {
     if [ -n "$PG_TMP_DIR" ] && [ -n "$PG_PORT" ] && [ -n "$PG_BIN" ] &&
         "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -t 1 >/dev/null 2>&1; then
@@ -184,6 +212,39 @@ postgres_start() {
     fi
     rm -f "$PG_TMP_DIR/pwfile"
 
+    # TLS: certificates for the server (its key readable by the server's user
+    # only, as PostgreSQL requires), and for the tests (LOCK_POSTGRES_TLS_DIR).
+    if ! command -v openssl >/dev/null 2>&1; then
+        postgres_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssl \
+            >>"$initdb_log" 2>&1 || {
+            echo "openssl is needed for the TLS tests' certificates and could not be installed" >&2
+            postgres_stop
+            return 1
+        }
+    fi
+    if ! postgres_make_certificates "$PG_TMP_DIR/tls"; then
+        echo "could not make the TLS certificates" >&2
+        postgres_stop
+        return 1
+    fi
+    cp "$PG_TMP_DIR/tls/server.crt" "$PG_TMP_DIR/tls/server.key" "$PG_TMP_DIR/tls/ca.crt" "$PG_DATA_DIR/"
+    chmod 600 "$PG_DATA_DIR/server.key"
+    if [ -n "$PG_RUN_AS" ]; then
+        chown "$PG_RUN_AS:" "$PG_DATA_DIR/server.crt" "$PG_DATA_DIR/server.key" "$PG_DATA_DIR/ca.crt"
+    fi
+    # Roles that may log in over TLS only: lock_tls with a password,
+    # lock_cert with its client certificate. First match wins, so these go
+    # before initdb's rules.
+    {
+        printf '%s\n' \
+            '# scripts/lib/postgres.sh: TLS-only roles for the TLS tests.' \
+            'hostnossl all lock_tls  127.0.0.1/32 reject' \
+            'hostssl   all lock_tls  127.0.0.1/32 scram-sha-256' \
+            'hostnossl all lock_cert 127.0.0.1/32 reject' \
+            'hostssl   all lock_cert 127.0.0.1/32 cert'
+        cat "$PG_DATA_DIR/pg_hba.conf"
+    } >"$PG_TMP_DIR/pg_hba.conf" && cat "$PG_TMP_DIR/pg_hba.conf" >"$PG_DATA_DIR/pg_hba.conf"
+
     # In postgresql.conf rather than on pg_ctl's command line (which a shell
     # reads): the directory is quoted once, here. The port changes per try.
     cat >>"$PG_DATA_DIR/postgresql.conf" <<EOF
@@ -196,6 +257,10 @@ max_connections = 200
 fsync = off
 synchronous_commit = off
 full_page_writes = off
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
+ssl_ca_file = 'ca.crt'
 EOF
 
     local attempt port i from started=""
@@ -240,6 +305,8 @@ EOF
         >>"$log" 2>&1 <<'SQL'; then
 CREATE ROLE lock_test LOGIN PASSWORD 'lock_test' CREATEROLE;
 CREATE DATABASE lock_test OWNER lock_test;
+CREATE ROLE lock_tls LOGIN PASSWORD 'lock_tls' IN ROLE lock_test;
+CREATE ROLE lock_cert LOGIN IN ROLE lock_test;
 SQL
         echo "could not create the role and database lock_test; log:" >&2
         tail -n 20 "$log" >&2 || true
@@ -250,6 +317,7 @@ SQL
     export LOCK_POSTGRES_PORT="$PG_PORT"
     export LOCK_POSTGRES_URL="postgres://lock_test:lock_test@127.0.0.1:$PG_PORT/lock_test"
     export LOCK_POSTGRES_ADMIN_URL="postgres://postgres:$password@127.0.0.1:$PG_PORT/lock_test"
+    export LOCK_POSTGRES_TLS_DIR="$PG_TMP_DIR/tls"
     local version
     version="$("$PG_BIN/postgres" -V 2>/dev/null | sed -n 's/.*(PostgreSQL) \([0-9][0-9.]*\).*/\1/p')" || true
     echo "==> PostgreSQL ${version:-?} answering at 127.0.0.1:$PG_PORT (data $PG_DATA_DIR${PG_RUN_AS:+, as $PG_RUN_AS}, log $short_log)"

@@ -99,6 +99,13 @@ impl Env {
         })
     }
 
+    /// The same table through another PostgreSQL connection string (another
+    /// role, TLS settings).
+    pub fn with_store_url(mut self, url: String) -> Self {
+        self.postgres = Some(url);
+        self
+    }
+
     /// Like [`Env::new`], with the table created by `lockctl create-table`.
     pub fn with_table(prefix: &str) -> Option<Self> {
         let env = Self::new(prefix)?;

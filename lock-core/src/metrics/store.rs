@@ -74,10 +74,16 @@ impl StoreLayer for StoreMetrics {
         next: &dyn ConditionalStore,
     ) -> Result<StoreReply, StoreError> {
         let (op, key) = (call.op(), call.key());
-        observe(&self.metrics, op, key, call.send(next), |reply| match reply {
-            StoreReply::Outcome(outcome) => written(outcome),
-            _ => StoreOutcome::Ok,
-        })
+        observe(
+            &self.metrics,
+            op,
+            key,
+            call.send(next),
+            |reply| match reply {
+                StoreReply::Outcome(outcome) => written(outcome),
+                _ => StoreOutcome::Ok,
+            },
+        )
         .await
     }
 }
@@ -135,7 +141,10 @@ impl ObservedStore {
 
     pub(crate) async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
         let reply = self.inner.get(key);
-        observe(&self.metrics, StoreOp::Get, Some(key), reply, |_| StoreOutcome::Ok).await
+        observe(&self.metrics, StoreOp::Get, Some(key), reply, |_| {
+            StoreOutcome::Ok
+        })
+        .await
     }
 
     pub(crate) async fn put(
@@ -148,7 +157,11 @@ impl ObservedStore {
         observe(&self.metrics, StoreOp::Put, Some(key), reply, written).await
     }
 
-    pub(crate) async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+    pub(crate) async fn delete(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+    ) -> Result<Outcome, StoreError> {
         let reply = self.inner.delete(key, expect);
         observe(&self.metrics, StoreOp::Delete, Some(key), reply, written).await
     }
@@ -160,6 +173,9 @@ impl ObservedStore {
         limit: usize,
     ) -> Result<Page, StoreError> {
         let reply = self.inner.list(partition, cursor, limit);
-        observe(&self.metrics, StoreOp::List, None, reply, |_| StoreOutcome::Ok).await
+        observe(&self.metrics, StoreOp::List, None, reply, |_| {
+            StoreOutcome::Ok
+        })
+        .await
     }
 }
