@@ -116,10 +116,13 @@ impl Successors for LocalQueue {
 }
 
 /// A task counted among a semaphore's local waiters while it lives; the last
-/// to leave releases what was handed over and not taken.
+/// to leave releases what was handed over and not taken. It counts as an
+/// acquire running too, so shutdown waits for it, and for that release.
 struct Waiting {
     queue: Arc<LocalQueue>,
     client: Arc<Shared>,
+    /// Dropped after `drop` has started the releases (fields drop after it).
+    _running: crate::shared::AcquiringOwned,
 }
 
 impl Waiting {
@@ -128,6 +131,7 @@ impl Waiting {
         Self {
             queue: queue.clone(),
             client: client.clone(),
+            _running: client.acquiring_owned(),
         }
     }
 }
@@ -427,7 +431,11 @@ impl Semaphore {
                 Ok(slots) => return Ok(slots),
                 Err(ReadError::Lock(error)) => return Err(error),
                 Err(ReadError::Store(error)) => match retry.after(error, shared.clock.now()) {
-                    Ok(wake) => shared.clock.sleep_until(wake).await,
+                    // Ends at shutdown too (the caller's loop says so).
+                    Ok(wake) => {
+                        shared.pause_until(wake).await;
+                        shared.ensure_running()?;
+                    }
                     Err(error) => {
                         return Err(LockError::Store {
                             key: LockKey::new(semaphore.name.clone()),

@@ -134,12 +134,17 @@ pub(crate) struct Acquiring<'a>(&'a Shared);
 
 impl Drop for Acquiring<'_> {
     fn drop(&mut self) {
-        self.0.acquiring.fetch_sub(1, Ordering::SeqCst);
-        // Only a shutdown waits for this; it sets its flag before it reads the
-        // count, so either it sees this decrement or this sees its flag.
-        if self.0.shut_down.load(Ordering::SeqCst) {
-            self.0.acquire_ended.notify_waiters();
-        }
+        self.0.acquire_ended_one();
+    }
+}
+
+/// [`Acquiring`] that owns its client: for a task waiting in a queue of its
+/// own (a semaphore's), which may hold a hand-off shutdown must wait for.
+pub(crate) struct AcquiringOwned(Arc<Shared>);
+
+impl Drop for AcquiringOwned {
+    fn drop(&mut self) {
+        self.0.acquire_ended_one();
     }
 }
 
@@ -256,6 +261,21 @@ impl Shared {
     pub(crate) fn acquiring(&self) -> Acquiring<'_> {
         self.acquiring.fetch_add(1, Ordering::SeqCst);
         Acquiring(self)
+    }
+
+    /// [`acquiring`](Self::acquiring), owning the client.
+    pub(crate) fn acquiring_owned(self: &Arc<Self>) -> AcquiringOwned {
+        self.acquiring.fetch_add(1, Ordering::SeqCst);
+        AcquiringOwned(self.clone())
+    }
+
+    fn acquire_ended_one(&self) {
+        self.acquiring.fetch_sub(1, Ordering::SeqCst);
+        // Only a shutdown waits for this; it sets its flag before it reads the
+        // count, so either it sees this decrement or this sees its flag.
+        if self.shut_down.load(Ordering::SeqCst) {
+            self.acquire_ended.notify_waiters();
+        }
     }
 
     /// Resolve once no acquire is running.

@@ -504,3 +504,33 @@ async fn a_permit_released_with_nobody_waiting_or_with_data_is_written_released(
         a.shutdown().await.unwrap();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_a_permit_handed_to_a_waiter_that_had_not_taken_it() {
+    for (layout, store) in stores() {
+        let (a, [first, second], waiting) =
+            held_with_a_local_waiter(&store, wait(Duration::from_secs(60))).await;
+        let slot = first.slot();
+        // The other permit leaves shutdown nothing of its own to wait for.
+        let detached = second.detach().await.unwrap();
+        // Handed to the waiter, which has not run since.
+        first.release().await.unwrap();
+        let report = timeout(Duration::from_secs(30), a.shutdown())
+            .await
+            .unwrap()
+            .unwrap();
+        // Shutdown waited for the waiter to give the hand-off back, and for
+        // its release.
+        let record = store.record(&lock_key(&store, slot)).unwrap();
+        assert!(record.released, "{layout}: {record:?} ({report:?})");
+        let (taken, _) = timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(taken, Err(LockError::Shutdown)),
+            "{layout}: {taken:?}"
+        );
+        drop(detached);
+    }
+}

@@ -175,7 +175,7 @@ impl PostgresStoreBuilder {
         if self.max_connections == 0 {
             return Err(StoreConfigError::NoConnections);
         }
-        let mut tls = self.tls.clone();
+        let mut tls = self.tls.clone().for_hosts(config.get_hosts())?;
         if tls.mode.is_none() {
             use tokio_postgres::config::SslMode as Negotiate;
             tls.mode = Some(match config.get_ssl_mode() {

@@ -39,6 +39,16 @@ pub enum SslMode {
 }
 
 impl SslMode {
+    fn name(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
     fn parse(value: &str) -> Result<Self, StoreConfigError> {
         Ok(match value {
             "disable" => SslMode::Disable,
@@ -86,8 +96,58 @@ impl TlsSettings {
         }
     }
 
+    /// The mode in effect: as set, or `prefer`; with the system's roots,
+    /// `verify-full` (libpq's rule since version 16).
     pub fn mode(&self) -> SslMode {
-        self.mode.unwrap_or_default()
+        match (self.mode, &self.roots) {
+            (Some(mode), _) => mode,
+            (None, Some(RootCertificates::System)) => SslMode::VerifyFull,
+            (None, _) => SslMode::default(),
+        }
+    }
+
+    /// These settings for a connection to `hosts`: libpq ignores `sslmode`
+    /// on Unix sockets, so a configuration of sockets only goes without TLS;
+    /// a configuration without host names (`hostaddr` only) has no name to
+    /// send or check, so a mode that must use TLS is refused.
+    pub fn for_hosts(
+        mut self,
+        hosts: &[tokio_postgres::config::Host],
+    ) -> Result<TlsSettings, StoreConfigError> {
+        use tokio_postgres::config::Host;
+        let names = hosts.iter().any(|host| matches!(host, Host::Tcp(_)));
+        let sockets = hosts.iter().any(|host| !matches!(host, Host::Tcp(_)));
+        if !names && sockets {
+            self.mode = Some(SslMode::Disable);
+        } else if !names {
+            match self.mode() {
+                SslMode::Disable => {}
+                SslMode::Prefer => self.mode = Some(SslMode::Disable),
+                mode => {
+                    return Err(tls_error(format!(
+                        "sslmode={} needs a host name (host=...), the name TLS sends and checks; \
+                         hostaddr alone has none",
+                        mode.name()
+                    )));
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// Refuse what libpq refuses: the system's roots with a mode that does
+    /// not check the host name (any public certificate chains to them).
+    fn check(&self) -> Result<(), StoreConfigError> {
+        let mode = self.mode();
+        if self.roots == Some(RootCertificates::System) && mode != SslMode::VerifyFull {
+            return Err(tls_error(format!(
+                "sslrootcert=system needs sslmode=verify-full (it is {}): any publicly trusted \
+                 certificate chains to the system's roots, so only the host name check tells \
+                 the server apart",
+                mode.name()
+            )));
+        }
+        Ok(())
     }
 
     /// The mode tokio-postgres negotiates with: whether TLS is tried and
@@ -104,6 +164,7 @@ impl TlsSettings {
     /// The connector, or `None` for `disable`. Reads the certificate files
     /// now, so a missing or unreadable one is said when the store is built.
     pub fn connector(&self) -> Result<Option<MakeRustlsConnect>, StoreConfigError> {
+        self.check()?;
         let mode = self.mode();
         if mode == SslMode::Disable {
             return Ok(None);
@@ -112,10 +173,16 @@ impl TlsSettings {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|error| tls_error(format!("TLS set-up: {error}")))?;
-        // libpq: `require` with a root certificate checks like `verify-ca`.
+        // Roots given, or (for `require`, as libpq) found in the default
+        // file, are checked against, as `verify-ca` at least: given roots are
+        // never ignored. Without roots, `prefer` and `require` check nothing.
         let roots = match (mode, &self.roots) {
-            (SslMode::Prefer, _) | (SslMode::Require, None) => None,
             (_, Some(roots)) => Some(load_roots(roots)?),
+            (SslMode::Prefer, None) => None,
+            (SslMode::Require, None) => match default_roots_file() {
+                Some(file) => Some(load_roots(&file)?),
+                None => None,
+            },
             (_, None) => Some(load_roots(&default_roots(mode)?)?),
         };
         let verifier: Arc<dyn ServerCertVerifier> = match roots {
@@ -172,7 +239,14 @@ pub(crate) fn split(connection: &str) -> Result<(String, TlsSettings), StoreConf
         Ok(true)
     };
     let rest = if connection.starts_with("postgres://") || connection.starts_with("postgresql://") {
-        match connection.split_once('?') {
+        // As tokio-postgres reads a URL: the credentials end at the first
+        // `@`, and the query starts at the first `?` after them (a password
+        // may hold a `?`).
+        let credentials_end = connection.find('@').map_or(0, |at| at + 1);
+        let query_start = connection[credentials_end..]
+            .find('?')
+            .map(|at| credentials_end + at);
+        match query_start.map(|at| (&connection[..at], &connection[at + 1..])) {
             None => connection.to_owned(),
             Some((base, query)) => {
                 let mut kept = Vec::new();
@@ -240,8 +314,23 @@ fn keywords(connection: &str) -> Result<Vec<(&str, String, &str)>, StoreConfigEr
             };
             consumed = &quoted[end + 1..];
         } else {
-            let end = after.find(char::is_whitespace).unwrap_or(after.len());
-            value.push_str(&after[..end]);
+            // Up to the first whitespace not escaped by a backslash.
+            let mut chars = after.char_indices();
+            let mut end = after.len();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, escaped)) = chars.next() {
+                            value.push(escaped);
+                        }
+                    }
+                    c if c.is_whitespace() => {
+                        end = i;
+                        break;
+                    }
+                    c => value.push(c),
+                }
+            }
             consumed = &after[end..];
         }
         let text = &start[..start.len() - consumed.len()];
@@ -269,10 +358,6 @@ fn percent_decode(value: &str) -> Result<String, StoreConfigError> {
                 out.push(hex);
                 i += 3;
             }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
             byte => {
                 out.push(byte);
                 i += 1;
@@ -283,13 +368,18 @@ fn percent_decode(value: &str) -> Result<String, StoreConfigError> {
         .map_err(|_| tls_error(format!("the connection string's {value:?} is not UTF-8")))
 }
 
+/// `~/.postgresql/root.crt`, if there is one.
+fn default_roots_file() -> Option<RootCertificates> {
+    std::env::var_os("HOME")
+        .map(|home| Path::new(&home).join(".postgresql").join("root.crt"))
+        .filter(|file| file.is_file())
+        .map(RootCertificates::File)
+}
+
 /// libpq's default root certificate file, `~/.postgresql/root.crt`, when a
 /// mode that checks the chain was given none.
 fn default_roots(mode: SslMode) -> Result<RootCertificates, StoreConfigError> {
-    let file = std::env::var_os("HOME")
-        .map(|home| Path::new(&home).join(".postgresql").join("root.crt"))
-        .filter(|file| file.is_file());
-    file.map(RootCertificates::File).ok_or_else(|| {
+    default_roots_file().ok_or_else(|| {
         let mode = match mode {
             SslMode::VerifyCa => "verify-ca",
             _ => "verify-full",
@@ -462,7 +552,18 @@ mod tests {
         let (rest, settings) = split("postgresql://db/app?sslrootcert=system").unwrap();
         assert_eq!(rest, "postgresql://db/app");
         assert_eq!(settings.roots, Some(RootCertificates::System));
-        assert_eq!(settings.mode, None);
+        assert_eq!(settings.mode(), SslMode::VerifyFull, "libpq's rule");
+        // A `?` in the password is the password's.
+        let (rest, settings) =
+            split("postgres://app:pa?ss@db/app?sslmode=require&application_name=x").unwrap();
+        assert_eq!(rest, "postgres://app:pa?ss@db/app?application_name=x");
+        assert_eq!(settings.mode, Some(SslMode::Require));
+        // A `+` is a `+`.
+        let (_, settings) = split("postgres://db/app?sslrootcert=/ca+bundle.pem").unwrap();
+        assert_eq!(
+            settings.roots,
+            Some(RootCertificates::File("/ca+bundle.pem".into()))
+        );
     }
 
     #[test]
@@ -476,6 +577,10 @@ mod tests {
             settings.roots,
             Some(RootCertificates::File("/my ca.pem".into()))
         );
+        // An escaped space in an unquoted value is part of it.
+        let (rest, settings) = split("host=db password=a\\ b sslmode=require").unwrap();
+        assert_eq!(rest, "host=db password=a\\ b");
+        assert_eq!(settings.mode, Some(SslMode::Require));
     }
 
     #[test]
@@ -503,6 +608,18 @@ mod tests {
                 .contains("sslrootcert /nonexistent/root.crt"),
             "{error}"
         );
+        let weak = TlsSettings {
+            mode: Some(SslMode::Require),
+            roots: Some(RootCertificates::System),
+            ..TlsSettings::default()
+        };
+        let Err(error) = weak.connector() else {
+            panic!("the system's roots without the host name check are refused");
+        };
+        assert!(
+            error.to_string().contains("needs sslmode=verify-full"),
+            "{error}"
+        );
         let half = TlsSettings {
             mode: Some(SslMode::Require),
             client_cert: Some("/c.pem".into()),
@@ -514,6 +631,31 @@ mod tests {
         assert!(
             error.to_string().contains("both sslcert and sslkey"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn sockets_go_without_tls_and_a_hostaddr_alone_cannot_require_it() {
+        use tokio_postgres::config::Host;
+        let sockets = [Host::Unix("/var/run/postgresql".into())];
+        let settings = TlsSettings {
+            mode: Some(SslMode::VerifyFull),
+            ..TlsSettings::default()
+        };
+        assert_eq!(
+            settings.clone().for_hosts(&sockets).unwrap().mode(),
+            SslMode::Disable
+        );
+        assert_eq!(
+            TlsSettings::default().for_hosts(&[]).unwrap().mode(),
+            SslMode::Disable
+        );
+        let error = settings.clone().for_hosts(&[]).unwrap_err();
+        assert!(error.to_string().contains("needs a host name"), "{error}");
+        let names = [Host::Tcp("db".into())];
+        assert_eq!(
+            settings.for_hosts(&names).unwrap().mode(),
+            SslMode::VerifyFull
         );
     }
 

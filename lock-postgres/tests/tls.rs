@@ -112,8 +112,21 @@ async fn each_sslmode_against_a_matching_and_a_mismatching_certificate() {
             true,
             "",
         ),
-        // prefer: TLS when offered (lock_tls may log in with nothing else).
+        // prefer: TLS when offered (lock_tls may log in with nothing else);
+        // roots given are checked, never ignored.
         ("127.0.0.1", "sslmode=prefer".to_owned(), true, ""),
+        (
+            "127.0.0.1",
+            format!("sslmode=prefer&sslrootcert={ca}"),
+            true,
+            "",
+        ),
+        (
+            "127.0.0.1",
+            format!("sslmode=prefer&sslrootcert={other}"),
+            false,
+            "certificate",
+        ),
         ("127.0.0.1", String::new(), true, ""),
         // disable: refused by the server's hostssl-only rule for lock_tls.
         (
@@ -122,12 +135,20 @@ async fn each_sslmode_against_a_matching_and_a_mismatching_certificate() {
             false,
             "no encryption",
         ),
-        // The system's roots do not know the test authority.
+        // The system's roots do not know the test authority; with them a
+        // mode that skips the host name check is refused (libpq's rule).
         (
             "localhost",
             "sslmode=verify-full&sslrootcert=system".to_owned(),
             false,
             "",
+        ),
+        ("localhost", "sslrootcert=system".to_owned(), false, ""),
+        (
+            "localhost",
+            "sslmode=require&sslrootcert=system".to_owned(),
+            false,
+            "needs sslmode=verify-full",
         ),
     ];
     for (host, query, works, says) in cases {
