@@ -276,6 +276,19 @@ async fn bad_input_is_refused_before_anything_is_written() {
         "{waiting:?}"
     );
     assert!(a.semaphore("", 2).is_err());
+    // The edges: the most permits, and (with sort keys) a name as long as a
+    // partition key may be: the header key, longer, is only for stores
+    // without sort keys.
+    let most = a.semaphore("exports", lock_core::MAX_PERMITS).unwrap();
+    assert_eq!(
+        (most.name(), most.permits()),
+        ("exports", lock_core::MAX_PERMITS)
+    );
+    let tight = MemoryStore::builder().key_limits(10, 100).build();
+    let b = client(tight.clone(), "b");
+    assert!(b.semaphore("ten-bytes!", 3).is_ok());
+    assert!(b.semaphore("eleven-byte", 3).is_err());
+    b.shutdown().await.unwrap();
     assert_eq!(store.calls(), 0);
     assert!(store.record(&LockKey::new("exports")).is_none());
     a.shutdown().await.unwrap();
@@ -394,8 +407,15 @@ async fn held_with_a_local_waiter(
 async fn a_permit_released_while_a_task_of_its_client_waits_is_handed_over_in_one_write() {
     for (layout, store) in stores() {
         let options = wait(Duration::from_secs(60)).data(b"second".to_vec());
-        let (a, [first, second], waiting) = held_with_a_local_waiter(&store, options).await;
+        let (a, [one, other], waiting) = held_with_a_local_waiter(&store, options).await;
+        // The permit of slot 1 goes: the hand-off must carry its slot.
+        let (first, second) = if one.slot() == 1 {
+            (one, other)
+        } else {
+            (other, one)
+        };
         let slot = first.slot();
+        assert_eq!(slot, 1);
         let fence = first.fence();
         let lost = first.lost();
         first.release().await.unwrap();
