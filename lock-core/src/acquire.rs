@@ -130,7 +130,7 @@ impl Shared {
             self.metrics
                 .acquire(&key, AcquireOutcome::of(&result), Duration::ZERO, false);
             if let Some(handed) = handed {
-                self.release_abandoned(key, vec![handed.rvn], handed.lease);
+                self.release_handoff(key, handed);
             }
             return result;
         }
@@ -180,7 +180,7 @@ impl Shared {
                 // A hand-off in the key's turn as well as one given: the
                 // turn's is the later version; the given one is released.
                 if let Some(given) = attempt.handed.replace(from_turn) {
-                    self.release_abandoned(key.clone(), vec![given.rvn], given.lease);
+                    self.release_handoff(key.clone(), given);
                 }
             }
             attempt.turn = Some(turn);

@@ -255,23 +255,24 @@ impl LockClient {
                     if paging.done {
                         return None;
                     }
-                    match paging.client.list_locks(paging.options.clone()).await {
-                        Ok(page) if page.next.is_some() && page.next == paging.options.cursor => {
-                            // A store that hands back the cursor it was given
-                            // would page forever.
-                            paging.done = true;
-                            let error = LockError::List {
-                                partition: paging.options.partition.clone(),
-                                source: crate::StoreError::other(
-                                    "the store returned the same listing cursor twice",
-                                ),
-                            };
-                            return Some((Err(error), paging));
-                        }
-                        Ok(page) => {
-                            paging.done = page.next.is_none();
-                            paging.options.cursor = page.next;
-                            paging.page = page.locks.into_iter();
+                    let page = paging
+                        .client
+                        .list_locks(paging.options.clone())
+                        .await
+                        .and_then(|page| {
+                            let next =
+                                crate::Cursor::after(paging.options.cursor.as_ref(), page.next)
+                                    .map_err(|source| LockError::List {
+                                        partition: paging.options.partition.clone(),
+                                        source,
+                                    })?;
+                            Ok((page.locks, next))
+                        });
+                    match page {
+                        Ok((locks, next)) => {
+                            paging.done = next.is_none();
+                            paging.options.cursor = next;
+                            paging.page = locks.into_iter();
                         }
                         Err(error) => {
                             paging.done = true;
@@ -347,7 +348,7 @@ impl LockClientBuilder {
             .turns
             .on_orphaned(Box::new(move |key, handoff: crate::turns::Handoff| {
                 if let Some(shared) = weak.upgrade() {
-                    shared.release_abandoned(key, vec![handoff.rvn], handoff.lease);
+                    shared.release_handoff(key, handoff);
                 }
             }));
         let handle = Arc::new(LastHandle::new(&shared));

@@ -161,8 +161,9 @@ impl Shared {
 
     /// The lock as a hand-off, if the next acquire can take it over in one
     /// write: a task waits (or may, for a lock with successors), the lease is
-    /// not lost or past its end, no write of ours is unresolved (the next acquire expects exactly this version), and
-    /// the client is not shutting down (then everything is released).
+    /// not lost or past its end, no write of ours is unresolved (the next
+    /// acquire expects exactly this version), and the client is not shutting
+    /// down (then everything is released).
     fn handoff(&self, held: &Held, snapshot: &crate::held::Snapshot) -> Option<Handoff> {
         // Cheapest test first: usually nobody waits.
         if (!held.has_local_waiters() && held.successors().is_none())
@@ -279,6 +280,13 @@ impl Shared {
             tracing::debug!(key = %held.key, "no runtime to release on; the lease runs out");
             held.end_turn(None);
         }
+    }
+
+    /// A lock handed over that nobody took (its waiter left, or took another
+    /// version): released by the version handed, as
+    /// [`release_abandoned`](Self::release_abandoned) does.
+    pub(crate) fn release_handoff(self: &Arc<Self>, key: LockKey, handoff: Handoff) {
+        self.release_abandoned(key, vec![handoff.rvn], handoff.lease);
     }
 
     /// An acquire gave up (timed out, failed or was cancelled) after writes whose

@@ -148,8 +148,7 @@ impl Drop for Waiting {
             }
         };
         for (_, key, handoff) in left {
-            self.client
-                .release_abandoned(key, vec![handoff.rvn], handoff.lease);
+            self.client.release_handoff(key, handoff);
         }
     }
 }
@@ -473,14 +472,7 @@ impl Semaphore {
                     *place = Some(record);
                 }
             }
-            match page.next {
-                // A store that hands back the cursor it was given would page
-                // forever.
-                Some(next) if cursor.as_ref() == Some(&next) => {
-                    return Err(ReadError::Store(crate::StoreError::other(
-                        "the store returned the same listing cursor twice",
-                    )));
-                }
+            match crate::Cursor::after(cursor.as_ref(), page.next)? {
                 Some(next) => cursor = Some(next),
                 None => return Ok(slots),
             }

@@ -37,6 +37,23 @@ pub enum Outcome {
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Cursor(pub String);
 
+impl Cursor {
+    /// Where to read after a page read from `given` that said `next`: `None`
+    /// at the end. A store that hands back the cursor it was given would page
+    /// forever: that is an error.
+    pub(crate) fn after(
+        given: Option<&Cursor>,
+        next: Option<Cursor>,
+    ) -> Result<Option<Cursor>, StoreError> {
+        match next {
+            Some(next) if given == Some(&next) => Err(StoreError::other(
+                "the store returned the same listing cursor twice",
+            )),
+            next => Ok(next),
+        }
+    }
+}
+
 /// One page of a listing.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct Page {

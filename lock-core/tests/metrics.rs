@@ -25,15 +25,19 @@ type Series = (String, Vec<(String, String)>, DebugValue);
 fn recorded<F: Future<Output = ()>>(test: impl FnOnce() -> F) -> Figures {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    ::metrics::with_local_recorder(&recorder, || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap()
-            .block_on(test());
-    });
+    ::metrics::with_local_recorder(&recorder, || paused(test()));
     Figures(series(&snapshotter))
+}
+
+/// Run `test` to its end on a current-thread runtime with paused time, on
+/// this thread (so a thread-local recorder or subscriber sees it).
+fn paused(test: impl Future<Output = ()>) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+        .block_on(test);
 }
 
 fn series(snapshotter: &Snapshotter) -> Vec<Series> {
@@ -357,17 +361,12 @@ fn a_prometheus_exporter_renders_them() {
     let handle = recorder.handle();
     ::metrics::with_local_recorder(&recorder, || {
         metrics::describe();
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap()
-            .block_on(async {
-                let a = client(MemoryStore::new(), "a");
-                let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
-                guard.release().await.unwrap();
-                a.shutdown().await.unwrap();
-            });
+        paused(async {
+            let a = client(MemoryStore::new(), "a");
+            let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+            guard.release().await.unwrap();
+            a.shutdown().await.unwrap();
+        });
     });
     let text = handle.render();
     for line in [
@@ -456,27 +455,22 @@ fn every_store_call_is_a_span_with_its_key_operation_outcome_and_latency() {
         .with(spans.clone())
         .with(tracing_subscriber::filter::LevelFilter::DEBUG);
     tracing::subscriber::with_default(subscriber, || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap()
-            .block_on(async {
-                let store = support::Delayed::new(MemoryStore::new());
-                store.delay_writes(Duration::from_millis(30));
-                let a = client(store.clone(), "a");
-                let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
-                let b = client(store.clone(), "b");
-                assert!(
-                    b.try_acquire("job", AcquireOptions::new())
-                        .await
-                        .unwrap()
-                        .is_none()
-                );
-                guard.release().await.unwrap();
-                a.shutdown().await.unwrap();
-                b.shutdown().await.unwrap();
-            });
+        paused(async {
+            let store = support::Delayed::new(MemoryStore::new());
+            store.delay_writes(Duration::from_millis(30));
+            let a = client(store.clone(), "a");
+            let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+            let b = client(store.clone(), "b");
+            assert!(
+                b.try_acquire("job", AcquireOptions::new())
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+            guard.release().await.unwrap();
+            a.shutdown().await.unwrap();
+            b.shutdown().await.unwrap();
+        });
     });
     let spans = spans.0.lock().unwrap().clone();
     let outcomes: Vec<(&str, &str, &str)> = spans
