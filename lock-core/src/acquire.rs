@@ -20,8 +20,8 @@ use crate::shared::Shared;
 use crate::timing::HoldLimits;
 use crate::turns::{Handoff, NoTurn, Phase, Turn};
 use crate::{
-    AcquireOptions, Expect, FenceUpdate, LockError, LockGuard, LockKey, LockRecord, NewRecord,
-    Outcome, Rvn, StoreError, Takeover,
+    AcquireOptions, ConfigError, Expect, FenceUpdate, LockError, LockGuard, LockKey, LockRecord,
+    NewRecord, Outcome, Rvn, StoreError, Takeover,
 };
 
 /// How many times in a row a released record may be retried at once before the
@@ -240,6 +240,9 @@ impl Shared {
             options.max_hold,
             options.delete_on_release,
         )?;
+        if options.delete_on_release && !self.caps.conditional_delete {
+            return Err(ConfigError::DeleteNotConditional.into());
+        }
         Ok(())
     }
 

@@ -229,6 +229,13 @@ pub enum ConfigError {
         "min hold keeps the record after the release, so it cannot be combined with delete-on-release: drop one of them"
     )]
     MinHoldWithDelete,
+    /// Delete-on-release was asked of a store that cannot make a delete
+    /// conditional ([`Capabilities::conditional_delete`](crate::Capabilities::conditional_delete)):
+    /// an unconditional delete could remove the next holder's record.
+    #[error(
+        "this store cannot delete conditionally, so a release cannot delete the record: leave delete-on-release off (the record stays, marked released)"
+    )]
+    DeleteNotConditional,
     /// [`try_acquire`](crate::LockClient::try_acquire) was given a wait budget.
     #[error(
         "try_acquire makes one attempt, but the options ask to wait {wait:?}: call acquire to wait, or leave the wait unset"

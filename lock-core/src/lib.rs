@@ -128,7 +128,7 @@ pub use options::{AcquireOptions, ListOptions};
 pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover};
 pub use release::ShutdownReport;
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
-pub use store::{Capabilities, ConditionalStore, Cursor, Expect, Outcome, Page};
+pub use store::{Capabilities, ConditionalStore, Cursor, Expect, Outcome, Page, RequestCosts};
 pub use timing::{LeaseState, LostReason, Observation, Timing};
 
 /// What [`store_via_layer!`] expands to needs, reachable from other crates.

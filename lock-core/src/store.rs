@@ -84,6 +84,54 @@ pub struct Capabilities {
     /// The store keeps [`LockRecord::expires_at`](crate::LockRecord::expires_at)
     /// (it has somewhere to put a garbage-collection time).
     pub stores_expiry: bool,
+    /// [`ConditionalStore::delete`] is a conditional write. A store that cannot
+    /// make a delete conditional (an object store through `object_store`)
+    /// refuses every `delete` as [`Invalid`](crate::StoreErrorKind::Invalid);
+    /// the client then refuses delete-on-release before writing anything.
+    pub conditional_delete: bool,
+    /// Requests to the service each kind of call costs, where it is not one.
+    pub requests: RequestCosts,
+}
+
+/// Requests to the service a call costs. A store on DynamoDB or PostgreSQL
+/// makes every call in one request; a store whose conditional writes need the
+/// object's version (an ETag) reads it first when it has not seen it, and
+/// reads the current record after a rejection its service does not explain.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct RequestCosts {
+    /// A `put` on a record this store wrote or read last: a heartbeat, a
+    /// release, an acquire right after a read.
+    pub write_on_seen: u8,
+    /// A `put` on a record this store has not seen: another process's
+    /// version, or a key it never read.
+    pub write_on_unseen: u8,
+    /// Added when a write is rejected: the read of the current record.
+    pub rejection: u8,
+}
+
+impl Default for RequestCosts {
+    fn default() -> Self {
+        Self::ONE
+    }
+}
+
+impl RequestCosts {
+    /// Every call is one request.
+    pub const ONE: Self = Self {
+        write_on_seen: 1,
+        write_on_unseen: 1,
+        rejection: 0,
+    };
+
+    /// A store that writes on a version it must know (an object's ETag),
+    /// learns versions from its own writes and reads, and reads the current
+    /// record after a rejection.
+    pub const VERSIONED_OBJECTS: Self = Self {
+        write_on_seen: 1,
+        write_on_unseen: 2,
+        rejection: 1,
+    };
 }
 
 impl Default for Capabilities {
@@ -96,6 +144,8 @@ impl Default for Capabilities {
             max_record_bytes: 400 * 1024,
             keeps_released_records: true,
             stores_expiry: true,
+            conditional_delete: true,
+            requests: RequestCosts::ONE,
         }
     }
 }
@@ -130,6 +180,16 @@ impl Capabilities {
     /// Builder-style setter for [`Capabilities::keeps_released_records`].
     pub fn with_keeps_released_records(mut self, value: bool) -> Self {
         self.keeps_released_records = value;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::conditional_delete`].
+    pub fn with_conditional_delete(mut self, value: bool) -> Self {
+        self.conditional_delete = value;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::requests`].
+    pub fn with_requests(mut self, value: RequestCosts) -> Self {
+        self.requests = value;
         self
     }
 }
@@ -226,7 +286,7 @@ forward_store!(Arc<S>, Box<S>);
 
 #[cfg(test)]
 mod tests {
-    use super::Capabilities;
+    use super::{Capabilities, RequestCosts};
 
     #[test]
     fn each_setter_sets_its_own_capability() {
@@ -236,7 +296,9 @@ mod tests {
             .with_key_limits(3, 4)
             .with_max_record_bytes(5)
             .with_stores_expiry(false)
-            .with_keeps_released_records(false);
+            .with_keeps_released_records(false)
+            .with_conditional_delete(false)
+            .with_requests(RequestCosts::VERSIONED_OBJECTS);
         assert_eq!(
             caps,
             Capabilities {
@@ -247,6 +309,8 @@ mod tests {
                 max_record_bytes: 5,
                 keeps_released_records: false,
                 stores_expiry: false,
+                conditional_delete: false,
+                requests: RequestCosts::VERSIONED_OBJECTS,
             }
         );
     }

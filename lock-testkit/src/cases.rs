@@ -531,6 +531,9 @@ pub async fn data_is_kept_replaced_and_cleared(store: Arc<dyn ConditionalStore>)
 /// applied delete returns the deleted record.
 pub async fn delete_with_both_expectations(store: Arc<dyn ConditionalStore>) -> CaseResult {
     let key = LockKey::new("deleted-key");
+    if !store.capabilities().conditional_delete {
+        return delete_is_refused(store.as_ref(), &key).await;
+    }
     let current = rejected(
         "vacant delete of an absent key",
         store.delete(&key, Expect::Vacant).await?,
@@ -617,6 +620,26 @@ pub async fn delete_with_both_expectations(store: Arc<dyn ConditionalStore>) -> 
     ensure!(
         store.get(&key).await?.is_none(),
         "the released record is still there"
+    );
+    Ok(())
+}
+
+/// A store without conditional deletes refuses every delete as `Invalid`, and
+/// the record stays as it was.
+async fn delete_is_refused(store: &dyn ConditionalStore, key: &LockKey) -> CaseResult {
+    let held = applied(
+        "acquire",
+        store.put(key, Expect::Vacant, acquire("alice")).await?,
+    )?;
+    for expect in [Expect::Vacant, Expect::Version(held.rvn.clone())] {
+        expect_invalid(
+            "delete on a store without conditional deletes",
+            store.delete(key, expect).await,
+        )?;
+    }
+    ensure!(
+        store.get(key).await? == Some(held),
+        "a refused delete changed the record"
     );
     Ok(())
 }
