@@ -28,11 +28,14 @@ and ~/.aws/credentials, SSO, web identity and instance roles.
 
 On PostgreSQL: --store postgres://user:password@host:port/database (or
 LOCKCTL_STORE); --table names the table (default `locks`).
+In a bucket: --store s3://bucket/prefix, gs://bucket/prefix or
+az://container/prefix; settings from the service's environment variables
+(AWS_*, GOOGLE_*, AZURE_*), and for S3 --region and --endpoint-url.
 lockctl's own settings come from LOCKCTL_* variables; the LOCK_* variables
 describe a lock (what `run` gives its command, what `acquire` prints).";
 
 /// Run a command under a distributed lock, and inspect and manage locks, on a
-/// DynamoDB or PostgreSQL table.
+/// DynamoDB or PostgreSQL table or in an S3, GCS or Azure bucket.
 #[derive(Debug, Parser)]
 #[command(name = "lockctl", version, about, after_help = EXIT_CODES, args_override_self = true)]
 pub struct Cli {
@@ -47,8 +50,10 @@ pub struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Where the locks live: `dynamodb`, or a PostgreSQL connection string
-    /// (`postgres://user:password@host:port/database`) [default: dynamodb]
+    /// Where the locks live: `dynamodb`, a PostgreSQL connection string
+    /// (`postgres://user:password@host:port/database`), or a bucket and prefix
+    /// (`s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix`)
+    /// [default: dynamodb]
     #[arg(long, global = true, env = "LOCKCTL_STORE", value_name = "STORE", value_parser = text(), hide_env_values = true)]
     pub store: Option<String>,
 
@@ -61,7 +66,8 @@ pub struct Global {
     #[arg(long, global = true, value_parser = text())]
     pub region: Option<String>,
 
-    /// DynamoDB endpoint URL, for a local emulator (overrides AWS_ENDPOINT_URL)
+    /// DynamoDB or S3 endpoint URL, for a local emulator or an S3-compatible
+    /// service (overrides AWS_ENDPOINT_URL)
     #[arg(long, global = true, value_name = "URL", value_parser = text())]
     pub endpoint_url: Option<String>,
 

@@ -1,5 +1,6 @@
 //! Connecting to the lock table: DynamoDB (AWS settings from `aws-config`,
-//! overridden by the global options) or PostgreSQL (`--store postgres://...`),
+//! overridden by the global options), PostgreSQL (`--store postgres://...`)
+//! or a bucket (`--store s3://bucket/prefix`, `gs://...`, `az://...`),
 //! and a lock client with the chosen owner and lease.
 
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use aws_config::{BehaviorVersion, Region};
 use lock_core::{ConditionalStore, LockClient};
 use lock_dynamodb::{DynamoDbStore, Layout, StoreConfigError};
+use lock_object_store::BucketStore;
 use lock_postgres::PostgresStore;
 
 use crate::args::{Global, LayoutName};
@@ -49,19 +51,40 @@ pub enum Backend {
     DynamoDb(DynamoDbStore),
     /// A PostgreSQL table.
     Postgres(PostgresStore),
+    /// A prefix in an S3, GCS or Azure bucket.
+    Bucket(BucketStore),
 }
 
+/// Which kind of store `--store` names.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StoreKind<'a> {
+    /// DynamoDB (the default).
+    DynamoDb,
+    /// PostgreSQL, by this connection string.
+    Postgres(&'a str),
+    /// An object store, by this URL.
+    Bucket(&'a str),
+}
+
+/// The URL schemes of object stores lockctl takes (`file://` too, so that
+/// the store's builder says why a directory cannot hold locks).
+const BUCKET_SCHEMES: [&str; 7] = [
+    "s3://", "s3a://", "gs://", "az://", "azure://", "abfs://", "file://",
+];
+
 impl Global {
-    /// The PostgreSQL connection string, when `--store` names one; `None` for
-    /// DynamoDB.
-    pub fn postgres_url(&self) -> Result<Option<&str>, CliError> {
+    /// The kind of store `--store` names.
+    pub fn store_kind(&self) -> Result<StoreKind<'_>, CliError> {
         match self.store.as_deref() {
-            None | Some("dynamodb") => Ok(None),
+            None | Some("dynamodb") => Ok(StoreKind::DynamoDb),
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                Ok(Some(url))
+                Ok(StoreKind::Postgres(url))
+            }
+            Some(url) if BUCKET_SCHEMES.iter().any(|scheme| url.starts_with(scheme)) => {
+                Ok(StoreKind::Bucket(url))
             }
             Some(_) => Err(CliError::Usage(
-                "--store must be `dynamodb` or a PostgreSQL connection string (postgres://user:password@host:port/database)"
+                "--store must be `dynamodb`, a PostgreSQL connection string (postgres://user:password@host:port/database) or a bucket URL (s3://bucket/prefix, gs://bucket/prefix, az://container/prefix)"
                     .into(),
             )),
         }
@@ -69,8 +92,9 @@ impl Global {
 
     /// The store's name, for messages.
     pub fn store_name(&self) -> &'static str {
-        match self.postgres_url() {
-            Ok(Some(_)) => "PostgreSQL",
+        match self.store_kind() {
+            Ok(StoreKind::Postgres(_)) => "PostgreSQL",
+            Ok(StoreKind::Bucket(_)) => "object store",
             _ => "DynamoDB",
         }
     }
@@ -84,24 +108,68 @@ impl Global {
 
     /// The store the options name. Sends nothing.
     pub async fn backend(&self) -> Result<Backend, CliError> {
-        let Some(url) = self.postgres_url()? else {
+        let kind = self.store_kind()?;
+        if kind == StoreKind::DynamoDb {
             return Ok(Backend::DynamoDb(self.dynamodb_store().await?));
-        };
-        // Options that mean something only on DynamoDB are refused rather than
-        // ignored: a user who passes them expects them to matter.
-        let dynamodb_only = [
-            (self.region.is_some(), "--region"),
-            (self.endpoint_url.is_some(), "--endpoint-url"),
-            (self.layout != crate::args::LayoutName::Default, "--layout"),
-        ];
-        if let Some((_, option)) = dynamodb_only.iter().find(|(given, _)| *given) {
-            return Err(CliError::Usage(format!(
-                "{option} applies to DynamoDB only; leave it out with --store postgres://..."
-            )));
         }
-        Ok(Backend::Postgres(
-            PostgresStore::builder(self.table_name()).build_from_url(url)?,
-        ))
+        // Options that mean something only elsewhere are refused rather than
+        // ignored: a user who passes them expects them to matter.
+        let refused = match kind {
+            StoreKind::Postgres(_) => [
+                (self.region.is_some(), "--region"),
+                (self.endpoint_url.is_some(), "--endpoint-url"),
+                (self.layout != crate::args::LayoutName::Default, "--layout"),
+            ]
+            .into_iter()
+            .find(|(given, _)| *given)
+            .map(|(_, option)| {
+                format!("{option} applies to DynamoDB only; leave it out with --store postgres://...")
+            }),
+            _ if self.table.is_some() => Some(
+                "--table does not apply to a bucket: the URL's path is where the locks are (s3://bucket/prefix)"
+                    .to_owned(),
+            ),
+            _ => (self.layout != crate::args::LayoutName::Default).then(|| {
+                "--layout applies to DynamoDB only; leave it out with a bucket URL".to_owned()
+            }),
+        };
+        if let Some(message) = refused {
+            return Err(CliError::Usage(message));
+        }
+        match kind {
+            StoreKind::Postgres(url) => Ok(Backend::Postgres(
+                PostgresStore::builder(self.table_name()).build_from_url(url)?,
+            )),
+            StoreKind::Bucket(url) => Ok(Backend::Bucket(self.bucket_store(url)?)),
+            StoreKind::DynamoDb => Ok(Backend::DynamoDb(self.dynamodb_store().await?)),
+        }
+    }
+
+    /// The object store at `url`: settings from the service's environment
+    /// variables, `--region` and `--endpoint-url` (S3 only) on top.
+    fn bucket_store(&self, url: &str) -> Result<BucketStore, CliError> {
+        let s3 = url.starts_with("s3://") || url.starts_with("s3a://");
+        let mut builder = BucketStore::builder();
+        for (given, option) in [
+            (self.region.as_ref(), "--region"),
+            (self.endpoint_url.as_ref(), "--endpoint-url"),
+        ] {
+            if given.is_some() && !s3 {
+                return Err(CliError::Usage(format!(
+                    "{option} applies to S3 only; set the service's own environment variables instead"
+                )));
+            }
+        }
+        if let Some(region) = &self.region {
+            builder = builder.option("aws_region", region);
+        }
+        if let Some(endpoint) = &self.endpoint_url {
+            builder = builder.option("aws_endpoint", endpoint);
+            if endpoint.starts_with("http://") {
+                builder = builder.option("aws_allow_http", "true");
+            }
+        }
+        Ok(builder.build_from_url(url)?)
     }
 
     /// The DynamoDB store on the table, with AWS settings from the environment
@@ -133,6 +201,7 @@ impl Global {
         let store: Arc<dyn ConditionalStore> = match self.backend().await? {
             Backend::DynamoDb(store) => Arc::new(store),
             Backend::Postgres(store) => Arc::new(store),
+            Backend::Bucket(store) => Arc::new(store),
         };
         // A command-line tool should fail within seconds: store retries back
         // off to at most 1 s (so an acquire whose answers are lost gives up

@@ -86,6 +86,23 @@ pub enum CliError {
         /// The lockctl command that creates the table.
         hint: String,
     },
+    /// A lock operation found no bucket.
+    #[error(
+        "the bucket of {url} does not exist or is not visible with these credentials\n  {hint}"
+    )]
+    MissingBucket {
+        /// The store's URL.
+        url: String,
+        /// What to do.
+        hint: String,
+    },
+    /// The object store configuration is invalid (a bad URL or option, a
+    /// store without conditional writes).
+    #[error(transparent)]
+    BucketConfig(#[from] lock_object_store::StoreConfigError),
+    /// Checking the bucket failed.
+    #[error("{0}")]
+    Bucket(#[source] lock_object_store::BucketError),
     /// `create-table` found the table already there.
     #[error("DynamoDB table {table:?} already exists\n  {hint}")]
     TableExists {
@@ -130,7 +147,10 @@ impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) | CliError::StoreConfig(_) | CliError::PostgresConfig(_) => USAGE,
+            CliError::Usage(_)
+            | CliError::StoreConfig(_)
+            | CliError::PostgresConfig(_)
+            | CliError::BucketConfig(_) => USAGE,
             CliError::Lock(LockError::AcquireTimeout { .. }) => TIMED_OUT,
             CliError::Lock(LockError::Lost { .. }) | CliError::Lost { .. } => LOST,
             CliError::MaxTime { .. } => MAX_TIME,
@@ -165,6 +185,12 @@ pub fn report(error: &CliError, verbose: bool) -> ExitCode {
             || cause.downcast_ref::<TableError>().is_some()
             || cause.downcast_ref::<StoreConfigError>().is_some()
             || cause.downcast_ref::<lock_postgres::SchemaError>().is_some()
+            || cause
+                .downcast_ref::<lock_object_store::StoreConfigError>()
+                .is_some()
+            || cause
+                .downcast_ref::<lock_object_store::BucketError>()
+                .is_some()
             || cause
                 .downcast_ref::<lock_postgres::StoreConfigError>()
                 .is_some();

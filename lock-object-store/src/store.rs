@@ -251,15 +251,16 @@ fn check_record(record: &LockRecord) -> Result<(), StoreError> {
 }
 
 /// Whether `error` says the PUT's condition failed: nothing was written.
-fn condition_failed(error: &object_store::Error) -> bool {
-    matches!(
-        error,
+/// `updating`: the PUT was conditional on an object version, where a 404
+/// means the object is gone; for a create, a 404 means the bucket is.
+fn condition_failed(error: &object_store::Error, updating: bool) -> bool {
+    match error {
         object_store::Error::Precondition { .. }
-            | object_store::Error::AlreadyExists { .. }
-            | object_store::Error::NotModified { .. }
-            // `If-Match` on an object deleted meanwhile (S3 answers 404).
-            | object_store::Error::NotFound { .. }
-    )
+        | object_store::Error::AlreadyExists { .. }
+        | object_store::Error::NotModified { .. } => true,
+        object_store::Error::NotFound { .. } => updating,
+        _ => false,
+    }
 }
 
 #[async_trait]
@@ -287,6 +288,7 @@ impl ConditionalStore for BucketStore {
             };
             let record = next_record(key, &new, base.as_ref().map(|known| &known.record));
             check_record(&record)?;
+            let updating = base.is_some();
             let mode = match &base {
                 None => PutMode::Create,
                 Some(known) => PutMode::Update(known.version.clone()),
@@ -312,7 +314,7 @@ impl ConditionalStore for BucketStore {
                     );
                     return Ok(Outcome::Applied(record));
                 }
-                Err(error) if condition_failed(&error) => {
+                Err(error) if condition_failed(&error, updating) => {
                     tracing::debug!(%path, %error, "conditional write refused; reading the current record");
                     let current = self.read(&path).await?;
                     match current {

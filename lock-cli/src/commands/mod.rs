@@ -43,6 +43,12 @@ fn with_table_hint(error: CliError, global: &Global) -> CliError {
             LockError::Store { ref source, .. } | LockError::List { ref source, .. },
         ) if source.kind() == StoreErrorKind::NotFound => {
             tracing::debug!(%error, "table not found");
+            if let Ok(crate::connect::StoreKind::Bucket(url)) = global.store_kind() {
+                return CliError::MissingBucket {
+                    url: url.to_owned(),
+                    hint: create_table_hint(global),
+                };
+            }
             CliError::MissingTable {
                 store: global.store_name(),
                 table: global.table_name().to_owned(),
@@ -83,7 +89,15 @@ fn is_key_schema_mismatch(error: &LockError) -> bool {
 
 /// The lockctl command that creates the table in use.
 pub fn create_table_hint(global: &Global) -> String {
-    if matches!(global.postgres_url(), Ok(Some(_))) {
+    if let Ok(crate::connect::StoreKind::Bucket(url)) = global.store_kind() {
+        return format!(
+            "buckets are made with the cloud's own tools; then check it with: lockctl --store {url} validate-table"
+        );
+    }
+    if matches!(
+        global.store_kind(),
+        Ok(crate::connect::StoreKind::Postgres(_))
+    ) {
         // The connection string carries a password: never repeated here.
         return format!(
             "create it with: lockctl --store <the same connection string> --table {} create-table",

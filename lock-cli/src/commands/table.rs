@@ -1,7 +1,9 @@
 //! `lockctl create-table` and `lockctl validate-table`, on DynamoDB (a table
-//! of the chosen layout) or PostgreSQL (the `lock-postgres` schema).
+//! of the chosen layout), PostgreSQL (the `lock-postgres` schema) or a bucket
+//! (checked: buckets are made with the cloud's own tools).
 
 use lock_dynamodb::{DynamoDbStore, TableError, TableOptions};
+use lock_object_store::BucketStore;
 use lock_postgres::{PostgresStore, SchemaError};
 use serde::Serialize;
 
@@ -25,6 +27,7 @@ pub async fn create(global: &Global, args: &CreateTableArgs) -> Result<u8, CliEr
     match global.backend().await? {
         Backend::DynamoDb(store) => create_dynamodb(global, args, &store).await,
         Backend::Postgres(store) => create_postgres(global, &store).await,
+        Backend::Bucket(store) => check_bucket(global, &store, "ready").await,
     }
 }
 
@@ -33,6 +36,7 @@ pub async fn validate(global: &Global) -> Result<u8, CliError> {
     match global.backend().await? {
         Backend::DynamoDb(store) => validate_dynamodb(global, &store).await,
         Backend::Postgres(store) => validate_postgres(global, &store).await,
+        Backend::Bucket(store) => check_bucket(global, &store, "fits").await,
     }
 }
 
@@ -154,6 +158,37 @@ fn postgres_ok(global: &Global, store: &PostgresStore, text: &str) -> Result<u8,
             warnings: &[],
         })?,
         OutputFormat::Text => output::line(text)?,
+    }
+    Ok(OK)
+}
+
+/// A bucket is never created here (that takes the cloud's own tools and
+/// policies): both commands check that it exists, that these credentials may
+/// read, write and list under the prefix, and that its PUTs are conditional.
+async fn check_bucket(global: &Global, store: &BucketStore, verb: &str) -> Result<u8, CliError> {
+    store.validate_bucket().await.map_err(CliError::Bucket)?;
+    let costs = lock_core::ConditionalStore::capabilities(store).requests;
+    match global.output {
+        OutputFormat::Json => output::json(&TableJson {
+            store: "object-store",
+            table: store.url(),
+            layout: "object-store",
+            ttl_attribute: None,
+            warnings: &[],
+        })?,
+        OutputFormat::Text => output::line(&format!(
+            "{} {verb}: conditional writes checked (create-if-absent and If-Match); locks are kept under {}\n\
+             requests: {} per heartbeat or release, {} for a write on a lock this process has not read, {} more after a refused write",
+            store.url(),
+            if store.prefix().as_ref().is_empty() {
+                "the bucket's root".to_owned()
+            } else {
+                format!("{}/", store.prefix())
+            },
+            costs.write_on_seen,
+            costs.write_on_unseen,
+            costs.rejection,
+        ))?,
     }
     Ok(OK)
 }

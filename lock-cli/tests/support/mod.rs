@@ -29,6 +29,25 @@ pub fn postgres_url() -> Option<String> {
     )
 }
 
+/// Make `bucket` on moto's S3 if it is not there (moto takes an unsigned
+/// PUT).
+fn make_bucket(endpoint: &str, bucket: &str) {
+    use std::io::{Read, Write};
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(
+        reply.starts_with("HTTP/1.1 200") || reply.contains("BucketAlreadyOwnedByYou"),
+        "making the test bucket: {reply}"
+    );
+}
+
 /// One test's table and scratch directory.
 #[derive(Debug)]
 pub struct Env {
@@ -38,6 +57,9 @@ pub struct Env {
     layout: &'static str,
     /// The PostgreSQL connection string, for an environment on PostgreSQL.
     postgres: Option<String>,
+    /// The bucket URL (`s3://bucket/prefix` on moto), for an environment in
+    /// a bucket.
+    bucket: Option<String>,
 }
 
 impl Env {
@@ -59,6 +81,7 @@ impl Env {
             dir,
             layout,
             postgres: None,
+            bucket: None,
         })
     }
 
@@ -80,6 +103,7 @@ impl Env {
             dir,
             layout: "default",
             postgres: None,
+            bucket: None,
         }
     }
 
@@ -96,6 +120,27 @@ impl Env {
             dir,
             layout: "default",
             postgres: Some(url),
+            bucket: None,
+        })
+    }
+
+    /// A fresh prefix in a bucket of moto's S3 (the bucket made if absent),
+    /// and a scratch directory; `lockctl` gets `--store s3://...` and
+    /// `--endpoint-url`.
+    pub fn bucket(prefix: &str) -> Option<Self> {
+        const BUCKET: &str = "lockctl-tests";
+        let endpoint = endpoint()?;
+        make_bucket(&endpoint, BUCKET);
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("lockctl-{prefix}-{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(Self {
+            endpoint,
+            table: String::new(),
+            dir,
+            layout: "default",
+            postgres: None,
+            bucket: Some(format!("s3://{BUCKET}/cli-{prefix}-{id}")),
         })
     }
 
@@ -117,6 +162,14 @@ impl Env {
     /// The options that point a `lockctl` at this table and server (for
     /// one started by a command under `run`).
     pub fn target_args(&self) -> Vec<String> {
+        if let Some(url) = &self.bucket {
+            return vec![
+                "--store".into(),
+                url.clone(),
+                "--endpoint-url".into(),
+                self.endpoint.clone(),
+            ];
+        }
         match &self.postgres {
             Some(url) => vec![
                 "--store".into(),
@@ -143,10 +196,37 @@ impl Env {
     /// A `lockctl` command on this table and emulator, with dummy credentials
     /// and nothing from the developer's own AWS configuration.
     pub fn lockctl(&self, args: &[&str]) -> Command {
+        self.command(args, true)
+    }
+
+    /// Run `lockctl args` with this environment's variables but none of its
+    /// options: the arguments say which store.
+    pub fn run_bare(&self, args: &[&str]) -> Output {
+        let name = format!("run-{}", uuid::Uuid::new_v4().simple());
+        let stdout = self.dir.join(format!("{name}.out"));
+        let stderr = self.dir.join(format!("{name}.err"));
+        let child = self
+            .command(args, false)
+            .stdout(File::create(&stdout).unwrap())
+            .stderr(File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        Process {
+            child,
+            stdout,
+            stderr,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+        }
+        .finish(Duration::from_secs(30))
+    }
+
+    fn command(&self, args: &[&str], targeted: bool) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_lockctl"));
-        match &self.postgres {
-            Some(url) => command.args(["--store", url, "--table", &self.table]),
-            None => command.args([
+        match (&self.postgres, &self.bucket) {
+            _ if !targeted => &mut command,
+            (_, Some(url)) => command.args(["--store", url, "--endpoint-url", &self.endpoint]),
+            (Some(url), None) => command.args(["--store", url, "--table", &self.table]),
+            (None, None) => command.args([
                 "--table",
                 &self.table,
                 "--endpoint-url",
