@@ -506,6 +506,113 @@ pub async fn fresh_dynamodb_store(
     Ok(store)
 }
 
+/// The S3 endpoint to measure the object-store backend on, from
+/// `LOCK_S3_ENDPOINT` (moto serves S3 beside DynamoDB: `./scripts/bench-vs-python`
+/// sets both).
+pub fn s3_endpoint() -> Option<String> {
+    std::env::var("LOCK_S3_ENDPOINT")
+        .ok()
+        .filter(|url| !url.is_empty())
+}
+
+/// An `ObjectStore` that records each request it passes on (`GET`, `PUT`,
+/// `LIST`) in an [`HttpCalls`]: the object-store backend's round trips.
+#[derive(Debug)]
+pub struct ObjectRequests {
+    inner: Arc<dyn lock_object_store::object_store::ObjectStore>,
+    calls: HttpCalls,
+}
+
+impl fmt::Display for ObjectRequests {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.inner)
+    }
+}
+
+mod object_requests {
+    use futures_util::stream::BoxStream;
+    use lock_object_store::object_store::path::Path;
+    use lock_object_store::object_store::{
+        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+        PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    };
+
+    use super::ObjectRequests;
+
+    #[async_trait::async_trait]
+    impl ObjectStore for ObjectRequests {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: PutPayload,
+            opts: PutOptions,
+        ) -> Result<PutResult> {
+            self.calls.lock().push("PUT".into());
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: PutMultipartOptions,
+        ) -> Result<Box<dyn MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+            self.calls.lock().push("GET".into());
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, Result<Path>>,
+        ) -> BoxStream<'static, Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+            self.calls.lock().push("LIST".into());
+            self.inner.list(prefix)
+        }
+        fn list_with_offset(
+            &self,
+            prefix: Option<&Path>,
+            offset: &Path,
+        ) -> BoxStream<'static, Result<ObjectMeta>> {
+            self.calls.lock().push("LIST".into());
+            self.inner.list_with_offset(prefix, offset)
+        }
+        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+}
+
+/// A [`BucketStore`](lock_object_store::BucketStore) under a fresh prefix
+/// of the bucket `lock-bench` on moto's S3 at `endpoint` (the bucket made if
+/// absent), its requests counted by `calls`.
+pub fn fresh_bucket_store(
+    endpoint: &str,
+    calls: Option<HttpCalls>,
+) -> Result<lock_object_store::BucketStore, BenchError> {
+    const BUCKET: &str = "lock-bench";
+    lock_testkit::moto_bucket(endpoint, BUCKET)?;
+    let url = format!("s3://{BUCKET}/{}", unique_table("run"));
+    let builder = lock_object_store::BucketStore::builder()
+        .option("aws_endpoint", endpoint)
+        .option("aws_allow_http", "true");
+    let store = builder.clone().build_from_url(&url)?;
+    let Some(calls) = calls else {
+        return Ok(store);
+    };
+    // The same S3 client, wrapped: every request is recorded.
+    let counted = ObjectRequests {
+        inner: store.object_store().clone(),
+        calls,
+    };
+    Ok(builder.build_with_store(Arc::new(counted), store.prefix().as_ref())?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

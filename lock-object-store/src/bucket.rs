@@ -13,11 +13,13 @@ impl BucketStore {
     /// Check that the bucket can hold locks, with one probe object under the
     /// prefix (removed at the end; its name is never a lock's): it is
     /// created only if absent, a second create is refused, an update on
-    /// another version is refused and one on its version applies, a read
-    /// returns what was written, and the prefix can be listed. Six requests.
+    /// its version applies and one on the version it replaced is refused, a
+    /// read returns what was written, and the prefix can be listed. Seven
+    /// requests.
     ///
     /// Buckets are created with the cloud's own tools; this creates nothing
-    /// that stays.
+    /// that stays (on a versioned bucket the probe's old versions and delete
+    /// marker do, until a lifecycle rule removes them).
     pub async fn validate_bucket(&self) -> Result<(), BucketError> {
         let url = self.url().to_owned();
         let objects = self.object_store();
@@ -41,25 +43,25 @@ impl BucketStore {
             what: what.to_owned(),
         };
 
-        let created = match put(PutMode::Create, "first").await {
-            Ok(created) => created,
-            Err(error @ object_store::Error::NotFound { .. }) => {
-                return Err(BucketError::Missing {
-                    url: url.clone(),
-                    source: classify(Call::Write, &format!("create {probe}"), error),
-                });
-            }
-            Err(
-                error @ (object_store::Error::NotImplemented { .. }
-                | object_store::Error::NotSupported { .. }),
-            ) => {
-                return Err(no_conditional(&format!(
-                    "a create-if-absent PUT is not implemented ({error})"
-                )));
-            }
-            Err(error) => return Err(store_error("create", error)),
-        };
         let outcome = async {
+            let created = match put(PutMode::Create, "first").await {
+                Ok(created) => created,
+                Err(error @ object_store::Error::NotFound { .. }) => {
+                    return Err(BucketError::Missing {
+                        url: url.clone(),
+                        source: classify(Call::Write, &format!("create {probe}"), error),
+                    });
+                }
+                Err(
+                    error @ (object_store::Error::NotImplemented { .. }
+                    | object_store::Error::NotSupported { .. }),
+                ) => {
+                    return Err(no_conditional(&format!(
+                        "a create-if-absent PUT is not implemented ({error})"
+                    )));
+                }
+                Err(error) => return Err(store_error("create", error)),
+            };
             match put(PutMode::Create, "second").await {
                 Err(
                     object_store::Error::AlreadyExists { .. }
@@ -68,18 +70,15 @@ impl BucketStore {
                 Ok(_) => return Err(no_conditional("a create-if-absent PUT overwrote an object")),
                 Err(error) => return Err(store_error("create again", error)),
             }
-            let stale = UpdateVersion {
-                e_tag: Some("\"00000000000000000000000000000000\"".into()),
-                version: None,
-            };
-            match put(PutMode::Update(stale), "stale").await {
+            let first = UpdateVersion::from(created);
+            match put(PutMode::Update(first.clone()), "updated").await {
+                Ok(_) => {}
                 Err(
                     object_store::Error::Precondition { .. }
                     | object_store::Error::AlreadyExists { .. },
-                ) => {}
-                Ok(_) => {
+                ) => {
                     return Err(no_conditional(
-                        "a PUT with If-Match on another version applied",
+                        "a PUT with If-Match on the current version was refused",
                     ));
                 }
                 Err(
@@ -90,19 +89,21 @@ impl BucketStore {
                         "a PUT with If-Match is not implemented ({error})"
                     )));
                 }
-                Err(error) => return Err(store_error("update a stale version of", error)),
+                Err(error) => return Err(store_error("update", error)),
             }
-            match put(PutMode::Update(UpdateVersion::from(created)), "updated").await {
-                Ok(_) => {}
+            // The first version is stale now, whatever the service versions
+            // objects by (ETag, generation).
+            match put(PutMode::Update(first), "stale").await {
                 Err(
                     object_store::Error::Precondition { .. }
                     | object_store::Error::AlreadyExists { .. },
-                ) => {
+                ) => {}
+                Ok(_) => {
                     return Err(no_conditional(
-                        "a PUT with If-Match on the current version was refused",
+                        "a PUT with If-Match on a replaced version applied",
                     ));
                 }
-                Err(error) => return Err(store_error("update", error)),
+                Err(error) => return Err(store_error("update a stale version of", error)),
             }
             let read = objects
                 .get_opts(&probe, GetOptions::default())
@@ -112,9 +113,11 @@ impl BucketStore {
                 .await
                 .map_err(|error| store_error("read", error))?;
             if read.as_ref() != b"updated" {
-                return Err(no_conditional("a read did not return the write before it"));
+                return Err(no_conditional(
+                    "a read did not return the last write before it",
+                ));
             }
-            list_one(self, objects.as_ref(), self.prefix())
+            list_one(objects.as_ref(), self.prefix())
                 .await
                 .map_err(|source| BucketError::Store {
                     url: url.clone(),
@@ -122,7 +125,8 @@ impl BucketStore {
                 })
         }
         .await;
-        // The probe goes whatever the checks found.
+        // The probe goes whatever the checks found (a create whose reply was
+        // lost may have made it). A missing bucket has nothing to remove.
         let removed = objects
             .delete_stream(
                 futures_util::stream::once(std::future::ready(Ok(probe.clone()))).boxed(),
@@ -131,15 +135,14 @@ impl BucketStore {
             .await;
         outcome?;
         match removed {
+            Some(Err(object_store::Error::NotFound { .. })) | Some(Ok(_)) | None => Ok(()),
             Some(Err(error)) => Err(store_error("remove", error)),
-            _ => Ok(()),
         }
     }
 }
 
 /// List one object under `prefix` (the credentials may list it).
 async fn list_one(
-    _store: &BucketStore,
     objects: &dyn object_store::ObjectStore,
     prefix: &Path,
 ) -> Result<(), StoreError> {

@@ -132,13 +132,17 @@ impl BucketStoreBuilder {
             }
         };
         let location = url.trim_end_matches('/').to_owned();
-        self.finish(objects, prefix, location)
+        self.finish(objects, prefix, location, true)
     }
 
     /// A store on `objects`, an `ObjectStore` of the caller's own (its own
     /// retries and timeouts apply; the defaults of object_store's builders
     /// retry for up to three minutes, longer than a lease), with the locks
-    /// under `prefix`. It must make conditional writes
+    /// under `prefix`. Since such a store may send a PUT again after an
+    /// attempt that applied, every failed write through it is reported
+    /// ambiguous (the lock client then reads to learn the outcome); give it
+    /// `RetryConfig { max_retries: 0, .. }` and a request timeout well inside
+    /// the lease. It must make conditional writes
     /// ([`PutMode::Create`](object_store::PutMode::Create) and
     /// [`PutMode::Update`](object_store::PutMode::Update)) and read its own
     /// writes: check it once with
@@ -154,7 +158,7 @@ impl BucketStoreBuilder {
             reason: e.to_string(),
         })?;
         let location = format!("{objects}/{path}");
-        self.finish(objects, path, location)
+        self.finish(objects, path, location, false)
     }
 
     fn check(&self) -> Result<(), StoreConfigError> {
@@ -172,6 +176,7 @@ impl BucketStoreBuilder {
         objects: Arc<dyn ObjectStore>,
         prefix: Path,
         location: String,
+        sends_once: bool,
     ) -> Result<BucketStore, StoreConfigError> {
         if prefix.as_ref().len() > MAX_PREFIX_BYTES {
             return Err(StoreConfigError::InvalidPrefix {
@@ -188,6 +193,7 @@ impl BucketStoreBuilder {
             Layout::new(prefix),
             location,
             remembered,
+            sends_once,
         ))
     }
 
@@ -232,6 +238,15 @@ impl BucketStoreBuilder {
                         service: "Amazon S3",
                     })?;
             builder = builder.with_config(key, value);
+        }
+        if builder
+            .get_config_value(&AmazonS3ConfigKey::S3Express)
+            .is_some_and(|value| value.eq_ignore_ascii_case("true"))
+        {
+            return Err(StoreConfigError::NoConditionalWrites {
+                url: url.to_owned(),
+                reason: "S3 Express One Zone directory buckets list objects in no order, and paging through locks needs the order; use a general purpose bucket".into(),
+            });
         }
         let conditional = builder.get_config_value(&AmazonS3ConfigKey::ConditionalPut);
         if conditional
@@ -322,6 +337,12 @@ mod tests {
             matches!(disabled, StoreConfigError::NoConditionalWrites { .. }),
             "{disabled}"
         );
+        let express = BucketStore::builder()
+            .option("aws_region", "us-east-1")
+            .option("aws_s3_express", "true")
+            .build_from_url("s3://bucket--use1-az4--x-s3/locks")
+            .unwrap_err();
+        assert!(express.to_string().contains("in no order"), "{express}");
     }
 
     #[test]

@@ -59,6 +59,10 @@ pub(crate) struct Inner {
     pub versions: Versions,
     /// Where the locks are, for messages: `s3://bucket/prefix`.
     pub url: String,
+    /// Every request is sent once (the builder's HTTP clients never retry).
+    /// A store of the caller's own may have re-sent a PUT that applied, so
+    /// there every failed write is ambiguous.
+    pub sends_once: bool,
 }
 
 impl std::fmt::Debug for BucketStore {
@@ -87,6 +91,7 @@ impl BucketStore {
         layout: Layout,
         url: String,
         remembered: NonZeroUsize,
+        sends_once: bool,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -94,8 +99,23 @@ impl BucketStore {
                 layout,
                 versions: Versions::new(remembered),
                 url,
+                sends_once,
             }),
         }
+    }
+
+    /// `error`, met while writing: as it is where every request was sent once;
+    /// ambiguous where a retry inside the caller's store may have applied an
+    /// earlier attempt.
+    fn write_error(&self, error: StoreError) -> StoreError {
+        if self.inner.sends_once || error.is_ambiguous() {
+            return error;
+        }
+        let message = format!(
+            "{} (the object store may retry requests, so an earlier attempt may have applied)",
+            error.message()
+        );
+        StoreError::ambiguous(message).with_source(error)
     }
 
     /// Where the locks are (`s3://bucket/prefix`, or what the builder was told).
@@ -138,6 +158,12 @@ impl BucketStore {
             .await
             .map_err(|error| classify(Call::Read, &format!("read {path}"), error))?;
         let record = body::decode(path.as_ref(), &bytes)?;
+        if inner.layout.path(&record.key) != *path {
+            return Err(StoreError::other(format!(
+                "the object {path} holds the record of lock {}, which belongs elsewhere; move it out of the lock prefix",
+                record.key
+            )));
+        }
         let known = Known { record, version };
         inner.versions.remember(path, known.clone());
         Ok(Some(known))
@@ -191,15 +217,23 @@ fn satisfies(expect: &Expect, record: Option<&LockRecord>) -> bool {
 }
 
 /// The record `new` makes on top of `base`.
-fn next_record(key: &LockKey, new: &NewRecord, base: Option<&LockRecord>) -> LockRecord {
+fn next_record(
+    key: &LockKey,
+    new: &NewRecord,
+    base: Option<&LockRecord>,
+) -> Result<LockRecord, StoreError> {
     let fence = match (new.fence, base) {
-        (FenceUpdate::Next, Some(base)) => Fence(base.fence.get().saturating_add(1)),
+        (FenceUpdate::Next, Some(base)) => {
+            Fence(base.fence.get().checked_add(1).ok_or_else(|| {
+                StoreError::invalid(format!("lock {key}: the fence cannot go past u64::MAX"))
+            })?)
+        }
         (FenceUpdate::Next, None) => Fence(1),
         (FenceUpdate::Keep, Some(base)) => base.fence,
         // Keep on no record cannot pass a condition; 0 is never stored.
         (FenceUpdate::Keep, None) => Fence(0),
     };
-    LockRecord {
+    Ok(LockRecord {
         key: key.clone(),
         owner: new.owner.clone(),
         rvn: new.rvn.clone(),
@@ -208,7 +242,7 @@ fn next_record(key: &LockKey, new: &NewRecord, base: Option<&LockRecord>) -> Loc
         fence,
         data: new.data.apply(base.and_then(|base| base.data.clone())),
         expires_at: new.expires_at,
-    }
+    })
 }
 
 /// The checks the client makes too, so a store used on its own refuses the
@@ -279,14 +313,14 @@ impl ConditionalStore for BucketStore {
         let path = self.inner.layout.path(key);
         // Checked on a record with no data kept, then on the one written:
         // bad input is refused before any request.
-        check_record(&next_record(key, &new, None))?;
+        check_record(&next_record(key, &new, None)?)?;
         let mut fresh: Option<Base> = None;
         for _ in 0..=RACED_WRITES {
             let base = match self.plan(&path, &expect, fresh.take()).await? {
                 Plan::Write(base) => base,
                 Plan::Reject(current) => return Ok(Outcome::Rejected { current }),
             };
-            let record = next_record(key, &new, base.as_ref().map(|known| &known.record));
+            let record = next_record(key, &new, base.as_ref().map(|known| &known.record))?;
             check_record(&record)?;
             let updating = base.is_some();
             let mode = match &base {
@@ -316,7 +350,10 @@ impl ConditionalStore for BucketStore {
                 }
                 Err(error) if condition_failed(&error, updating) => {
                     tracing::debug!(%path, %error, "conditional write refused; reading the current record");
-                    let current = self.read(&path).await?;
+                    let current = self
+                        .read(&path)
+                        .await
+                        .map_err(|error| self.write_error(error))?;
                     match current {
                         // The HTTP client sent the write again after a reply
                         // it lost, and the first one had applied.
@@ -339,14 +376,18 @@ impl ConditionalStore for BucketStore {
                 Err(error) => {
                     // The write may have applied: the version is unknown.
                     self.inner.versions.forget(&path);
-                    return Err(classify(Call::Write, &format!("write {path}"), error));
+                    return Err(self.write_error(classify(
+                        Call::Write,
+                        &format!("write {path}"),
+                        error,
+                    )));
                 }
             }
         }
-        Err(StoreError::unavailable(format!(
+        Err(self.write_error(StoreError::unavailable(format!(
             "write {path}: the object changed under {} writes in a row while the condition held; try again",
             RACED_WRITES + 1
-        )))
+        ))))
     }
 
     async fn delete(&self, key: &LockKey, _expect: Expect) -> Result<Outcome, StoreError> {
@@ -363,6 +404,11 @@ impl ConditionalStore for BucketStore {
         limit: usize,
     ) -> Result<Page, StoreError> {
         let layout = &self.inner.layout;
+        if partition.is_some_and(str::is_empty) {
+            // No lock has an empty partition; its escaped folder would be
+            // the whole prefix.
+            return Ok(Page::default());
+        }
         let prefix = layout.listing(partition);
         let listing = match &cursor {
             None => self.inner.objects.list(Some(&prefix)),

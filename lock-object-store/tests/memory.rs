@@ -483,3 +483,92 @@ async fn the_bucket_check_passes_on_a_store_with_conditional_writes_and_leaves_n
     };
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A store of the caller's own may retry a PUT that applied and then fail:
+/// every failed write through it is ambiguous, so the client reads.
+#[tokio::test]
+async fn a_failed_write_through_a_store_that_may_retry_is_ambiguous() {
+    let (store, objects) = memory_store();
+    let key = LockKey::new("job");
+    objects.fail_next_put(PutFault::AppliedThenDenied);
+    let new = write("a", false, FenceUpdate::Next);
+    let error = store
+        .put(&key, Expect::Vacant, new.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Ambiguous, "{error}");
+    assert!(error.message().contains("may retry"), "{error}");
+    assert_eq!(store.get(&key).await.unwrap().unwrap().rvn, new.rvn);
+}
+
+/// Objects the store did not write, at its paths: a fence at its end, a
+/// record of another key.
+#[tokio::test]
+async fn records_that_cannot_be_written_on_or_belong_elsewhere_are_errors() {
+    use lock_object_store::object_store::{ObjectStoreExt as _, PutPayload};
+    let (store, objects) = memory_store();
+    let key = LockKey::new("job");
+    let at_the_end = format!(
+        r#"{{"format":1,"partition":"job","sort":null,"owner":"o","rvn":"r","lease_ms":1000,"released":true,"fence":{},"data":null,"expires_at":null}}"#,
+        u64::MAX
+    );
+    objects
+        .put(
+            &store.object_path(&key),
+            PutPayload::from(at_the_end.into_bytes()),
+        )
+        .await
+        .unwrap();
+    let error = store
+        .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Invalid, "{error}");
+    assert!(error.message().contains("u64::MAX"), "{error}");
+
+    let elsewhere = LockKey::new("other");
+    let theirs = applied(
+        store
+            .put(
+                &elsewhere,
+                Expect::Vacant,
+                write("a", false, FenceUpdate::Next),
+            )
+            .await
+            .unwrap(),
+    );
+    let moved = LockKey::new("moved");
+    let body = objects
+        .get(&store.object_path(&elsewhere))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    objects
+        .put(&store.object_path(&moved), PutPayload::from(body))
+        .await
+        .unwrap();
+    let error = store.get(&moved).await.unwrap_err();
+    assert!(error.message().contains("belongs elsewhere"), "{error}");
+    assert_eq!(store.get(&elsewhere).await.unwrap(), Some(theirs));
+}
+
+#[tokio::test]
+async fn an_empty_partition_lists_nothing() {
+    let (store, _) = memory_store();
+    applied(
+        store
+            .put(
+                &LockKey::new("a"),
+                Expect::Vacant,
+                write("a", false, FenceUpdate::Next),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        store.list(Some(""), None, 10).await.unwrap(),
+        lock_core::Page::default()
+    );
+}

@@ -1,5 +1,6 @@
 //! [`server_from_env`]: where the tests find the real servers `./scripts/test`
-//! starts, and the one way they say so when it is missing.
+//! starts, and the one way they say so when it is missing; [`moto_bucket`]:
+//! a bucket on moto's S3 for the object-store tests.
 
 /// The address of a test server from the environment variable `var`, which
 /// `./scripts/test` sets after starting the server.
@@ -23,5 +24,33 @@ pub fn server_from_env(var: &str, skip: &str, server: &str) -> Option<String> {
              run ./scripts/test, which installs and starts it and sets the variable \
              (or set {skip}=1 to skip them explicitly)."
         ),
+    }
+}
+
+/// Make `bucket` on the moto server at `endpoint` (`http://host:port`) if it
+/// is not there. moto takes an unsigned `PUT /bucket`; a real S3 endpoint
+/// would refuse it.
+///
+/// # Errors
+///
+/// When the server cannot be reached or refuses the bucket; the error carries
+/// its reply.
+pub fn moto_bucket(endpoint: &str, bucket: &str) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(host)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    if reply.starts_with("HTTP/1.1 200") || reply.contains("BucketAlreadyOwnedByYou") {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "making bucket {bucket} at {endpoint}: {reply}"
+        )))
     }
 }

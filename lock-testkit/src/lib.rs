@@ -64,7 +64,7 @@ pub mod sim;
 mod suite;
 
 pub use cases::{CaseError, CaseResult};
-pub use env::server_from_env;
+pub use env::{moto_bucket, server_from_env};
 pub use factory::{Cleanup, FaultyMemoryFactory, FreshStore, MemoryFactory, StoreFactory};
 pub use lock_memory::{Fault, FaultConfig, FaultyStore};
 pub use retry::RetryingStore;

@@ -1,5 +1,6 @@
 //! Local hand-off latency on the memory store (and through DynamoDB when
-//! `LOCK_DYNAMODB_ENDPOINT` is set: `./scripts/bench-vs-python` starts moto):
+//! `LOCK_DYNAMODB_ENDPOINT` is set, S3 when `LOCK_S3_ENDPOINT` is, PostgreSQL
+//! when `LOCK_POSTGRES_URL` is: `./scripts/bench-vs-python` starts them):
 //! how long from a holder's
 //! `release()` until the next task waiting for the key holds it, when both tasks
 //! share one client (queued inside the client, handed the lock in one write),
@@ -194,6 +195,16 @@ fn main() -> Result<(), BenchError> {
             )
             .await?;
             store.delete_table(Duration::from_secs(10)).await?;
+        }
+        if let Some(endpoint) = lock_bench::s3_endpoint() {
+            let store = lock_bench::fresh_bucket_store(&endpoint, None)?;
+            rows(
+                &store,
+                DYNAMODB_ROUNDS,
+                DYNAMODB_POLLED_ROUNDS,
+                &format!("Local hand-off through S3 at {endpoint} (object store, moto)"),
+            )
+            .await?;
         }
         if let Some(url) = lock_bench::postgres_url() {
             let table = lock_bench::unique_table("handoff").replace('-', "_");

@@ -29,25 +29,6 @@ pub fn postgres_url() -> Option<String> {
     )
 }
 
-/// Make `bucket` on moto's S3 if it is not there (moto takes an unsigned
-/// PUT).
-fn make_bucket(endpoint: &str, bucket: &str) {
-    use std::io::{Read, Write};
-    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    write!(
-        stream,
-        "PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).unwrap();
-    assert!(
-        reply.starts_with("HTTP/1.1 200") || reply.contains("BucketAlreadyOwnedByYou"),
-        "making the test bucket: {reply}"
-    );
-}
-
 /// One test's table and scratch directory.
 #[derive(Debug)]
 pub struct Env {
@@ -130,7 +111,7 @@ impl Env {
     pub fn bucket(prefix: &str) -> Option<Self> {
         const BUCKET: &str = "lockctl-tests";
         let endpoint = endpoint()?;
-        make_bucket(&endpoint, BUCKET);
+        lock_testkit::moto_bucket(&endpoint, BUCKET).unwrap();
         let id = uuid::Uuid::new_v4().simple().to_string();
         let dir = std::env::temp_dir().join(format!("lockctl-{prefix}-{id}"));
         std::fs::create_dir_all(&dir).unwrap();

@@ -31,6 +31,9 @@ pub enum PutFault {
     /// Refuse it as S3's 409 `ConditionalRequestConflict` does, applying
     /// nothing.
     Conflict,
+    /// Apply it, then fail as a retry of it would, with a 403: what a store
+    /// that retries can report for a write that applied.
+    AppliedThenDenied,
 }
 
 /// Requests seen by a [`Counting`] store.
@@ -124,6 +127,13 @@ impl ObjectStore for Counting {
                 self.puts.fetch_add(1, Ordering::SeqCst);
                 self.inner.put_opts(location, payload, opts).await
             }
+            Some(PutFault::AppliedThenDenied) => {
+                self.inner.put_opts(location, payload, opts).await?;
+                Err(object_store::Error::PermissionDenied {
+                    path: location.to_string(),
+                    source: "403 on the retry".into(),
+                })
+            }
             Some(PutFault::Conflict) => Err(object_store::Error::AlreadyExists {
                 path: location.to_string(),
                 source: "409 ConditionalRequestConflict".into(),
@@ -210,28 +220,6 @@ pub fn s3_endpoint() -> Option<String> {
 /// The bucket every S3 test uses (each under a prefix of its own).
 pub const BUCKET: &str = "lock-tests";
 
-/// Create [`BUCKET`] on moto if it is not there (moto takes an unsigned PUT).
-pub async fn ensure_bucket(endpoint: &str) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
-    let mut stream = tokio::net::TcpStream::connect(host)
-        .await
-        .expect("connect to moto");
-    let request = format!(
-        "PUT /{BUCKET} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut reply = String::new();
-    stream
-        .read_to_string(&mut reply)
-        .await
-        .expect("read the reply");
-    assert!(
-        reply.starts_with("HTTP/1.1 200") || reply.contains("BucketAlreadyOwnedByYou"),
-        "creating the test bucket: {reply}"
-    );
-}
-
 /// A prefix no other test uses.
 pub fn fresh_prefix() -> String {
     format!("t-{}", uuid::Uuid::new_v4().simple())
@@ -255,7 +243,7 @@ pub fn s3_store_at(endpoint: &str, prefix: &str, timeout: Duration) -> BucketSto
 /// A store on moto's S3 under a fresh prefix.
 pub async fn fresh_s3_store() -> Option<BucketStore> {
     let endpoint = s3_endpoint()?;
-    ensure_bucket(&endpoint).await;
+    lock_testkit::moto_bucket(&endpoint, BUCKET).expect("the test bucket");
     Some(s3_store_at(
         &endpoint,
         &fresh_prefix(),
