@@ -26,8 +26,10 @@
 //!   client**: the lock client retries with its own backoff and deadline.
 //!
 //! Linearizability rests on each service's strong read-after-write
-//! consistency and atomic conditional writes: `docs/object-store.md` in the
-//! repository has the argument per service, the costs, and when to choose it.
+//! consistency and atomic conditional writes: the repository's
+//! `docs/object-store.md` has the argument per service, the request costs
+//! next to DynamoDB's, lifecycle rules for old lock objects, and when to
+//! choose a bucket.
 //!
 //! ```
 //! use std::time::Duration;
@@ -52,6 +54,12 @@
 //! # }
 //! ```
 #![deny(missing_docs)]
+
+/// The guide (docs/object-store.md), compiled as a doctest so it cannot drift
+/// from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/object-store.md")]
+pub struct GuideDoctests;
 
 mod body;
 mod bucket;
