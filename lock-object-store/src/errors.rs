@@ -221,4 +221,50 @@ mod tests {
             assert!(classified.source().is_some());
         }
     }
+
+    #[test]
+    fn messages_name_the_failure_and_what_to_do() {
+        let invalid = object_store::Error::InvalidPath {
+            source: object_store::path::Error::EmptySegment {
+                path: "a//b".into(),
+            },
+        };
+        let cases = [
+            (
+                generic(),
+                StoreErrorKind::Ambiguous,
+                "put p: S3 request failed",
+            ),
+            (
+                object_store::Error::PermissionDenied {
+                    path: "p".into(),
+                    source: "403".into(),
+                },
+                StoreErrorKind::Unauthorized,
+                "put p: permission denied on p; the credentials need s3:GetObject",
+            ),
+            (
+                object_store::Error::NotImplemented {
+                    operation: "put_opts".into(),
+                    implementer: "LocalFileSystem".into(),
+                },
+                StoreErrorKind::Other,
+                "put p: LocalFileSystem does not implement put_opts; this object store cannot make the conditional writes",
+            ),
+            (invalid, StoreErrorKind::Invalid, "put p: Encountered"),
+            (
+                object_store::Error::NotFound {
+                    path: "bucket".into(),
+                    source: "404".into(),
+                },
+                StoreErrorKind::NotFound,
+                "put p: bucket not found; does the bucket exist?",
+            ),
+        ];
+        for (error, kind, says) in cases {
+            let classified = classify(Call::Write, "put p", error);
+            assert_eq!(classified.kind(), kind, "{classified}");
+            assert!(classified.message().starts_with(says), "{classified}");
+        }
+    }
 }

@@ -60,6 +60,11 @@ async fn each_operation_costs_the_requests_the_capabilities_say() {
     let caps = store.capabilities();
     assert!(!caps.conditional_delete);
     assert_eq!(caps.requests, lock_core::RequestCosts::VERSIONED_OBJECTS);
+    assert_eq!(caps.max_record_bytes, 1024 * 1024, "1 MiB, as documented");
+    assert_eq!(
+        format!("{store:?}"),
+        format!("BucketStore {{ url: {:?}, .. }}", store.url())
+    );
     let key = LockKey::new("job");
 
     // A key never seen: read (absent), then create.
@@ -571,4 +576,55 @@ async fn an_empty_partition_lists_nothing() {
         store.list(Some(""), None, 10).await.unwrap(),
         lock_core::Page::default()
     );
+}
+
+/// A 404 to a PUT on an object version is a condition that failed (the object
+/// went away), read and decided like a 412.
+#[tokio::test]
+async fn a_not_found_answer_to_a_conditional_update_is_a_failed_condition() {
+    let (store, objects) = memory_store();
+    let key = LockKey::new("job");
+    let held = applied(
+        store
+            .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    objects.fail_next_put(PutFault::NotFound);
+    let (beat, cost) = objects
+        .during(store.put(
+            &key,
+            Expect::Version(held.rvn.clone()),
+            write("a", false, FenceUpdate::Keep),
+        ))
+        .await;
+    assert_eq!(applied(beat.unwrap()).fence, held.fence);
+    // The refused PUT, the read that found the record unchanged, the PUT.
+    assert_eq!(cost, requests(1, 2));
+}
+
+/// Keys and records exactly at the limits are written.
+#[tokio::test]
+async fn keys_and_records_at_the_limits_are_written() {
+    let (store, _) = memory_store();
+    let caps = store.capabilities();
+    let key = LockKey::with_sort(
+        "p".repeat(caps.max_partition_key_bytes),
+        "s".repeat(caps.max_sort_key_bytes),
+    );
+    let owner = "o";
+    let data = vec![
+        7;
+        caps.max_record_bytes
+            - caps.max_partition_key_bytes
+            - caps.max_sort_key_bytes
+            - owner.len()
+    ];
+    let new = NewRecord {
+        data: DataUpdate::Replace(data.clone()),
+        ..write(owner, false, FenceUpdate::Next)
+    };
+    let record = applied(store.put(&key, Expect::Vacant, new).await.unwrap());
+    assert_eq!(record.data, Some(data));
+    assert_eq!(store.get(&key).await.unwrap(), Some(record));
 }

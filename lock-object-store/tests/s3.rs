@@ -166,6 +166,34 @@ async fn a_store_not_reached_fails_as_unavailable_and_nothing_is_written() {
     let _ = BUCKET;
 }
 
+/// A PUT refused before a byte was sent (nothing listens any more) did not
+/// apply: `Unavailable`, so the client repeats it rather than reading. The
+/// store knows the version, so the PUT is the first request.
+#[tokio::test]
+async fn a_write_whose_connection_is_refused_is_unavailable_and_applied_nothing() {
+    let Some(store) = fresh_s3_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    let key = LockKey::new("job");
+    let held = match store.put(&key, Expect::Vacant, write("a")).await.unwrap() {
+        Outcome::Applied(record) => record,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(via.get(&key).await.unwrap().as_ref(), Some(&held));
+    drop(proxy);
+    let heartbeat = NewRecord {
+        fence: FenceUpdate::Keep,
+        ..write("a")
+    };
+    let error = via
+        .put(&key, Expect::Version(held.rvn.clone()), heartbeat)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    assert_eq!(store.get(&key).await.unwrap(), Some(held));
+}
+
 #[tokio::test]
 async fn the_client_acquires_heartbeats_takes_over_and_releases() {
     let Some(store) = fresh_s3_store().await else {

@@ -53,6 +53,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<stores::MemoryStore>()?;
     module.add_class::<stores::DynamoDBStore>()?;
     module.add_class::<stores::PostgresStore>()?;
+    module.add_class::<stores::BucketStore>()?;
     module.add_function(wrap_pyfunction!(events::next_events, module)?)?;
     module.add_function(wrap_pyfunction!(events::set_log_level, module)?)?;
     module.add_function(wrap_pyfunction!(events::wake_events, module)?)?;

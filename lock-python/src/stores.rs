@@ -1,5 +1,6 @@
-//! The stores a `LockClient` can run on: `MemoryStore`, `DynamoDBStore` and
-//! `PostgresStore`, with their set-up calls (table, schema).
+//! The stores a `LockClient` can run on: `MemoryStore`, `DynamoDBStore`,
+//! `PostgresStore` and `BucketStore`, with their set-up calls (table, schema,
+//! bucket check).
 
 use std::sync::Arc;
 
@@ -26,21 +27,27 @@ pub(crate) struct StoreParts {
 
 /// The store inside `store`, which must be one of this package's stores.
 pub(crate) fn parts(py: Python<'_>, store: &Bound<'_, PyAny>) -> PyResult<StoreParts> {
-    let (shared, made_on): (Arc<dyn ConditionalStore>, Option<Arc<ProcessRuntime>>) =
-        if let Ok(memory) = store.cast::<MemoryStore>() {
-            (memory.get().store.clone(), None)
-        } else if let Ok(dynamodb) = store.cast::<DynamoDBStore>() {
-            let dynamodb = dynamodb.get();
-            (dynamodb.shared.clone(), Some(dynamodb.runtime.clone()))
-        } else if let Ok(postgres) = store.cast::<PostgresStore>() {
-            let postgres = postgres.get();
-            (postgres.shared.clone(), Some(postgres.runtime.clone()))
-        } else {
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "store must be a lease_lock.MemoryStore, DynamoDBStore or PostgresStore, not {}",
-                store.get_type().name()?
-            )));
-        };
+    let (shared, made_on): (Arc<dyn ConditionalStore>, Option<Arc<ProcessRuntime>>) = if let Ok(
+        memory,
+    ) =
+        store.cast::<MemoryStore>()
+    {
+        (memory.get().store.clone(), None)
+    } else if let Ok(dynamodb) = store.cast::<DynamoDBStore>() {
+        let dynamodb = dynamodb.get();
+        (dynamodb.shared.clone(), Some(dynamodb.runtime.clone()))
+    } else if let Ok(postgres) = store.cast::<PostgresStore>() {
+        let postgres = postgres.get();
+        (postgres.shared.clone(), Some(postgres.runtime.clone()))
+    } else if let Ok(bucket) = store.cast::<BucketStore>() {
+        let bucket = bucket.get();
+        (bucket.shared.clone(), Some(bucket.runtime.clone()))
+    } else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "store must be a lease_lock.MemoryStore, DynamoDBStore, PostgresStore or BucketStore, not {}",
+            store.get_type().name()?
+        )));
+    };
     // A store made before fork() holds connections of the parent's runtime.
     let runtime = match made_on {
         Some(made_on) => {
@@ -446,5 +453,79 @@ impl PostgresStore {
 
     fn __repr__(&self) -> String {
         format!("PostgresStore(table={:?})", self.store.table())
+    }
+}
+
+/// Locks in an S3, Google Cloud Storage or Azure Blob bucket, one object per
+/// lock under the URL's prefix (`s3://bucket/prefix`, `gs://bucket/prefix`,
+/// `az://container/prefix`), changed only by conditional PUTs. Settings come
+/// from the service's environment variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`),
+/// then from `options` (object_store's configuration keys, such as
+/// `aws_endpoint` or `aws_region`), which win.
+#[pyclass(module = "lease_lock._native", name = "BucketStore", frozen)]
+pub(crate) struct BucketStore {
+    store: lock_object_store::BucketStore,
+    shared: Arc<dyn ConditionalStore>,
+    runtime: Arc<ProcessRuntime>,
+}
+
+impl std::fmt::Debug for BucketStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BucketStore")
+            .field("url", &self.store.url())
+            .finish()
+    }
+}
+
+#[pymethods]
+impl BucketStore {
+    #[new]
+    #[pyo3(signature = (url, *, options=None, request_timeout=None))]
+    fn new(
+        py: Python<'_>,
+        url: &str,
+        options: Option<std::collections::BTreeMap<String, String>>,
+        request_timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let runtime = runtime()?;
+        let mut builder = lock_object_store::BucketStore::builder();
+        for (key, value) in options.unwrap_or_default() {
+            builder = builder.option(key, value);
+        }
+        if let Some(timeout) = request_timeout {
+            builder = builder.request_timeout(convert::seconds(py, "request_timeout", timeout)?);
+        }
+        let store = {
+            let _entered = runtime.handle().enter();
+            builder
+                .build_from_url(url)
+                .map_err(|error| errors::setup_error(py, &error))?
+        };
+        Ok(Self {
+            shared: Arc::new(store.clone()),
+            store,
+            runtime,
+        })
+    }
+
+    /// Where the locks are: the URL, without a trailing slash.
+    #[getter]
+    fn url(&self) -> &str {
+        self.store.url()
+    }
+
+    /// Check that the bucket can hold locks: it exists, the credentials may
+    /// read, write and list under the prefix, and its PUTs are conditional
+    /// (one probe object, removed afterwards).
+    #[pyo3(signature = (*, is_async=false))]
+    fn validate_bucket(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
+        let store = self.store.clone();
+        run(py, &self.runtime, is_async, async move {
+            Ok::<_, SetupFailure>(store.validate_bucket().await?)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("BucketStore({:?})", self.store.url())
     }
 }

@@ -1,5 +1,6 @@
-"""Stores for the tests: in memory always; DynamoDB (moto) and PostgreSQL at the
-servers ./scripts/test starts (LOCK_DYNAMODB_ENDPOINT, LOCK_POSTGRES_URL).
+"""Stores for the tests: in memory always; DynamoDB and S3 (moto) and PostgreSQL
+at the servers ./scripts/test starts (LOCK_DYNAMODB_ENDPOINT, LOCK_S3_ENDPOINT,
+LOCK_POSTGRES_URL).
 
 Run alone (``pytest lock-python/tests``) without those servers, the tests of
 those stores are skipped; ./scripts/test sets LEASE_LOCK_REQUIRE_SERVERS=1 so
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,6 +22,9 @@ import lease_lock
 
 DYNAMODB = os.environ.get("LOCK_DYNAMODB_ENDPOINT")
 POSTGRES = os.environ.get("LOCK_POSTGRES_URL")
+S3 = os.environ.get("LOCK_S3_ENDPOINT")
+#: The bucket the tests make on moto's S3 (each store under a prefix of its own).
+BUCKET = "lease-lock-py"
 REQUIRE = os.environ.get("LEASE_LOCK_REQUIRE_SERVERS") == "1"
 
 
@@ -47,10 +52,27 @@ def make_postgres_store() -> lease_lock.PostgresStore:
     return store
 
 
+def make_bucket_store() -> lease_lock.BucketStore:
+    endpoint = _need(S3, "LOCK_S3_ENDPOINT")
+    # moto makes a bucket on an unsigned PUT, and answers 200 if it exists.
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=10).close()
+    return lease_lock.BucketStore(
+        f"s3://{BUCKET}/py-{uuid.uuid4().hex[:12]}",
+        options={
+            "aws_endpoint": endpoint,
+            "aws_allow_http": "true",
+            "aws_region": "us-east-1",
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        },
+    )
+
+
 STORES: dict[str, Callable[[], Any]] = {
     "memory": lease_lock.MemoryStore,
     "dynamodb": lambda: make_dynamodb_store(sort_key="sort_key"),
     "postgres": make_postgres_store,
+    "bucket": make_bucket_store,
 }
 
 

@@ -34,6 +34,9 @@ pub enum PutFault {
     /// Apply it, then fail as a retry of it would, with a 403: what a store
     /// that retries can report for a write that applied.
     AppliedThenDenied,
+    /// Refuse it with a 404, applying nothing: what a service answers to
+    /// `If-Match` on an object deleted meanwhile.
+    NotFound,
 }
 
 /// Requests seen by a [`Counting`] store.
@@ -134,6 +137,10 @@ impl ObjectStore for Counting {
                     source: "403 on the retry".into(),
                 })
             }
+            Some(PutFault::NotFound) => Err(object_store::Error::NotFound {
+                path: location.to_string(),
+                source: "404 on If-Match".into(),
+            }),
             Some(PutFault::Conflict) => Err(object_store::Error::AlreadyExists {
                 path: location.to_string(),
                 source: "409 ConditionalRequestConflict".into(),

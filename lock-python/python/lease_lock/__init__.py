@@ -34,7 +34,16 @@ from ._errors import (
     StoreSetupError,
 )
 from ._metrics import HistogramValue, Metric, metrics
-from ._native import DynamoDBStore, Election, Leadership, Lock, MemoryStore, PostgresStore, Semaphore
+from ._native import (
+    BucketStore,
+    DynamoDBStore,
+    Election,
+    Leadership,
+    Lock,
+    MemoryStore,
+    PostgresStore,
+    Semaphore,
+)
 from ._types import LeaseState, LockInfo, LostReason, Role, Seconds, Takeover
 
 __all__ = [
@@ -49,6 +58,7 @@ __all__ = [
     "MemoryStore",
     "DynamoDBStore",
     "PostgresStore",
+    "BucketStore",
     "LeaseState",
     "LostReason",
     "LockInfo",

@@ -10,13 +10,13 @@ from typing import Any, Union
 
 from . import _events, _native
 from ._errors import ConfigError, InvalidInput
-from ._native import DynamoDBStore, Election, Lock, MemoryStore, PostgresStore, Semaphore
+from ._native import BucketStore, DynamoDBStore, Election, Lock, MemoryStore, PostgresStore, Semaphore
 from ._types import LockInfo, LostReason, Seconds
 
 __all__ = ["LockClient", "LockContext", "Store"]
 
 #: The stores a client runs on.
-Store = Union[MemoryStore, DynamoDBStore, PostgresStore]
+Store = Union[MemoryStore, DynamoDBStore, PostgresStore, BucketStore]
 
 logger = logging.getLogger("lease_lock")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Literal, TypeVar, overload
 
 from ._metrics import Metric
@@ -70,6 +70,23 @@ class PostgresStore:
     def validate_schema(self, *, is_async: Literal[False] = False) -> None: ...
     @overload
     def validate_schema(self, *, is_async: Literal[True]) -> Awaitable[None]: ...
+
+class BucketStore:
+    """Locks in an S3, Google Cloud Storage or Azure Blob bucket, under a prefix."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        options: Mapping[str, str] | None = None,
+        request_timeout: Seconds | None = None,
+    ) -> None: ...
+    @property
+    def url(self) -> str: ...
+    @overload
+    def validate_bucket(self, *, is_async: Literal[False] = False) -> None: ...
+    @overload
+    def validate_bucket(self, *, is_async: Literal[True]) -> Awaitable[None]: ...
 
 class Lock:
     """A held lock."""
@@ -207,7 +224,7 @@ class Election:
 class Client:
     def __init__(
         self,
-        store: MemoryStore | DynamoDBStore | PostgresStore,
+        store: MemoryStore | DynamoDBStore | PostgresStore | BucketStore,
         owner: str | None = None,
         lease: float | None = None,
         heartbeat: float | None = None,
