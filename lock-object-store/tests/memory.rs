@@ -612,7 +612,9 @@ async fn keys_and_records_at_the_limits_are_written() {
         "p".repeat(caps.max_partition_key_bytes),
         "s".repeat(caps.max_sort_key_bytes),
     );
-    let owner = "o";
+    // An owner longer than one byte, so that a product of the sizes is not
+    // their sum.
+    let owner = "owner";
     let data = vec![
         7;
         caps.max_record_bytes

@@ -25,8 +25,8 @@ def test_a_lock_in_a_bucket_excludes_and_fences() -> None:
             assert b.try_acquire("job") is None
         with b.acquire("job", wait=timedelta(seconds=5)) as taken:
             assert taken.fence == 2
-        info = a.get("job")
-        assert info is not None and info.owner == "b" and not info.held
+        info = a.get_lock("job")
+        assert info is not None and info.owner == "b" and info.released
     finally:
         a.close()
         b.close()
@@ -35,9 +35,13 @@ def test_a_lock_in_a_bucket_excludes_and_fences() -> None:
 def test_the_bucket_check_runs_blocking_and_as_an_awaitable() -> None:
     store = make_bucket_store()
     assert store.url.startswith("s3://")
-    assert repr(store) == f"BucketStore({store.url!r})"
+    assert repr(store) == f'BucketStore("{store.url}")'
     store.validate_bucket()
-    asyncio.run(store.validate_bucket(is_async=True))
+
+    async def check() -> None:
+        await store.validate_bucket(is_async=True)
+
+    asyncio.run(check())
 
 
 def test_a_missing_bucket_fails_the_check_naming_it() -> None:
@@ -77,7 +81,7 @@ def test_delete_on_release_is_refused_before_anything_is_written() -> None:
     try:
         with pytest.raises(lease_lock.ConfigError, match="cannot delete conditionally"):
             client.acquire("job", delete_on_release=True)
-        assert client.get("job") is None
+        assert client.get_lock("job") is None
     finally:
         client.close()
 
