@@ -13,6 +13,31 @@ use crate::errors::StoreConfigError;
 use crate::layout::{Layout, MAX_PREFIX_BYTES};
 use crate::store::{BucketStore, DEFAULT_REMEMBERED};
 
+/// A service's builder: its environment, then the URL, the client settings
+/// every service gets (timeouts, no retries), then the options, which win.
+/// (A macro: the three builders share these methods but no trait.)
+macro_rules! configured {
+    ($self:ident, $builder:ty, $key:ty, $service:literal, $url:expr) => {{
+        let mut builder = <$builder>::from_env()
+            .with_url($url)
+            .with_retry(Self::no_retries());
+        for (key, value) in $self.client_settings() {
+            builder = builder.with_config(<$key>::Client(key), value);
+        }
+        for (key, value) in &$self.options {
+            let parsed: $key =
+                key.to_ascii_lowercase()
+                    .parse()
+                    .map_err(|_| StoreConfigError::UnknownOption {
+                        key: key.clone(),
+                        service: $service,
+                    })?;
+            builder = builder.with_config(parsed, value);
+        }
+        builder
+    }};
+}
+
 /// Configures a [`BucketStore`]; made by [`BucketStore::builder`].
 #[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until built"]
@@ -223,22 +248,7 @@ impl BucketStoreBuilder {
     #[cfg(feature = "aws")]
     fn s3(&self, url: &str) -> Result<object_store::aws::AmazonS3, StoreConfigError> {
         use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-        let mut builder = AmazonS3Builder::from_env()
-            .with_url(url)
-            .with_retry(Self::no_retries());
-        for (key, value) in self.client_settings() {
-            builder = builder.with_config(AmazonS3ConfigKey::Client(key), value);
-        }
-        for (key, value) in &self.options {
-            let key =
-                key.to_ascii_lowercase()
-                    .parse()
-                    .map_err(|_| StoreConfigError::UnknownOption {
-                        key: key.clone(),
-                        service: "Amazon S3",
-                    })?;
-            builder = builder.with_config(key, value);
-        }
+        let builder = configured!(self, AmazonS3Builder, AmazonS3ConfigKey, "Amazon S3", url);
         if builder
             .get_config_value(&AmazonS3ConfigKey::S3Express)
             .is_some_and(|value| value.eq_ignore_ascii_case("true"))
@@ -266,22 +276,13 @@ impl BucketStoreBuilder {
     #[cfg(feature = "gcp")]
     fn gcs(&self, url: &str) -> Result<object_store::gcp::GoogleCloudStorage, StoreConfigError> {
         use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
-        let mut builder = GoogleCloudStorageBuilder::from_env()
-            .with_url(url)
-            .with_retry(Self::no_retries());
-        for (key, value) in self.client_settings() {
-            builder = builder.with_config(GoogleConfigKey::Client(key), value);
-        }
-        for (key, value) in &self.options {
-            let key =
-                key.to_ascii_lowercase()
-                    .parse()
-                    .map_err(|_| StoreConfigError::UnknownOption {
-                        key: key.clone(),
-                        service: "Google Cloud Storage",
-                    })?;
-            builder = builder.with_config(key, value);
-        }
+        let builder = configured!(
+            self,
+            GoogleCloudStorageBuilder,
+            GoogleConfigKey,
+            "Google Cloud Storage",
+            url
+        );
         builder
             .build()
             .map_err(|source| StoreConfigError::Builder { source })
@@ -290,22 +291,13 @@ impl BucketStoreBuilder {
     #[cfg(feature = "azure")]
     fn azure(&self, url: &str) -> Result<object_store::azure::MicrosoftAzure, StoreConfigError> {
         use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-        let mut builder = MicrosoftAzureBuilder::from_env()
-            .with_url(url)
-            .with_retry(Self::no_retries());
-        for (key, value) in self.client_settings() {
-            builder = builder.with_config(AzureConfigKey::Client(key), value);
-        }
-        for (key, value) in &self.options {
-            let key =
-                key.to_ascii_lowercase()
-                    .parse()
-                    .map_err(|_| StoreConfigError::UnknownOption {
-                        key: key.clone(),
-                        service: "Azure Blob Storage",
-                    })?;
-            builder = builder.with_config(key, value);
-        }
+        let builder = configured!(
+            self,
+            MicrosoftAzureBuilder,
+            AzureConfigKey,
+            "Azure Blob Storage",
+            url
+        );
         builder
             .build()
             .map_err(|source| StoreConfigError::Builder { source })
@@ -357,6 +349,19 @@ mod tests {
             matches!(unknown, StoreConfigError::UnknownOption { .. }),
             "{unknown}"
         );
+        for (url, service) in [
+            ("gs://bucket/locks", "Google Cloud Storage"),
+            ("az://container/locks", "Azure Blob Storage"),
+        ] {
+            let unknown = BucketStore::builder()
+                .option("aws_region", "us-east-1")
+                .build_from_url(url)
+                .unwrap_err();
+            assert!(
+                matches!(unknown, StoreConfigError::UnknownOption { service: s, .. } if s == service),
+                "{url}: {unknown}"
+            );
+        }
         let zero = BucketStore::builder()
             .request_timeout(Duration::ZERO)
             .build_from_url("memory:///locks")
