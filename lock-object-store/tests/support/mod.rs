@@ -258,6 +258,64 @@ pub async fn fresh_s3_store() -> Option<BucketStore> {
     ))
 }
 
+/// Azurite's blob endpoint (`http://127.0.0.1:PORT`), from
+/// `LOCK_AZURITE_ENDPOINT` (set by `./scripts/test`, which starts Azurite and
+/// makes the container [`CONTAINER`]). Without it the test fails and says how
+/// to run it, unless `LOCK_AZURITE_SKIP=1` asks to skip, which is printed.
+pub fn azurite_endpoint() -> Option<String> {
+    lock_testkit::server_from_env(
+        "LOCK_AZURITE_ENDPOINT",
+        "LOCK_AZURITE_SKIP",
+        "Azure Blob (Azurite)",
+    )
+}
+
+/// The container `./scripts/test` makes on Azurite.
+pub const CONTAINER: &str = "lock-tests";
+
+/// Azurite's well-known development account and key (public, in Azure's
+/// documentation of the emulator).
+const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// A store on Azurite under `prefix`, reaching it at `endpoint`, with
+/// `timeout` per request.
+pub fn azure_store_at(endpoint: &str, prefix: &str, timeout: Duration) -> BucketStore {
+    BucketStore::builder()
+        .option("azure_storage_account_name", AZURITE_ACCOUNT)
+        .option("azure_storage_account_key", AZURITE_KEY)
+        .option(
+            "azure_storage_endpoint",
+            format!("{}/{AZURITE_ACCOUNT}", endpoint.trim_end_matches('/')),
+        )
+        .option("azure_allow_http", "true")
+        .request_timeout(timeout)
+        .connect_timeout(Duration::from_millis(500))
+        .build_from_url(&format!("az://{CONTAINER}/{prefix}"))
+        .expect("valid store configuration")
+}
+
+/// A store on Azurite under a fresh prefix.
+pub fn fresh_azure_store() -> Option<BucketStore> {
+    let endpoint = azurite_endpoint()?;
+    Some(azure_store_at(
+        &endpoint,
+        &fresh_prefix(),
+        Duration::from_secs(5),
+    ))
+}
+
+/// Fresh prefixes on Azurite for the conformance suite.
+pub struct AzureFactory;
+
+#[async_trait]
+impl StoreFactory for AzureFactory {
+    async fn create(&self) -> Result<Option<FreshStore>, StoreError> {
+        Ok(fresh_azure_store().map(FreshStore::new))
+    }
+}
+
 /// Fresh in-memory stores for the conformance suite.
 pub struct MemoryFactory;
 
