@@ -10,100 +10,29 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{
-    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockKey, NewRecord,
-    Outcome, Rvn,
-};
+use lock_core::ConditionalStore;
 use lock_object_store::BucketStore;
 use lock_testkit::drills;
 use lock_testkit::proxy::{FaultProxy, ProxyMode};
+use support::scenarios;
 use support::{azure_store_at, azurite_endpoint, fresh_azure_store};
-use tokio::time::timeout;
 
 mod conformance {
     lock_testkit::conformance_suite!(crate::support::AzureFactory);
 }
 
-/// Every wait on a future that might never resolve is bounded by this.
-const LIMIT: Duration = Duration::from_secs(30);
-
-fn write(owner: &str) -> NewRecord {
-    NewRecord {
-        owner: owner.into(),
-        rvn: Rvn::fresh(),
-        lease: Duration::from_secs(20),
-        released: false,
-        fence: FenceUpdate::Next,
-        data: DataUpdate::Keep,
-        expires_at: None,
-    }
-}
-
-/// Eight stores (each its own remembered versions) race for one key, in many
-/// trials, on a new key and on a released one: exactly one wins, and every
-/// loser is shown the winner's record.
+/// Eight stores, each with its own remembered versions, race for one key in
+/// 30 trials, on new and released keys: exactly one wins each time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
-    const WRITERS: usize = 8;
-    const TRIALS: usize = 30;
     let Some(store) = fresh_azure_store() else {
         return;
     };
     let endpoint = azurite_endpoint().unwrap();
-    let writers: Vec<BucketStore> = (0..WRITERS)
+    let writers: Vec<BucketStore> = (0..8)
         .map(|_| azure_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5)))
         .collect();
-    for trial in 0..TRIALS {
-        let key = LockKey::new(format!("race-{trial}"));
-        if trial % 2 == 1 {
-            let Outcome::Applied(first) =
-                store.put(&key, Expect::Vacant, write("x")).await.unwrap()
-            else {
-                panic!("a new key");
-            };
-            let release = NewRecord {
-                released: true,
-                fence: FenceUpdate::Keep,
-                ..write("x")
-            };
-            store
-                .put(&key, Expect::Version(first.rvn), release)
-                .await
-                .unwrap();
-            for writer in &writers {
-                writer.get(&key).await.unwrap();
-            }
-        }
-        let racing: Vec<_> = writers
-            .iter()
-            .enumerate()
-            .map(|(i, writer)| {
-                let writer = writer.clone();
-                let key = key.clone();
-                tokio::spawn(async move {
-                    writer
-                        .put(&key, Expect::Vacant, write(&format!("w{i}")))
-                        .await
-                        .unwrap()
-                })
-            })
-            .collect();
-        let mut winners = Vec::new();
-        let mut shown = Vec::new();
-        for writer in racing {
-            match timeout(LIMIT, writer).await.expect("bounded").unwrap() {
-                Outcome::Applied(record) => winners.push(record),
-                Outcome::Rejected { current } => shown.push(current),
-            }
-        }
-        assert_eq!(winners.len(), 1, "trial {trial}: {winners:?}");
-        let winner = &winners[0];
-        assert_eq!(winner.fence, Fence(if trial % 2 == 1 { 2 } else { 1 }));
-        for current in shown {
-            assert_eq!(current.as_ref(), Some(winner), "trial {trial}");
-        }
-        assert_eq!(store.get(&key).await.unwrap().as_ref(), Some(winner));
-    }
+    scenarios::racing_writers(&store, &writers, 30).await;
 }
 
 #[tokio::test]
@@ -120,55 +49,15 @@ async fn the_client_acquires_heartbeats_takes_over_and_releases() {
     let Some(store) = fresh_azure_store() else {
         return;
     };
-    let lease = Duration::from_secs(2);
     let endpoint = azurite_endpoint().unwrap();
     let other = azure_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5));
-    let holder = support::client(store.clone(), "holder", lease);
-    let waiter = support::client(other, "waiter", lease);
-    let key = LockKey::new("job");
-    let guard = timeout(LIMIT, holder.acquire(key.clone(), AcquireOptions::new()))
-        .await
-        .expect("bounded")
-        .unwrap();
-    assert_eq!(guard.fence(), Fence(1));
-    let first = store.get(&key).await.unwrap().unwrap();
-    tokio::time::sleep(lease).await;
-    let later = store.get(&key).await.unwrap().unwrap();
-    assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
-    assert!(guard.is_safe(), "{:?}", guard.state());
-    let detached = guard.detach().await.unwrap();
-    let taken = timeout(
-        LIMIT,
-        waiter.acquire(
-            key.clone(),
-            AcquireOptions::new().wait(Duration::from_secs(20)),
-        ),
-    )
-    .await
-    .expect("bounded")
-    .unwrap();
-    assert_eq!(taken.fence(), Fence(2));
-    drop(detached);
-    taken.release().await.unwrap();
-    let record = store.get(&key).await.unwrap().unwrap();
-    assert!(record.released && record.fence == Fence(2), "{record:?}");
-    holder.shutdown().await.unwrap();
-    waiter.shutdown().await.unwrap();
+    scenarios::client_end_to_end(store, other).await;
 }
 
-/// A fault proxy in front of Azurite, and a store on `store`'s prefix
-/// reaching it through the proxy, with requests that time out well inside the
-/// drills' leases.
+/// A store on `store`'s prefix reaching Azurite through a new fault proxy.
 fn proxied(store: &BucketStore) -> (FaultProxy, BucketStore) {
     let endpoint = azurite_endpoint().expect("the store was made, so there is a server");
-    let upstream = endpoint.trim_start_matches("http://").trim_end_matches('/');
-    let proxy = FaultProxy::start(upstream).expect("start the fault proxy");
-    let via = azure_store_at(
-        &proxy.url(),
-        store.prefix().as_ref(),
-        Duration::from_millis(400),
-    );
-    (proxy, via)
+    scenarios::proxied(&endpoint, store, azure_store_at)
 }
 
 #[tokio::test]

@@ -20,6 +20,8 @@ use lock_object_store::object_store::{
 };
 use lock_testkit::{Cleanup, FreshStore, StoreFactory};
 
+pub mod scenarios;
+
 /// What the wrapper does to the next PUT.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PutFault {
