@@ -7,7 +7,6 @@
 #[allow(dead_code)] // each test binary uses part of the shared set-up
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
@@ -414,7 +413,6 @@ async fn bad_input_is_refused_before_any_request() {
         .await;
     assert_eq!(error.unwrap_err().kind(), StoreErrorKind::Invalid);
     assert_eq!(cost, requests(0, 0));
-    let _ = Arc::clone(store.object_store());
 }
 
 #[tokio::test]
