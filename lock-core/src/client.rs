@@ -139,11 +139,15 @@ impl LockClient {
         let guard = self.acquire(key, options).await?;
         let view = guard.view();
         let untrusted = view.until_unsafe();
+        // Counted as running while its future lives: a release by anyone
+        // else (a shutdown) waits for it to be dropped before writing.
+        let working = view.begin_work();
         let outcome = tokio::select! {
             biased;
             reason = untrusted => Err(reason),
             value = work(view) => Ok(value),
         };
+        drop(working);
         let key = guard.key().clone();
         match outcome {
             Ok(value) => {

@@ -79,17 +79,18 @@ impl Shared {
         // Stop heartbeating first, so a caller that stops waiting below leaves
         // the lock detached (held until its lease ends), not heartbeated by a
         // client that no longer has a guard for it.
-        held.update(|state| {
-            state.guards = state.guards.saturating_sub(1);
-            state.stopping = true;
-        });
+        // The holder lets go: the lock may be released by its version from
+        // now on, by anyone it is handed to, so no view of it here reads as
+        // safe any more.
+        held.update(|state| state.guards = state.guards.saturating_sub(1));
+        held.leave();
         self.forget(&held);
         held.end_turn(None);
         // Wait for a heartbeat in flight: the version handed out must be the one
         // the store holds once this client stops writing.
         let _writing = held.writing().await;
         let now = self.clock.now();
-        let lease_state = held.lease_state(now);
+        let lease_state = held.lease_state_as_written(now);
         let state = held.state();
         if let LeaseState::Lost { reason } = lease_state {
             return Err(LockError::Lost {
@@ -176,6 +177,11 @@ impl Shared {
     /// holder's own release would keep (fence, lease, data). Ambiguous
     /// writes are resolved by RVN, as for a guard's release.
     async fn write_release_of(&self, key: &LockKey, record: LockRecord) -> Result<(), LockError> {
+        // A lock this client holds, released by version or by force from
+        // here: its guards stop reading as safe before the write is sent.
+        if let Some(held) = self.registry.get(key) {
+            held.leave();
+        }
         let mut retry = Retry::until(&self.backoff, self.after(self.backoff.window()));
         // Releases of ours whose outcome is unknown.
         let mut sent: Vec<Rvn> = Vec::new();

@@ -233,7 +233,7 @@ impl LockClient {
         let board = Arc::new(Board {
             standing: standing_tx,
             roles: roles_tx,
-            term: std::sync::Mutex::new(None),
+            term: std::sync::Mutex::new(Term::default()),
         });
         let campaign = Campaign {
             client: self.clone(),
@@ -319,14 +319,18 @@ impl ElectionWatcher {
     {
         let leadership = self.leadership().await?;
         let untrusted = leadership.until_unsafe();
-        tokio::select! {
+        // The step-down's release waits for the work to be dropped.
+        let working = leadership.view.begin_work();
+        let outcome = tokio::select! {
             biased;
             reason = untrusted => Err(LockError::Lost {
                 key: self.key.clone(),
                 reason,
             }),
             value = work(leadership) => Ok(value),
-        }
+        };
+        drop(working);
+        outcome
     }
 }
 
@@ -420,21 +424,89 @@ impl Drop for Election {
 struct Board {
     standing: watch::Sender<Standing>,
     roles: watch::Sender<Role>,
-    /// The current leadership's "deposed" flag, while it leads.
-    term: std::sync::Mutex<Option<watch::Sender<bool>>>,
+    /// The current term and whether the campaign has ended, under one lock:
+    /// a step-down and an election are decided one after the other, so a
+    /// campaign that has ended never publishes a new term.
+    term: std::sync::Mutex<Term>,
+}
+
+/// The board's current leadership, if any, and whether the campaign ended.
+#[derive(Debug, Default)]
+struct Term {
+    /// The term's number (`Standing::terms` when it began) and its
+    /// "deposed" flag, while this candidate leads.
+    current: Option<(u64, watch::Sender<bool>)>,
+    /// The campaign has ended: no term may begin.
+    ended: bool,
 }
 
 impl Board {
+    fn term(&self) -> std::sync::MutexGuard<'_, Term> {
+        self.term
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Begin a term on the lock `view` holds, unless the campaign has ended
+    /// (then `None`: the caller releases the lock). Published under the term
+    /// lock, so a step-down that ends the campaign comes before or after it,
+    /// never in between.
+    fn elect(self: &Arc<Self>, view: LockView, since: Instant) -> Option<Leadership> {
+        let mut term = self.term();
+        if term.ended {
+            return None;
+        }
+        let number = self.standing.borrow().terms + 1;
+        let (deposed_tx, deposed) = watch::channel(false);
+        term.current = Some((number, deposed_tx));
+        let leadership = Leadership {
+            view: view.clone(),
+            since,
+            deposed,
+        };
+        let fence = view.fence();
+        self.publish(|standing| {
+            standing.terms = number;
+            standing.leadership = Some(leadership.clone());
+            standing.role = Role::Leader { fence, since };
+        });
+        drop(term);
+        // The moment the lock is let go, by this campaign or by anything else
+        // (the client's shutdown, a release by version), the term ends:
+        // before the write that lets another leader in.
+        let board = Arc::downgrade(self);
+        view.held.on_leave(move || {
+            if let Some(board) = board.upgrade() {
+                board.depose(number);
+            }
+        });
+        Some(leadership)
+    }
+
     /// The leadership ends (or the campaign): depose it before anything is
     /// released, then publish that nobody here leads.
     fn step_down(&self, ended: bool) {
-        let term = self
-            .term
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(term) = term {
-            term.send_replace(true);
+        let mut term = self.term();
+        self.end_term(&mut term, ended);
+    }
+
+    /// Term `number` ends (its lock was let go), if it is still the current one.
+    fn depose(&self, number: u64) {
+        let mut term = self.term();
+        if term
+            .current
+            .as_ref()
+            .is_some_and(|(current, _)| *current == number)
+        {
+            self.end_term(&mut term, false);
+        }
+    }
+
+    /// [`step_down`](Self::step_down), under the term lock.
+    fn end_term(&self, term: &mut Term, ended: bool) {
+        term.ended |= ended;
+        if let Some((_, deposed)) = term.current.take() {
+            deposed.send_replace(true);
         }
         self.publish(|standing| {
             standing.leadership = None;
@@ -501,24 +573,12 @@ impl Campaign {
             };
             failures = 0;
             let since = self.client.inner.clock.now();
-            let (term, deposed) = watch::channel(false);
-            *self
-                .board
-                .term
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(term);
-            let leadership = Leadership {
-                view: guard.view(),
-                since,
-                deposed,
-            };
             let fence = guard.fence();
+            if self.board.elect(guard.view(), since).is_none() {
+                // Resigned or dropped while the acquire was finishing.
+                return guard.release().await;
+            }
             tracing::info!(key = %self.key, %fence, "elected leader");
-            self.publish(|standing| {
-                standing.terms += 1;
-                standing.leadership = Some(leadership);
-                standing.role = Role::Leader { fence, since };
-            });
             let untrusted = guard.until_unsafe();
             tokio::select! {
                 biased;

@@ -110,19 +110,79 @@ impl LockView {
         }
     }
 
-    /// A future that resolves with the reason once the lease is lost: stolen (seen
-    /// by a heartbeat), expired (no heartbeat confirmed within the lease), or
-    /// released. It does not borrow the guard.
-    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        let view = self.clone();
-        async move { view.held.until(view.inner.clock.as_ref(), false).await }
-    }
-
-    /// A future that resolves as soon as the lease is no longer safe (in danger or
-    /// lost), with [`LostReason::InDanger`] or the loss reason.
+    /// **Stop work on this.** A future that resolves the moment the lease can
+    /// no longer be trusted: in danger (no heartbeat confirmed within the safe
+    /// time: [`LostReason::InDanger`]), lost (stolen, expired, past its max
+    /// hold), or released, from the instant the release begins, before its
+    /// write is sent ([`LostReason::Released`]). Work that acts under the lock
+    /// `select!`s on this; it does not borrow the guard. Python's
+    /// `Lock.until_unsafe()` is the same moment.
     pub fn until_unsafe(&self) -> impl Future<Output = LostReason> + Send + 'static {
         let view = self.clone();
-        async move { view.held.until(view.inner.clock.as_ref(), true).await }
+        async move {
+            view.held
+                .until(view.inner.clock.as_ref(), crate::held::Until::Unsafe)
+                .await
+        }
+    }
+
+    /// A future that resolves once the lease has ended for good: stolen (seen
+    /// by a heartbeat or a write), expired (no heartbeat confirmed within the
+    /// lease), past its max hold, or released (from the instant the release
+    /// begins). Later than [`until_unsafe`](Self::until_unsafe) when the lease
+    /// goes in danger first: by then another process may already take over,
+    /// so do not stop work on this; use it to learn that the lock is gone.
+    /// Python's `Lock.until_ended()` is the same moment.
+    pub fn until_ended(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        let view = self.clone();
+        async move {
+            view.held
+                .until(view.inner.clock.as_ref(), crate::held::Until::Ended)
+                .await
+        }
+    }
+
+    /// The old name of [`until_ended`](Self::until_ended): resolves once the
+    /// lease has *ended* (stolen, expired, released, past its max hold), not
+    /// when it stops being safe. Work must stop on
+    /// [`until_unsafe`](Self::until_unsafe) instead, which fires first.
+    #[deprecated(
+        note = "`lost()` resolves when the lease has ended, later than work may safely run: \
+                stop work on `until_unsafe()`; for the same moment as before use `until_ended()`"
+    )]
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.until_ended()
+    }
+
+    /// Mark work as running under this lock until the returned value is
+    /// dropped. A release of the lock (by any guard, a dropped guard,
+    /// [`LockClient::shutdown`](crate::LockClient::shutdown), a hand-off, an
+    /// election's step-down) makes the lock read as unsafe at once, which the
+    /// work should watch ([`until_unsafe`](Self::until_unsafe)), then waits
+    /// for every `WorkInProgress` to be dropped, at most until the lease
+    /// ends, before it writes anything that could let another holder in.
+    /// [`with_lock`](crate::LockClient::with_lock) and
+    /// [`Election::lead`](crate::Election::lead) hold one for their work;
+    /// hold one yourself for work you run beside a guard.
+    pub fn begin_work(&self) -> WorkInProgress {
+        self.held.work_started();
+        WorkInProgress {
+            held: self.held.clone(),
+        }
+    }
+}
+
+/// Work running under a lock: a release waits for it to be dropped before it
+/// writes (see [`LockView::begin_work`]).
+#[must_use = "the work counts as running only while this lives"]
+#[derive(Debug)]
+pub struct WorkInProgress {
+    held: Arc<Held>,
+}
+
+impl Drop for WorkInProgress {
+    fn drop(&mut self) {
+        self.held.work_ended();
     }
 }
 
@@ -137,7 +197,7 @@ impl LockView {
 /// reach the store, the record expires after its lease.
 ///
 /// Derefs to [`LockView`] for [`fence`](LockView::fence), [`state`](LockView::state),
-/// [`lost`](LockView::lost) and the rest.
+/// [`until_unsafe`](LockView::until_unsafe) and the rest.
 #[must_use = "dropping the guard releases the lock (in the background)"]
 #[derive(Debug)]
 pub struct LockGuard {

@@ -1,10 +1,11 @@
 //! The client's bookkeeping for one held lock, shared by its guards and the
 //! heartbeat task.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::clock::{Clock, Instant, later};
 use crate::slot::SlotCell;
@@ -52,6 +53,41 @@ pub(crate) struct Held {
     /// Who else may take the lock over when it is released and no acquire of
     /// its key waits (set by a semaphore for its slots).
     successors: OnceLock<std::sync::Arc<dyn Successors>>,
+    /// Called once, the moment the holder lets go (see [`leave`](Self::leave)),
+    /// before anything is written: an election deposes its leader there.
+    on_leave: OnceLock<LeaveHook>,
+    /// Work running under the lock ([`WorkInProgress`](crate::WorkInProgress)):
+    /// a release waits for it to end before it writes.
+    work: WorkCount,
+}
+
+/// What [`Held::on_leave`] calls.
+pub(crate) struct LeaveHook(Box<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for LeaveHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LeaveHook")
+    }
+}
+
+/// How many pieces of work run under a lock, and a wake-up when one ends.
+#[derive(Debug, Default)]
+pub(crate) struct WorkCount {
+    running: AtomicUsize,
+    ended: Notify,
+}
+
+/// Which moment [`Held::until`] waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// The lease is no longer safe: in danger, lost, or let go.
+    Unsafe,
+    /// The lease is over for good: stolen, expired, past its max hold, or
+    /// let go (a release has begun).
+    Ended,
+    /// As `Ended`, but a release counts only once its write has ended (or
+    /// the lock was handed on): when a waiter of this client may look again.
+    ReleaseWritten,
 }
 
 #[derive(Debug, Clone)]
@@ -68,6 +104,14 @@ pub(crate) struct HeldState {
     pub guards: usize,
     /// Release has begun: heartbeats stop.
     pub stopping: bool,
+    /// The holder has let the lock go: a release, a hand-off, a final write
+    /// of a min hold, a detach or a shutdown has begun. From this instant the
+    /// lock reads as lost ([`LostReason::Released`]), before any write that
+    /// could let another holder in is sent.
+    pub left: bool,
+    /// The release's write has ended (whatever its outcome), or the lock was
+    /// handed on: a waiter of this client may look again.
+    pub release_ended: bool,
     /// Writes whose outcome is unknown (ambiguous), with their send times. A later
     /// reply that shows one of these RVNs proves that write applied.
     pub pending: Vec<(Rvn, Instant)>,
@@ -125,12 +169,16 @@ impl Held {
                 lost: None,
                 guards: 1,
                 stopping: false,
+                left: false,
+                release_ended: false,
                 pending: Vec::new(),
                 ambiguous_delete: false,
             }),
             changed: OnceLock::new(),
             slot: SlotCell::default(),
             successors: OnceLock::new(),
+            on_leave: OnceLock::new(),
+            work: WorkCount::default(),
         }
     }
 
@@ -242,18 +290,76 @@ impl Held {
         )
     }
 
-    /// Give up one guard; true when it was the last, and the lock is now
-    /// stopping (no more heartbeats; the caller forgets it and releases it).
+    /// Give up one guard; true when it was the last, and the holder has now
+    /// let the lock go (see [`leave`](Self::leave); the caller forgets it and
+    /// releases it).
     pub fn drop_guard(&self) -> bool {
-        self.update(|state| {
+        let last = self.update(|state| {
             state.guards = state.guards.saturating_sub(1);
-            if state.guards == 0 {
-                state.stopping = true;
-                true
-            } else {
-                false
+            state.guards == 0
+        });
+        if last {
+            self.leave();
+        }
+        last
+    }
+
+    /// The holder lets the lock go (a release, hand-off, final write, detach
+    /// or shutdown is about to write, or to stop heartbeating): from now on
+    /// the lock reads as lost ([`LostReason::Released`]), heartbeats stop,
+    /// watchers of `until_unsafe` and `lost` wake, and the leave hook (an
+    /// election's step-down) runs. Every way out calls this *before* its
+    /// first write. Idempotent.
+    pub fn leave(&self) {
+        let first = self.update(|state| {
+            state.stopping = true;
+            !std::mem::replace(&mut state.left, true)
+        });
+        if first && let Some(LeaveHook(hook)) = self.on_leave.get() {
+            hook();
+        }
+    }
+
+    /// Call `hook` when the holder lets the lock go (at once if it already
+    /// has). Set once.
+    pub fn on_leave(&self, hook: impl Fn() + Send + Sync + 'static) {
+        let set = self.on_leave.set(LeaveHook(Box::new(hook))).is_ok();
+        if set && self.state().left {
+            // Let go before the hook was set: run it now (running it twice is
+            // harmless, never running it is not).
+            if let Some(LeaveHook(hook)) = self.on_leave.get() {
+                hook();
             }
-        })
+        }
+    }
+
+    /// One more piece of work runs under the lock.
+    pub fn work_started(&self) {
+        self.work.running.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A piece of work under the lock has ended (its future was dropped).
+    pub fn work_ended(&self) {
+        self.work.running.fetch_sub(1, Ordering::AcqRel);
+        self.work.ended.notify_waiters();
+    }
+
+    /// Wait until no work runs under the lock, or until `deadline` (the
+    /// lease's end: past it, waiting protects nobody).
+    pub async fn work_done(&self, clock: &dyn Clock, deadline: Instant) {
+        loop {
+            let ended = self.work.ended.notified();
+            tokio::pin!(ended);
+            // Registered before the count is read, so an end in between wakes it.
+            ended.as_mut().enable();
+            if self.work.running.load(Ordering::Acquire) == 0 || clock.now() >= deadline {
+                return;
+            }
+            tokio::select! {
+                () = ended => {}
+                () = clock.sleep_until(deadline) => return,
+            }
+        }
     }
 
     /// A write sent at `sent` with `rvn` is confirmed: the lease now runs from
@@ -288,17 +394,28 @@ impl Held {
         state.lost.is_none() && !state.stopping
     }
 
-    /// The holder's view at `now`.
+    /// The holder's view at `now`: a lock let go reads as released.
     pub fn lease_state(&self, now: Instant) -> LeaseState {
-        self.lease_state_of(&self.state(), now)
+        self.lease_state_of(&self.state(), now, true)
     }
 
-    /// The holder's view at `now` of the lock in `state`: lost for good, past
-    /// its max hold, or as its timing says.
-    fn lease_state_of(&self, state: &HeldState, now: Instant) -> LeaseState {
+    /// The lease at `now` as its writes left it, whether or not the holder
+    /// has let go (what a detach hands on).
+    pub fn lease_state_as_written(&self, now: Instant) -> LeaseState {
+        self.lease_state_of(&self.state(), now, false)
+    }
+
+    /// The holder's view at `now` of the lock in `state`: lost for good, let
+    /// go (when `count_left`), past its max hold, or as its timing says.
+    fn lease_state_of(&self, state: &HeldState, now: Instant, count_left: bool) -> LeaseState {
         if let Some(reason) = &state.lost {
             return LeaseState::Lost {
                 reason: reason.clone(),
+            };
+        }
+        if count_left && state.left {
+            return LeaseState::Lost {
+                reason: LostReason::Released,
             };
         }
         if let Some(reason) = self.limits.max_hold_reached(now) {
@@ -313,17 +430,21 @@ impl Held {
             .subscribe()
     }
 
-    /// Resolve with the reason once the lease is lost, or (with `stop_at_danger`)
-    /// once it is no longer safe.
-    pub async fn until(&self, clock: &dyn Clock, stop_at_danger: bool) -> LostReason {
+    /// Resolve with the reason once the moment `until` names has come.
+    pub async fn until(&self, clock: &dyn Clock, until: Until) -> LostReason {
+        let stop_at_danger = until == Until::Unsafe;
+        let count_left = until != Until::ReleaseWritten;
         let mut changes = self.subscribe();
         loop {
             let now = clock.now();
             let wake = {
                 let state = self.state();
+                if !count_left && state.release_ended {
+                    return state.lost.clone().unwrap_or(LostReason::Released);
+                }
                 // The next look: when the lease leaves the state it is in
                 // now (never past the max hold).
-                let next = match self.lease_state_of(&state, now) {
+                let next = match self.lease_state_of(&state, now, count_left) {
                     LeaseState::Lost { reason } => return reason,
                     LeaseState::InDanger { .. } if stop_at_danger => return LostReason::InDanger,
                     LeaseState::Safe { remaining } if stop_at_danger => later(now, remaining),

@@ -121,7 +121,7 @@ pub use config::{LockClientBuilder, MAX_LEASE};
 pub use detached::DetachedLock;
 pub use election::{Election, ElectionOptions, ElectionWatcher, Leadership, Role};
 pub use error::{ConfigError, LockError, StoreError, StoreErrorKind};
-pub use guard::{LockGuard, LockView};
+pub use guard::{LockGuard, LockView, WorkInProgress};
 pub use info::{LockInfo, LockPage};
 pub use key::LockKey;
 pub use options::{AcquireOptions, ListOptions};

@@ -108,15 +108,29 @@ impl Shared {
         true
     }
 
-    /// Write the release of `held` (its guards are gone and it is forgotten),
-    /// then end its turn: with a hand-off when another task of this client waits
-    /// for the key and the lock is still safely ours (and the release has no
-    /// data to leave: a hand-off writes nothing).
+    /// Write the release of `held` (the holder has let it go, its guards are
+    /// gone and it is forgotten), once the work under it has ended, then end
+    /// its turn: with a hand-off when another task of this client waits for
+    /// the key and the lock is still safely ours (and the release has no data
+    /// to leave: a hand-off writes nothing).
     pub(crate) async fn write_release(
         &self,
         held: &Arc<Held>,
         leaving: Leaving,
     ) -> Result<(), LockError> {
+        // The lock reads as released since the holder let go, which tells the
+        // work under it (`with_lock`, `lead`, a `WorkInProgress`) to stop: no
+        // write may let another holder in while that work still runs. Past
+        // the lease's end waiting protects nobody.
+        let (_, expires) = held.deadlines();
+        held.work_done(self.clock.as_ref(), expires).await;
+        let result = self.write_release_now(held, leaving).await;
+        held.update(|state| state.release_ended = true);
+        result
+    }
+
+    /// [`write_release`](Self::write_release) once the work has ended.
+    async fn write_release_now(&self, held: &Arc<Held>, leaving: Leaving) -> Result<(), LockError> {
         let _writing = held.writing().await;
         let snapshot = held.snapshot();
         let now = self.clock.now();
@@ -381,8 +395,10 @@ impl Shared {
             let mut report = ShutdownReport::default();
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 // Not on a tokio runtime: release one after the other.
+                for held in &held {
+                    held.leave();
+                }
                 for held in held {
-                    held.update(|state| state.stopping = true);
                     match self.write_release(&held, Leaving::as_acquired(&held)).await {
                         Ok(()) => report.released.push(held.key.clone()),
                         Err(error) => report.failed.push((held.key.clone(), error)),
@@ -390,10 +406,14 @@ impl Shared {
                 }
                 return Ok(report);
             };
+            // Every lock reads as released (and every leader here is
+            // deposed) before the first release is written.
+            for held in &held {
+                held.leave();
+                held.releasing();
+            }
             let mut running = Background::default();
             for held in held {
-                held.update(|state| state.stopping = true);
-                held.releasing();
                 let shared = self.clone();
                 let key = held.key.clone();
                 let release = async move {

@@ -628,8 +628,13 @@ impl Drop for Permit {
             return;
         };
         // The guard releases in the background; a local waiter looks once
-        // that release has ended.
-        let released = self.view.lost();
+        // that release's write has ended.
+        let held = self.view.held.clone();
+        let clock = self.view.inner.clock.clone();
+        let released = async move {
+            held.until(clock.as_ref(), crate::held::Until::ReleaseWritten)
+                .await
+        };
         drop(guard);
         let semaphore = self.semaphore.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {

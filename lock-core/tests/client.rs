@@ -217,7 +217,7 @@ async fn outage_puts_the_guard_in_danger_then_lost_before_a_waiter_can_take_over
     // `lost()` waits through the danger for the loss, `until_unsafe()` does not.
     let watch = |lost: bool| {
         let watched = if lost {
-            boxed_watch(guard.lost())
+            boxed_watch(guard.until_ended())
         } else {
             boxed_watch(guard.until_unsafe())
         };
@@ -272,7 +272,9 @@ async fn outage_puts_the_guard_in_danger_then_lost_before_a_waiter_can_take_over
     assert!(taken_at >= LEASE.mul_f64(1.01), "{taken_at:?}");
     assert!(lost_at < taken_at);
     assert_eq!(taken.fence(), Fence(2));
-    let reason = tokio::time::timeout(LEASE, guard.lost()).await.unwrap();
+    let reason = tokio::time::timeout(LEASE, guard.until_ended())
+        .await
+        .unwrap();
     assert_eq!(reason, LostReason::Expired);
     let (reason, at) = unsafe_watch.await.unwrap();
     assert_eq!(reason, LostReason::InDanger);
@@ -317,7 +319,9 @@ async fn a_stolen_lock_is_detected_at_the_next_heartbeat() {
         .unwrap();
     assert!(matches!(outcome, Outcome::Applied(_)));
     let stolen_at = Instant::now();
-    let reason = tokio::time::timeout(LEASE, guard.lost()).await.unwrap();
+    let reason = tokio::time::timeout(LEASE, guard.until_ended())
+        .await
+        .unwrap();
     assert_eq!(
         reason,
         LostReason::Stolen {
@@ -1020,7 +1024,7 @@ async fn force_release_frees_a_held_lock_and_its_holder_learns_it_is_lost() {
     assert_eq!((released.owner.as_str(), released.fence), ("a", Fence(1)));
     assert!(!released.released, "it reports the record it released");
     // The holder's next heartbeat finds the record changed.
-    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.until_ended())
         .await
         .unwrap();
     assert_eq!(
@@ -1381,7 +1385,7 @@ async fn a_heartbeat_that_panics_loses_the_lock_and_others_keep_beating() {
     let job = a.acquire("job", AcquireOptions::new()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let other = a.acquire("other", AcquireOptions::new()).await.unwrap();
-    let reason = tokio::time::timeout(Duration::from_secs(5), job.lost())
+    let reason = tokio::time::timeout(Duration::from_secs(5), job.until_ended())
         .await
         .expect("the lock whose heartbeat panicked is lost, not silently unheartbeaten");
     assert_eq!(reason, LostReason::Expired);
@@ -1423,7 +1427,7 @@ async fn releasing_a_stale_guard_keeps_the_newer_acquisition_of_its_key() {
     let admin = client(store.clone(), "admin");
     let stale = a.acquire("job", AcquireOptions::new()).await.unwrap();
     admin.force_release("job").await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), stale.lost())
+    tokio::time::timeout(Duration::from_secs(5), stale.until_ended())
         .await
         .unwrap();
     let fresh = a.acquire("job", AcquireOptions::new()).await.unwrap();

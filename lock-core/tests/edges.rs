@@ -257,7 +257,7 @@ async fn a_local_waiter_gets_a_lock_its_holder_lost_to_another_client_by_waiting
     tokio::time::sleep(Duration::from_millis(10)).await;
     admin.force_release("leader").await.unwrap();
     let thief = b.acquire("leader", AcquireOptions::new()).await.unwrap();
-    timeout(PATIENCE, leader.lost()).await.unwrap();
+    timeout(PATIENCE, leader.until_ended()).await.unwrap();
     // The stale guard's release writes nothing; the waiter now waits for b.
     let writes = store.writes();
     assert!(leader.release().await.is_err());

@@ -384,7 +384,7 @@ async fn at_its_max_hold_a_lock_stops_heartbeating_and_is_reported_lost() {
         .acquire("job", AcquireOptions::new().max_hold(limit))
         .await
         .unwrap();
-    let reason = timeout(PATIENCE, guard.lost()).await.unwrap();
+    let reason = timeout(PATIENCE, guard.until_ended()).await.unwrap();
     assert_eq!(reason, LostReason::MaxHold { limit });
     assert_eq!(acquired.elapsed(), limit);
     assert_eq!(

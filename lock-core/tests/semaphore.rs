@@ -417,7 +417,7 @@ async fn a_permit_released_while_a_task_of_its_client_waits_is_handed_over_in_on
         let slot = first.slot();
         assert_eq!(slot, 1);
         let fence = first.fence();
-        let lost = first.lost();
+        let lost = first.until_ended();
         first.release().await.unwrap();
         let released = Instant::now();
         let (permit, at) = timeout(Duration::from_secs(5), waiting)

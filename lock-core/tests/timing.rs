@@ -129,7 +129,7 @@ async fn taken_over() -> (
         .unwrap()
         .unwrap();
     assert_eq!(fresh.fence(), Fence(2));
-    let reason = timeout(Duration::from_secs(60), stale.lost())
+    let reason = timeout(Duration::from_secs(60), stale.until_ended())
         .await
         .unwrap();
     assert_eq!(reason, LostReason::Expired);

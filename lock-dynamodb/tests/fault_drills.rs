@@ -97,7 +97,7 @@ async fn replies_lost_after_the_write_applied_are_recognised_and_nothing_is_left
         proxy.stats().replies_lost == 2
     })
     .await;
-    let lost = guard.lost();
+    let lost = guard.until_ended();
     tokio::pin!(lost);
     let through = tokio::time::sleep(lease + lease / 2);
     tokio::select! {

@@ -104,7 +104,7 @@ where
         }
     });
     let lost = tokio::spawn({
-        let lost = guard.lost();
+        let lost = guard.until_ended();
         async move {
             let reason = lost.await;
             (Instant::now(), reason)

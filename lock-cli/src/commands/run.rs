@@ -249,7 +249,7 @@ impl Supervisor<'_> {
         watchdog: &mut Watchdog,
         signals: &mut Signals,
     ) -> Ended {
-        let lost = self.lock.lost();
+        let lost = self.lock.until_ended();
         tokio::pin!(lost);
         let mut lost_seen = false;
         // Why lockctl sent SIGTERM, once it has.
