@@ -142,7 +142,7 @@ impl Client {
     }
 
     /// Acquire `key` (`try_once`: one attempt, `None` when busy).
-    #[pyo3(signature = (key, sort_key, try_once, is_async, wait, lease, data, min_hold, max_hold, refresh, busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost))]
+    #[pyo3(signature = (key, sort_key, try_once, is_async, wait, lease, data, min_hold, max_hold, refresh, busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_unsafe))]
     #[allow(clippy::too_many_arguments)]
     fn acquire(
         &self,
@@ -161,7 +161,7 @@ impl Client {
         only_if_exists: bool,
         reentrant: bool,
         delete_on_release: bool,
-        on_lost: Option<Py<PyAny>>,
+        on_unsafe: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let key = convert::key(key, sort_key);
         let mut options = AcquireOptions::new()
@@ -191,8 +191,8 @@ impl Client {
         let runtime = self.runtime.clone();
         let made = move |py: Python<'_>, guard: lock_core::LockGuard| -> PyResult<Py<PyAny>> {
             let lock = Lock::new(guard, runtime);
-            if let Some(callback) = on_lost {
-                lock.on_lost(py, callback)?;
+            if let Some(callback) = on_unsafe {
+                lock.on_unsafe(py, callback)?;
             }
             Ok(Py::new(py, lock)?.into_any())
         };

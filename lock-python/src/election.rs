@@ -11,7 +11,7 @@ use pyo3::types::PyTuple;
 
 use crate::classes;
 use crate::errors;
-use crate::lock::{bytes, lost_reason, unit, wait_lost};
+use crate::lock::{bytes, signal_awaitable, unit, wait_lost};
 use crate::runtime::{ProcessRuntime, within};
 
 /// `Role(kind, fence, leader, data)` of `lease_lock._types`.
@@ -360,24 +360,71 @@ impl Leadership {
         bytes(py, self.leadership.view().data().as_deref())
     }
 
-    /// An awaitable that resolves with a `LostReason` as soon as the
-    /// leadership can no longer be trusted.
-    fn lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let lost = self.leadership.until_unsafe();
-        self.runtime
-            .awaitable(py, lost, |py, reason| lost_reason(py, &reason))
+    /// **Stop work on this.** An awaitable that resolves with a `LostReason`
+    /// the moment the leadership can no longer be trusted: the lease is in
+    /// danger or lost, or the candidate stepped down, resigned or was closed
+    /// (kind `"released"`), before the release is written.
+    fn until_unsafe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        signal_awaitable(py, &self.runtime, self.leadership.until_unsafe())
     }
 
-    /// Block until the leadership can no longer be trusted and return why,
-    /// or return `None` after `timeout` (seconds or `timedelta`; `None`: no
-    /// limit).
+    /// Block until the leadership can no longer be trusted (as
+    /// `until_unsafe()`) and return why, or return `None` after `timeout`
+    /// (seconds or `timedelta`; `None`: no limit).
+    #[pyo3(signature = (timeout=None))]
+    fn wait_unsafe(
+        &self,
+        py: Python<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        wait_lost(py, &self.runtime, self.leadership.until_unsafe(), timeout)
+    }
+
+    /// An awaitable that resolves with a `LostReason` once the leadership's
+    /// lease is over for good (stolen, expired, released). Do not stop work
+    /// on this: `until_unsafe()` comes first.
+    fn until_ended<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        signal_awaitable(py, &self.runtime, self.leadership.view().until_ended())
+    }
+
+    /// Block until the leadership's lease is over (as `until_ended()`), or
+    /// return `None` after `timeout`.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_ended(
+        &self,
+        py: Python<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        wait_lost(
+            py,
+            &self.runtime,
+            self.leadership.view().until_ended(),
+            timeout,
+        )
+    }
+
+    /// Work under this leadership, open until `end()`: the step-down's
+    /// release waits for it (`Election.lead` opens one).
+    fn _begin_work(&self, py: Python<'_>) -> PyResult<crate::work::Work> {
+        self.runtime.pid().check(py)?;
+        Ok(crate::work::Work::begin(self.leadership.view()))
+    }
+
+    /// Deprecated name of `until_unsafe()` (the same moment).
+    fn lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::work::deprecated(py, "Leadership.lost()", crate::work::USE_UNSAFE)?;
+        self.until_unsafe(py)
+    }
+
+    /// Deprecated name of `wait_unsafe()` (the same moment).
     #[pyo3(signature = (timeout=None))]
     fn wait_lost(
         &self,
         py: Python<'_>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
-        wait_lost(py, &self.runtime, self.leadership.until_unsafe(), timeout)
+        crate::work::deprecated(py, "Leadership.wait_lost()", crate::work::USE_UNSAFE)?;
+        self.wait_unsafe(py, timeout)
     }
 
     fn __repr__(&self) -> String {

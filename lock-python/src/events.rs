@@ -1,4 +1,4 @@
-//! What the runtime's threads hand to Python: `on_lost` callbacks to call and
+//! What the runtime's threads hand to Python: `on_unsafe` callbacks to call and
 //! `tracing` events to log.
 //!
 //! The runtime's threads never run Python code: a thread waiting for the GIL
@@ -88,7 +88,7 @@ impl Queue {
 }
 
 /// Have the Python thread call `callback(reason)`.
-pub(crate) fn call_on_lost(callback: Py<PyAny>, reason: LostReason) {
+pub(crate) fn call_on_unsafe(callback: Py<PyAny>, reason: LostReason) {
     QUEUE.push(Event::Lost { callback, reason });
 }
 

@@ -37,6 +37,7 @@ mod metrics;
 mod runtime;
 mod semaphore;
 mod stores;
+mod work;
 
 use pyo3::prelude::*;
 
@@ -54,6 +55,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<stores::DynamoDBStore>()?;
     module.add_class::<stores::PostgresStore>()?;
     module.add_class::<stores::BucketStore>()?;
+    module.add_class::<work::Work>()?;
     module.add_function(wrap_pyfunction!(events::next_events, module)?)?;
     module.add_function(wrap_pyfunction!(events::set_log_level, module)?)?;
     module.add_function(wrap_pyfunction!(events::wake_events, module)?)?;

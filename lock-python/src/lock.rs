@@ -63,6 +63,16 @@ pub(crate) fn wait_lost(
     reason.map(|reason| lost_reason(py, &reason)).transpose()
 }
 
+/// An awaitable of `signal`'s `LostReason` (`until_unsafe()`,
+/// `until_ended()` of a `Lock` or a `Leadership`).
+pub(crate) fn signal_awaitable<'py>(
+    py: Python<'py>,
+    runtime: &ProcessRuntime,
+    signal: impl std::future::Future<Output = LostReason> + Send + 'static,
+) -> PyResult<Bound<'py, PyAny>> {
+    runtime.awaitable(py, signal, |py, reason| lost_reason(py, &reason))
+}
+
 /// `LockInfo(...)` for one stored lock.
 pub(crate) fn lock_info(py: Python<'_>, info: LockInfo) -> PyResult<Py<PyAny>> {
     make(
@@ -154,15 +164,16 @@ impl Lock {
 
 impl Lock {
     /// Call `callback(reason)` on the package's callback thread as soon as the
-    /// lease can no longer be trusted (as `lost()`; not when it is released).
+    /// lease can no longer be trusted (as `until_unsafe()`; not when this
+    /// process releases it).
     /// Exceptions it raises are logged to the `lease_lock` logger.
-    pub(crate) fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+    pub(crate) fn on_unsafe(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
         self.runtime.pid().check(py)?;
         let lost = self.view.until_unsafe();
         self.runtime.handle().spawn(async move {
             let reason = lost.await;
             if reason != LostReason::Released {
-                crate::events::call_on_lost(callback, reason);
+                crate::events::call_on_unsafe(callback, reason);
             }
             // Otherwise dropped here without the GIL: PyO3 defers the
             // reference count to the next thread that holds it.
@@ -397,7 +408,8 @@ impl Lock {
     /// record instead. Releasing twice does nothing. Raises `LockLost` if
     /// another writer had taken the lock (a lease that merely ran out, with
     /// nobody else writing, is released without an error: check `is_safe` or
-    /// `lost()` to know whether the lease held throughout).
+    /// `until_unsafe()` to know whether the lease held throughout). The lock
+    /// reads as released from the moment this is called, before the write.
     #[pyo3(signature = (*, data=None, delete=false))]
     fn release(
         &self,
@@ -434,38 +446,101 @@ impl Lock {
         self.detach_with(py, true)
     }
 
-    /// Run the awaitable `work` and return its result, cancelling it as soon
-    /// as the lease can no longer be trusted (then `LockLost` is raised).
-    fn run_until_lost<'py>(
+    /// **Stop work on this.** Run the awaitable `work` and return its result,
+    /// cancelling it the moment the lease is no longer safe (in danger, lost,
+    /// or released: `until_unsafe()`), then raising `LockLost`. A release of
+    /// the lock meanwhile (from another thread, or `close()`) waits until the
+    /// cancelled work has finished unwinding before it writes.
+    fn run_while_safe<'py>(
         slf: &Bound<'py, Self>,
         work: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         py.import("lease_lock._bridge")?
-            .getattr("run_until_lost")?
+            .getattr("run_while_safe")?
             .call1((slf, work))
     }
 
-    /// An awaitable that resolves with a `LostReason` as soon as the lease can
-    /// no longer be trusted: in danger (no heartbeat confirmed within the safe
-    /// time: kind `"in_danger"`, even if a later heartbeat lands), lost
-    /// (stolen, expired, max hold) or released.
-    fn lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let lost = self.view.until_unsafe();
-        self.runtime
-            .awaitable(py, lost, |py, reason| lost_reason(py, &reason))
+    /// Deprecated name of `run_while_safe` (the same behaviour).
+    fn run_until_lost<'py>(
+        slf: &Bound<'py, Self>,
+        work: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        crate::work::deprecated(
+            slf.py(),
+            "Lock.run_until_lost()",
+            "it is run_while_safe() under its old name",
+        )?;
+        Self::run_while_safe(slf, work)
     }
 
-    /// Block until the lease can no longer be trusted (as `lost()`) and
+    /// Work under this lock, open until `end()`: a release waits for it (see
+    /// `run_while_safe`, which opens one).
+    fn _begin_work(&self, py: Python<'_>) -> PyResult<crate::work::Work> {
+        self.runtime.pid().check(py)?;
+        Ok(crate::work::Work::begin(&self.view))
+    }
+
+    /// **Stop work on this.** An awaitable that resolves with a `LostReason`
+    /// the moment the lease is no longer safe: in danger (no heartbeat
+    /// confirmed within the safe time: kind `"in_danger"`, even if a later
+    /// heartbeat lands), lost (stolen, expired, max hold) or released (from
+    /// the instant the release begins, before it is written). Rust's
+    /// `LockView::until_unsafe` is the same moment.
+    fn until_unsafe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        signal_awaitable(py, &self.runtime, self.view.until_unsafe())
+    }
+
+    /// Block until the lease is no longer safe (as `until_unsafe()`) and
     /// return why, or return `None` after `timeout` (seconds or `timedelta`;
     /// `None`: no limit).
+    #[pyo3(signature = (timeout=None))]
+    fn wait_unsafe(
+        &self,
+        py: Python<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        wait_lost(py, &self.runtime, self.view.until_unsafe(), timeout)
+    }
+
+    /// An awaitable that resolves with a `LostReason` once the lease is over
+    /// for good: stolen, expired, past its max hold, or released (from the
+    /// instant the release begins). Later than `until_unsafe()` when the lease
+    /// goes in danger first, when another process may already take over: do
+    /// not stop work on this. Rust's `LockView::until_ended` is the same moment.
+    fn until_ended<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        signal_awaitable(py, &self.runtime, self.view.until_ended())
+    }
+
+    /// Block until the lease is over (as `until_ended()`) and return why, or
+    /// return `None` after `timeout` (seconds or `timedelta`; `None`: no
+    /// limit).
+    #[pyo3(signature = (timeout=None))]
+    fn wait_ended(
+        &self,
+        py: Python<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        wait_lost(py, &self.runtime, self.view.until_ended(), timeout)
+    }
+
+    /// Deprecated name of `until_unsafe()`: resolves the moment the lease is
+    /// no longer safe (in danger, lost or released), not when it has ended.
+    fn lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::work::deprecated(py, "Lock.lost()", crate::work::USE_UNSAFE)?;
+        self.until_unsafe(py)
+    }
+
+    /// Deprecated name of `wait_unsafe()`: returns the moment the lease is
+    /// no longer safe (in danger, lost or released), not when it has ended.
     #[pyo3(signature = (timeout=None))]
     fn wait_lost(
         &self,
         py: Python<'_>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
-        wait_lost(py, &self.runtime, self.view.until_unsafe(), timeout)
+        crate::work::deprecated(py, "Lock.wait_lost()", crate::work::USE_UNSAFE)?;
+        self.wait_unsafe(py, timeout)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -103,7 +103,7 @@ def test_a_lock_whose_holder_stopped_heartbeating_is_taken_over(clients: Clients
     alice = clients("alice", lease=1, heartbeat=0.2)
     bob = clients("bob", refresh=0.1)
     crashed = alice.acquire("job", data=b"half done", max_hold=0.3)
-    assert crashed.wait_lost(timeout=5) is not None
+    assert crashed.wait_unsafe(timeout=5) is not None
     reason = crashed.lost_reason
     assert reason is not None and reason.kind == "max_hold" and reason.limit == pytest.approx(0.3)
     lock = bob.acquire("job", wait=10)
@@ -128,7 +128,7 @@ def test_force_release_steals_and_the_holder_learns_it(clients: Clients) -> None
     lock = alice.acquire("stuck")
     before = ops.force_release("stuck")
     assert before is not None and before.owner == "alice"
-    reason = lock.wait_lost(timeout=5)
+    reason = lock.wait_unsafe(timeout=5)
     assert reason is not None and reason.kind == "stolen"
     assert lock.state is lease_lock.LeaseState.LOST
     with pytest.raises(lease_lock.LockLost):
@@ -171,7 +171,7 @@ def test_an_outage_puts_the_lease_in_danger_and_a_landed_heartbeat_makes_it_safe
     alice = LockClient(store, owner="alice", lease=4, heartbeat=0.2, safety_margin=2)
     lock = alice.acquire("job")
     store.set_unavailable(True)
-    reason = lock.wait_lost(timeout=timedelta(seconds=5))
+    reason = lock.wait_unsafe(timeout=timedelta(seconds=5))
     assert reason is not None and reason.kind == "in_danger"
     assert lock.state is lease_lock.LeaseState.IN_DANGER and not lock.is_safe
     store.set_unavailable(False)

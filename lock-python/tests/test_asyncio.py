@@ -1,4 +1,4 @@
-"""The asyncio API: awaitable calls, async with, cancellation, lost() and run_until_lost."""
+"""The asyncio API: awaitable calls, async with, cancellation, until_unsafe() and run_while_safe."""
 
 from __future__ import annotations
 
@@ -68,13 +68,13 @@ def test_a_cancelled_acquire_leaves_nothing_held(clients: Clients) -> None:
     run(main())
 
 
-def test_lost_resolves_when_the_lock_is_stolen(clients: Clients) -> None:
+def test_until_unsafe_resolves_when_the_lock_is_stolen(clients: Clients) -> None:
     alice = clients("alice", lease=5, heartbeat=0.1)
     ops = clients("ops")
 
     async def main() -> None:
         lock = await alice.acquire_async("stuck")
-        waiter = asyncio.ensure_future(lock.lost())
+        waiter = asyncio.ensure_future(lock.until_unsafe())
         await asyncio.sleep(0.05)
         assert not waiter.done()
         await ops.force_release_async("stuck")
@@ -84,7 +84,7 @@ def test_lost_resolves_when_the_lock_is_stolen(clients: Clients) -> None:
     run(main())
 
 
-def test_run_until_lost_cancels_the_work_when_the_lease_is_lost(clients: Clients) -> None:
+def test_run_while_safe_cancels_the_work_when_the_lease_is_lost(clients: Clients) -> None:
     alice = clients("alice", lease=5, heartbeat=0.1)
     ops = clients("ops")
     cancelled = []
@@ -102,17 +102,17 @@ def test_run_until_lost_cancels_the_work_when_the_lease_is_lost(clients: Clients
 
     async def main() -> None:
         lock = await alice.acquire_async("job")
-        assert await lock.run_until_lost(quick()) == "quick"
+        assert await lock.run_while_safe(quick()) == "quick"
         asyncio.get_running_loop().call_later(0.2, lambda: asyncio.ensure_future(ops.force_release_async("job")))
         with pytest.raises(lease_lock.LockLost) as raised:
-            await lock.run_until_lost(work())
+            await lock.run_while_safe(work())
         assert raised.value.reason.kind == "stolen"
         assert cancelled == [True]
 
     run(main())
 
 
-def test_run_until_lost_cancels_the_work_when_the_lease_falls_into_danger() -> None:
+def test_run_while_safe_cancels_the_work_when_the_lease_falls_into_danger() -> None:
     store = lease_lock.MemoryStore()
     alice = LockClient(store, owner="alice", lease=4, heartbeat=0.2, safety_margin=2)
 
@@ -122,7 +122,7 @@ def test_run_until_lost_cancels_the_work_when_the_lease_falls_into_danger() -> N
         started = loop.time()
         store.set_unavailable(True)
         with pytest.raises(lease_lock.LockLost) as raised:
-            await lock.run_until_lost(asyncio.sleep(60))
+            await lock.run_while_safe(asyncio.sleep(60))
         # Cancelled at the end of the safe time, well before the lease ends.
         assert raised.value.reason.kind == "in_danger"
         assert loop.time() - started < 3.5
@@ -130,3 +130,67 @@ def test_run_until_lost_cancels_the_work_when_the_lease_falls_into_danger() -> N
 
     run(main())
     alice.close()
+
+
+def test_a_release_from_another_thread_waits_for_run_while_safe_work_to_unwind() -> None:
+    """The release reads as released at once, cancels the work, and is written only after it unwound."""
+    import threading
+
+    alice = LockClient(lease_lock.MemoryStore(), owner="alice")
+    seen: dict[str, Any] = {}
+
+    async def work(lock: lease_lock.Lock) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen["safe_when_cancelled"] = lock.is_safe
+            # Still unwinding: the release has not been written yet.
+            await asyncio.sleep(0.2)
+            info = alice.get_lock("job")
+            seen["released_while_unwinding"] = info is not None and info.released
+            raise
+
+    async def main() -> None:
+        lock = await alice.acquire_async("job")
+        releaser = threading.Timer(0.1, lock.release)
+        releaser.start()
+        with pytest.raises(lease_lock.LockLost) as raised:
+            await lock.run_while_safe(work(lock))
+        assert raised.value.reason.kind == "released"
+        releaser.join(5)
+        assert not releaser.is_alive()
+
+    run(main())
+    assert seen == {"safe_when_cancelled": False, "released_while_unwinding": False}
+    info = alice.get_lock("job")
+    assert info is not None and info.released
+    alice.close()
+
+
+def test_the_old_signal_names_warn_and_keep_their_meaning(clients: Clients) -> None:
+    """lost(), wait_lost(), run_until_lost() and on_lost= still mean "no longer safe", with a DeprecationWarning."""
+    alice = clients("alice")
+    called: list[Any] = []
+
+    async def main() -> None:
+        with pytest.warns(DeprecationWarning, match="on_lost= is deprecated"):
+            lock = await alice.acquire_async("job", on_lost=called.append)
+        with pytest.raises(TypeError, match="on_unsafe= only"):
+            await alice.acquire_async("other", on_unsafe=called.append, on_lost=called.append)
+        with pytest.warns(DeprecationWarning, match="run_while_safe"):
+            assert await lock.run_until_lost(asyncio.sleep(0, result=7)) == 7
+        with pytest.warns(DeprecationWarning, match=r"Lock\.lost\(\) is deprecated"):
+            waiter = asyncio.ensure_future(lock.lost())
+        with pytest.warns(DeprecationWarning, match=r"Lock\.wait_lost\(\) is deprecated"):
+            assert lock.wait_lost(timeout=0.01) is None
+        assert lock.wait_unsafe(timeout=0.01) is None
+        ended = asyncio.ensure_future(lock.until_ended())
+        await lock.release_async()
+        reason = await asyncio.wait_for(waiter, timeout=5)
+        assert reason.kind == "released"
+        assert (await asyncio.wait_for(ended, timeout=5)).kind == "released"
+        assert lock.wait_ended(timeout=0) is not None
+
+    run(main())
+    # Released by this process: not a loss to report.
+    assert called == []

@@ -56,7 +56,7 @@ def test_a_with_block_resigns_and_a_closed_client_ends_the_campaign(clients: Cli
     with alice.elect("scheduler") as election:
         leadership = election.leadership(timeout=10)
         assert leadership is not None and leadership.fence == 1
-        assert leadership.wait_lost(timeout=0.1) is None
+        assert leadership.wait_unsafe(timeout=0.1) is None
     info = alice.get_lock("scheduler")
     assert info is not None and info.released
     assert "campaigning" in repr(election)

@@ -148,7 +148,7 @@ def test_after_fork_the_child_gets_a_clear_error_and_the_parent_keeps_its_locks(
     assert "child: []" in done.stdout and "parent: True" in done.stdout
 
 
-def test_on_lost_runs_on_a_python_thread_and_its_exceptions_are_logged(
+def test_on_unsafe_runs_on_a_python_thread_and_its_exceptions_are_logged(
     clients: Clients, caplog: pytest.LogCaptureFixture
 ) -> None:
     alice = clients("alice", lease=5, heartbeat=0.1)
@@ -159,13 +159,13 @@ def test_on_lost_runs_on_a_python_thread_and_its_exceptions_are_logged(
         seen.append((threading.current_thread().name, reason.kind))
         raise RuntimeError("callback failed")
 
-    lock = alice.acquire("job", on_lost=on_lost)
-    calm = alice.acquire("calm", on_lost=on_lost)
+    lock = alice.acquire("job", on_unsafe=on_lost)
+    calm = alice.acquire("calm", on_unsafe=on_lost)
     calm.release()  # a release is not a loss: no callback
     with caplog.at_level(logging.ERROR, logger="lease_lock"):
         ops.force_release("job")
-        eventually(lambda: bool(seen), what="the on_lost callback")
-        eventually(lambda: any("on_lost callback raised" in r.message for r in caplog.records), what="the log record")
+        eventually(lambda: bool(seen), what="the on_unsafe callback")
+        eventually(lambda: any("on_unsafe callback raised" in r.message for r in caplog.records), what="the log record")
     assert seen == [("lease_lock-callbacks", "stolen")]
     assert lock.state is lease_lock.LeaseState.LOST
 

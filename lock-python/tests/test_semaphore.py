@@ -50,7 +50,7 @@ def test_with_blocks_asyncio_and_data(clients: Clients) -> None:
         permit = await jobs.acquire_async(wait=5)
         assert permit.slot == 0
         assert await jobs.try_acquire_async() is None
-        assert await permit.run_until_lost(asyncio.sleep(0, result="done")) == "done"
+        assert await permit.run_while_safe(asyncio.sleep(0, result="done")) == "done"
         await permit.release_async()
         again = await jobs.try_acquire_async()
         assert again is not None

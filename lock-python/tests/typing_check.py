@@ -34,7 +34,7 @@ def blocking(client: LockClient) -> int:
     maybe: Lock | None = client.try_acquire("k", lease=5)
     if maybe is not None:
         maybe.release(data=b"done")
-    reason: LostReason | None = client.acquire("k", wait=0).wait_lost(timeout=1.5)
+    reason: LostReason | None = client.acquire("k", wait=0).wait_unsafe(timeout=1.5)
     infos: list[LockInfo] = client.list_locks(partition="p")
     client.acquire("k", wait="5")  # type: ignore[arg-type]
     client.acquire(5)  # type: ignore[arg-type]
@@ -44,10 +44,10 @@ def blocking(client: LockClient) -> int:
 
 async def awaiting(client: LockClient) -> str:
     async with client.lock("report") as lock:
-        reason: LostReason = await lock.lost()
-        result: str = await lock.run_until_lost(asyncio.sleep(1, result="done"))
+        reason: LostReason = await lock.until_unsafe()
+        result: str = await lock.run_while_safe(asyncio.sleep(1, result="done"))
         del reason
-    acquired: Lock = await client.acquire_async("k", on_lost=lambda reason: print(reason.kind))
+    acquired: Lock = await client.acquire_async("k", on_unsafe=lambda reason: print(reason.kind))
     await acquired.release_async()
     info: LockInfo | None = await client.get_lock_async("k")
     report = await client.close_async()

@@ -1,4 +1,4 @@
-"""How the Rust runtime completes asyncio futures, and running work until a lease is lost."""
+"""How the Rust runtime completes asyncio futures, and running work while a lease is safe."""
 
 from __future__ import annotations
 
@@ -26,20 +26,25 @@ def settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_exception(value)
 
 
-async def run_until_lost(lock: Lock | Leadership, work: Awaitable[T]) -> T:
-    """Run ``work`` and return its result; cancel it as soon as the lease can no longer be trusted.
+async def run_while_safe(lock: Lock | Leadership, work: Awaitable[T]) -> T:
+    """Run ``work`` and return its result; cancel it the moment the lease is no longer safe.
 
     Raises ``LockLost`` (after the cancelled work has finished unwinding) when,
     before ``work`` ends, the lease is in danger (no heartbeat confirmed within
-    the safe time), lost, or the lock is released.
+    the safe time), lost, or the lock is released. While ``work`` runs, a
+    release of the lock (from any thread) reads as released at once, which
+    cancels ``work`` here, and waits for it to finish unwinding before the
+    release is written: nothing runs under the lock once another holder may
+    have it.
     """
     task = asyncio.ensure_future(work)
-    lost: asyncio.Future[Any] = asyncio.ensure_future(lock.lost())
+    running = lock._begin_work()
+    unsafe: asyncio.Future[Any] = asyncio.ensure_future(lock.until_unsafe())
     try:
-        await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, unsafe}, return_when=asyncio.FIRST_COMPLETED)
         if task.done():
             return task.result()
-        reason = lost.result()
+        reason = unsafe.result()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         raise LockLost(
@@ -49,9 +54,13 @@ async def run_until_lost(lock: Lock | Leadership, work: Awaitable[T]) -> T:
             reason=reason,
         )
     finally:
-        lost.cancel()
+        unsafe.cancel()
         if not task.done():
             task.cancel()
+            # A release waits for the work: let it unwind first (this
+            # coroutine itself was cancelled, or raised).
+            await asyncio.gather(task, return_exceptions=True)
+        running.end()
 
 
 async def ready(value: T) -> T:
@@ -60,8 +69,8 @@ async def ready(value: T) -> T:
 
 
 async def lead(election: Election, work: Callable[[Leadership], Awaitable[T]]) -> T:
-    """Wait until ``election`` leads, then run ``work(leadership)`` until it ends or the leadership is lost."""
+    """Wait until ``election`` leads, then run ``work(leadership)`` while the leadership is safe."""
     leadership = await election.leadership_async()
     # Without a timeout it returns only a leadership (or raises).
     assert leadership is not None
-    return await run_until_lost(leadership, work(leadership))
+    return await run_while_safe(leadership, work(leadership))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
@@ -30,6 +31,24 @@ def _seconds(name: str, value: Seconds | None) -> float | None:
     if not isinstance(value, (bool, str, bytes)) and hasattr(value, "__float__"):
         return float(value)
     raise TypeError(f"{name} must be seconds (int or float) or a datetime.timedelta, not {type(value).__name__}")
+
+
+def _on_unsafe(
+    on_unsafe: Callable[[LostReason], object] | None,
+    on_lost: Callable[[LostReason], object] | None,
+) -> Callable[[LostReason], object] | None:
+    """The ``on_unsafe`` callback, from its deprecated name ``on_lost`` too."""
+    if on_lost is None:
+        return on_unsafe
+    if on_unsafe is not None:
+        raise TypeError("pass on_unsafe= only: on_lost= is its deprecated name")
+    warnings.warn(
+        "on_lost= is deprecated: it is called when the lease is no longer safe (in danger or lost); "
+        "pass the same callback as on_unsafe=",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return on_lost
 
 
 def _bytes(value: bytes | bytearray | memoryview | None) -> bytes | None:
@@ -131,7 +150,7 @@ class LockClient:
         only_if_exists: bool,
         reentrant: bool,
         delete_on_release: bool,
-        on_lost: Callable[[LostReason], object] | None,
+        on_unsafe: Callable[[LostReason], object] | None,
     ) -> Any:
         return self._native.acquire(
             key,
@@ -148,7 +167,7 @@ class LockClient:
             only_if_exists,
             reentrant,
             delete_on_release,
-            on_lost,
+            on_unsafe,
         )
 
     def acquire(
@@ -166,6 +185,7 @@ class LockClient:
         only_if_exists: bool = False,
         reentrant: bool = False,
         delete_on_release: bool = False,
+        on_unsafe: Callable[[LostReason], object] | None = None,
         on_lost: Callable[[LostReason], object] | None = None,
     ) -> Lock:
         """Acquire ``key``, waiting while someone else holds it; return the held ``Lock``.
@@ -178,15 +198,17 @@ class LockClient:
         least that long after acquiring, even if released sooner (a job that
         must not run twice in a period); ``max_hold`` stops heartbeats after
         that long; ``busy_unless_dead`` reports a live holder as busy at once
-        and waits only for a dead one; ``on_lost(reason)`` is called on the
-        package's callback thread as soon as the lease can no longer be trusted
-        (in danger or lost; not on release). The
+        and waits only for a dead one; ``on_unsafe(reason)`` is called on the
+        package's callback thread the moment the lease is no longer safe (in
+        danger or lost; not when this process releases it), the moment
+        ``lock.until_unsafe()`` resolves (``on_lost`` is its deprecated
+        name). The
         blocking wait releases the GIL and stops at Ctrl-C (leaving nothing
         held).
         """
         lock: Lock = self._acquire(
             key, sort_key, False, False, wait, lease, data, min_hold, max_hold, refresh,
-            busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost,
+            busy_unless_dead, only_if_exists, reentrant, delete_on_release, _on_unsafe(on_unsafe, on_lost),
         )
         return lock
 
@@ -205,12 +227,13 @@ class LockClient:
         only_if_exists: bool = False,
         reentrant: bool = False,
         delete_on_release: bool = False,
+        on_unsafe: Callable[[LostReason], object] | None = None,
         on_lost: Callable[[LostReason], object] | None = None,
     ) -> Lock:
         """``acquire``, awaited. Cancelling it (``asyncio.wait_for``'s timeout) leaves nothing held."""
         lock: Lock = await self._acquire(
             key, sort_key, False, True, wait, lease, data, min_hold, max_hold, refresh,
-            busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost,
+            busy_unless_dead, only_if_exists, reentrant, delete_on_release, _on_unsafe(on_unsafe, on_lost),
         )
         return lock
 
@@ -227,12 +250,13 @@ class LockClient:
         only_if_exists: bool = False,
         reentrant: bool = False,
         delete_on_release: bool = False,
+        on_unsafe: Callable[[LostReason], object] | None = None,
         on_lost: Callable[[LostReason], object] | None = None,
     ) -> Lock | None:
         """One attempt at ``key``: the held ``Lock``, or ``None`` when someone else holds it."""
         lock: Lock | None = self._acquire(
             key, sort_key, True, False, None, lease, data, min_hold, max_hold, None,
-            busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost,
+            busy_unless_dead, only_if_exists, reentrant, delete_on_release, _on_unsafe(on_unsafe, on_lost),
         )
         return lock
 
@@ -249,12 +273,13 @@ class LockClient:
         only_if_exists: bool = False,
         reentrant: bool = False,
         delete_on_release: bool = False,
+        on_unsafe: Callable[[LostReason], object] | None = None,
         on_lost: Callable[[LostReason], object] | None = None,
     ) -> Lock | None:
         """``try_acquire``, awaited."""
         lock: Lock | None = await self._acquire(
             key, sort_key, True, True, None, lease, data, min_hold, max_hold, None,
-            busy_unless_dead, only_if_exists, reentrant, delete_on_release, on_lost,
+            busy_unless_dead, only_if_exists, reentrant, delete_on_release, _on_unsafe(on_unsafe, on_lost),
         )
         return lock
 
@@ -273,6 +298,7 @@ class LockClient:
         only_if_exists: bool = False,
         reentrant: bool = False,
         delete_on_release: bool = False,
+        on_unsafe: Callable[[LostReason], object] | None = None,
         on_lost: Callable[[LostReason], object] | None = None,
     ) -> LockContext:
         """The lock as a context manager: ``with client.lock(key) as lock:`` or ``async with``.
@@ -288,7 +314,7 @@ class LockClient:
                 key=key, sort_key=sort_key, wait=wait, lease=lease, data=data, min_hold=min_hold,
                 max_hold=max_hold, refresh=refresh, busy_unless_dead=busy_unless_dead,
                 only_if_exists=only_if_exists, reentrant=reentrant,
-                delete_on_release=delete_on_release, on_lost=on_lost,
+                delete_on_release=delete_on_release, on_unsafe=_on_unsafe(on_unsafe, on_lost),
             ),
         )
 

@@ -1,4 +1,4 @@
-"""The package's Python thread: on_lost callbacks and Rust log records, and the clean-up at exit.
+"""The package's Python thread: on_unsafe callbacks and Rust log records, and the clean-up at exit.
 
 The lock runtime's threads never run Python code (a runtime thread waiting
 for the GIL would be a heartbeat not sent): they queue callbacks and log
@@ -39,7 +39,7 @@ def _dispatch(events: list[tuple[Any, ...]]) -> None:
             try:
                 callback(reason)
             except Exception:
-                logger.exception("an on_lost callback raised (lock lost: %s)", reason)
+                logger.exception("an on_unsafe callback raised (lock no longer safe: %s)", reason)
         else:
             _, level, name, message = event
             logging.getLogger(name).log(level, "%s", message)
