@@ -163,6 +163,14 @@ fn a_cron_run_with_no_wait_takes_over_a_crashed_holder_and_skips_a_live_one() {
 }
 
 #[test]
+fn cron_runs_with_permits_reclaim_a_crashed_holders_permit_and_skip_live_ones() {
+    let Some(env) = Env::with_table("cron-permits") else {
+        return;
+    };
+    support::cron_runs_reclaim_a_crashed_holders_permit(&env);
+}
+
+#[test]
 fn sigterm_and_sigint_are_forwarded_and_the_exit_code_passed_through() {
     let Some(env) = Env::with_table("signals") else {
         return;
@@ -489,7 +497,7 @@ fn create_table_then_validate_table_and_a_missing_table_is_explained() {
     assert!(out.stderr.contains(&env.table), "names the table: {out:?}");
     assert!(
         out.stderr.contains(&format!(
-            "lockctl --table {} --layout default create-table",
+            "lockctl --table {} --layout native create-table",
             env.table
         )),
         "says how to create it: {out:?}"
@@ -512,7 +520,7 @@ fn create_table_then_validate_table_and_a_missing_table_is_explained() {
     assert!(out.stderr.contains("already exists"), "{out:?}");
     assert!(
         out.stderr.contains(&format!(
-            "lockctl --table {} --layout default validate-table",
+            "lockctl --table {} --layout native validate-table",
             env.table
         )) && !out.stderr.contains("validate_table"),
         "names the command, not the Rust function: {out:?}"

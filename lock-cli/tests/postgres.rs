@@ -110,6 +110,15 @@ fn concurrent_runs_on_one_key_never_overlap_and_fences_increase() {
 }
 
 #[test]
+fn cron_runs_with_permits_reclaim_a_crashed_holders_permit_and_skip_live_ones() {
+    let Some(env) = Env::postgres("cron-permits") else {
+        return;
+    };
+    env.create_table();
+    support::cron_runs_reclaim_a_crashed_holders_permit(&env);
+}
+
+#[test]
 fn dynamodb_options_and_unknown_stores_are_usage_errors() {
     let Some(env) = Env::postgres("usage") else {
         return;

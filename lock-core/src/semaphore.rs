@@ -262,9 +262,14 @@ impl Semaphore {
         let refresh = options
             .refresh_period
             .unwrap_or(shared.config.refresh_period);
-        let wait = options
-            .wait
-            .unwrap_or_else(|| shared.config.timing.default_wait(lease, refresh));
+        // Busy-unless-dead is a wait rule of its own, as for a lock.
+        let wait = options.wait.unwrap_or_else(|| {
+            if options.busy_unless_dead {
+                Duration::ZERO
+            } else {
+                shared.config.timing.default_wait(lease, refresh)
+            }
+        });
         self.take(options, wait)
             .await?
             .ok_or_else(|| LockError::AcquireTimeout {
@@ -278,6 +283,14 @@ impl Semaphore {
     /// lease has run out as this client has seen it), `None` otherwise.
     /// Options that ask to wait are refused, as for
     /// [`LockClient::try_acquire`].
+    ///
+    /// With [`AcquireOptions::busy_unless_dead`] it is "busy unless dead",
+    /// as for a lock: `None` as soon as every permit's holder has been seen
+    /// alive (its record changed while this client watched, within about
+    /// one heartbeat period), but a permit whose record does not change is
+    /// watched until it may be taken over (`lease × (1 + drift)`), and taken
+    /// — what a cron job running under a semaphore needs, so that a crashed
+    /// holder's permit is reclaimed instead of skipped forever.
     pub async fn try_acquire(&self, options: AcquireOptions) -> Result<Option<Permit>, LockError> {
         if let Some(wait) = options.wait.filter(|wait| !wait.is_zero()) {
             return Err(crate::ConfigError::WaitOnTryAcquire { wait }.into());
@@ -336,6 +349,10 @@ impl Semaphore {
         // One attempt on one slot: a slot seen free that another client took
         // meanwhile is busy, not watched (busy-unless-dead would watch it).
         let one_attempt = options.clone().wait(Duration::ZERO).busy_unless_dead(false);
+        // Busy-unless-dead: the slots whose holders were seen alive; the wait
+        // budget ends the wait only once all of them were.
+        let unless_dead = options.busy_unless_dead;
+        let mut alive = vec![false; semaphore.permits as usize];
         loop {
             shared.ensure_running()?;
             // A permit released to this client's waiters: one write on its
@@ -366,10 +383,20 @@ impl Semaphore {
                     Some(record) if record.released => free.push(slot),
                     Some(record)
                         if record.owner == shared.config.owner
-                            && shared.holds_version(&record.key, record.rvn.as_str()) => {}
+                            && shared.holds_version(&record.key, record.rvn.as_str()) =>
+                    {
+                        alive[slot as usize] = true;
+                    }
                     Some(record) => {
                         let sighting = shared.sightings.saw(record, now);
                         let at = shared.config.timing.takeover_at(&sighting.observation);
+                        // A holder that wrote since this client first looked, or
+                        // one keeping its permit to the end of a min hold on purpose.
+                        let final_hold = record.rvn.final_until().is_some_and(|until| {
+                            crate::timing::final_hold_ends_at(now, shared.clock.wall_now(), until)
+                                > now
+                        });
+                        alive[slot as usize] |= sighting.changed || final_hold;
                         if at <= now {
                             due.push(slot);
                         } else {
@@ -387,11 +414,17 @@ impl Semaphore {
                 }
             }
             let now = shared.clock.now();
-            if now >= deadline {
+            // Busy-unless-dead: a permit whose holder has not been seen alive
+            // is watched until it may be taken over, whatever the budget.
+            let budget_applies = !unless_dead || alive.iter().all(|alive| *alive);
+            if budget_applies && now >= deadline {
                 return Ok(None);
             }
             let poll = later(now, shared.backoff.jitter(refresh));
-            let wake = next_takeover.map_or(poll, |at| at.min(poll)).min(deadline);
+            let mut wake = next_takeover.map_or(poll, |at| at.min(poll));
+            if budget_applies {
+                wake = wake.min(deadline);
+            }
             tokio::select! {
                 // Shutdown ends the pause too; the loop's check says so.
                 () = shared.pause_until(wake) => {}

@@ -155,6 +155,79 @@ async fn a_crashed_holders_permit_is_taken_over_after_its_lease() {
     }
 }
 
+/// A fresh client's one busy-unless-dead attempt at a semaphore of
+/// `permits` (a cron run), and how long it took.
+async fn cron_attempt(store: &MemoryStore, run: &str, permits: u32) -> (Option<Permit>, Duration) {
+    let cron = client(store.clone(), run);
+    let semaphore = cron.semaphore("exports", permits).unwrap();
+    let started = Instant::now();
+    let taken = timeout(
+        LEASE * 3,
+        semaphore.try_acquire(AcquireOptions::new().busy_unless_dead(true)),
+    )
+    .await
+    .expect("a busy-unless-dead attempt ends")
+    .unwrap();
+    (taken, started.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn busy_unless_dead_skips_live_permit_holders_and_takes_a_crashed_ones_permit() {
+    for (layout, store) in stores() {
+        // Two live holders: the attempt gives up once both were seen alive
+        // (about one heartbeat period, 2 s here), not after a lease.
+        let live = client(store.clone(), "live");
+        let semaphore = live.semaphore("exports", 2).unwrap();
+        let first = semaphore.acquire(AcquireOptions::new()).await.unwrap();
+        let second = semaphore.acquire(AcquireOptions::new()).await.unwrap();
+        let (taken, waited) = cron_attempt(&store, "cron-1", 2).await;
+        assert!(taken.is_none(), "{layout}: took a live holder's permit");
+        assert!(
+            waited <= Duration::from_secs(2) + REFRESH * 2,
+            "{layout}: {waited:?}"
+        );
+        // One holder crashes (stops heartbeating without releasing): the
+        // next cron run watches its silent permit and takes it over.
+        let crashed = second.detach().await.unwrap();
+        let (taken, waited) = cron_attempt(&store, "cron-2", 2).await;
+        let taken = taken
+            .unwrap_or_else(|| panic!("{layout}: the crashed holder's permit was never reclaimed"));
+        assert_eq!(taken.key(), crashed.key(), "{layout}");
+        assert_eq!(
+            taken.took_over().map(|previous| previous.owner.as_str()),
+            Some("live"),
+            "{layout}"
+        );
+        assert!(waited >= LEASE.mul_f64(1.01), "{layout}: {waited:?}");
+        assert!(
+            waited <= LEASE.mul_f64(1.01) + REFRESH * 2,
+            "{layout}: {waited:?}"
+        );
+        // The live one still holds its permit; the semaphore is full again.
+        assert!(first.is_safe() && taken.is_safe(), "{layout}");
+        let (again, _) = cron_attempt(&store, "cron-3", 2).await;
+        assert!(again.is_none(), "{layout}");
+        drop(taken);
+        drop(first);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn busy_unless_dead_counts_a_permit_kept_to_the_end_of_its_min_hold_as_busy() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let semaphore = a.semaphore("exports", 1).unwrap();
+    let permit = semaphore
+        .acquire(AcquireOptions::new().min_hold(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    // Released at once: a final write keeps the permit until the min hold ends.
+    permit.release().await.unwrap();
+    let (taken, waited) = cron_attempt(&store, "cron", 1).await;
+    assert!(taken.is_none());
+    assert!(waited <= REFRESH, "{waited:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn tasks_of_one_client_queue_locally_and_a_release_wakes_the_next_at_once() {
     let store = MemoryStore::new();

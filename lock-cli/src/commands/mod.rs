@@ -63,7 +63,7 @@ fn with_table_hint(error: CliError, global: &Global) -> CliError {
                 source,
                 hint: format!(
                     "check the table with: lockctl --table {} --layout {} validate-table; \
-                     pass the --layout it was made for (default, python, java), or another --table",
+                     pass the --layout it was made for (native, python-dynamodb-lock, java), or another --table",
                     global.table_name(),
                     global.layout.flag()
                 ),
@@ -163,13 +163,15 @@ pub async fn take(
 }
 
 /// One permit of the semaphore `key` with `permits` permits, as [`take`]
-/// takes a lock: waiting up to `--wait` (0: one poll, which takes a free
-/// permit or one whose holder has been seen dead for its lease).
+/// takes a lock: waiting up to `--wait`; with `unless_dead` and `--wait 0s`
+/// (a cron run), busy unless dead: skip once every permit's holder was seen
+/// alive, take over a permit whose record does not change for its lease.
 pub async fn take_permit(
     client: &LockClient,
     key: &LockKey,
     permits: u32,
     take: &TakeArgs,
+    unless_dead: bool,
     min_hold: Option<std::time::Duration>,
     signals: &mut Signals,
 ) -> Result<Permit, CliError> {
@@ -179,7 +181,9 @@ pub async fn take_permit(
         ));
     }
     let semaphore = client.semaphore(key.partition(), permits)?;
-    let mut options = AcquireOptions::new().wait(take.wait);
+    let mut options = AcquireOptions::new()
+        .wait(take.wait)
+        .busy_unless_dead(unless_dead && take.wait.is_zero());
     if let Some(hold) = min_hold {
         options = options.min_hold(hold);
     }

@@ -56,7 +56,16 @@ async fn hold_and_run(
             Held::Lock(super::take(client, &key, &args.take, true, args.min_hold, signals).await?)
         }
         Some(permits) => Held::Permit(
-            super::take_permit(client, &key, permits, &args.take, args.min_hold, signals).await?,
+            super::take_permit(
+                client,
+                &key,
+                permits,
+                &args.take,
+                true,
+                args.min_hold,
+                signals,
+            )
+            .await?,
         ),
     };
     let spec = CommandSpec {

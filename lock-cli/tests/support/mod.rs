@@ -371,3 +371,89 @@ pub fn wait_for_file(path: &Path, limit: Duration) -> String {
     });
     contents
 }
+
+/// Cron runs of `lockctl run pool --permits 2` (the default `--wait 0s`)
+/// with real processes: a holder killed with SIGKILL has its permit reclaimed
+/// by the next run (after its 2 s lease, not never), and a run while both
+/// permits' holders are alive skips with exit 3 within about a heartbeat.
+pub fn cron_runs_reclaim_a_crashed_holders_permit(env: &Env) {
+    use nix::sys::signal::{Signal, kill, killpg};
+    const LIMIT: Duration = Duration::from_secs(60);
+    let holder = |name: &str| {
+        let pidfile = env.path(&format!("{name}.pid"));
+        let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+        let process = env.spawn(
+            name,
+            &[
+                "run",
+                "pool",
+                "--permits",
+                "2",
+                "--lease",
+                "2s",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        let command: i32 = wait_for_file(&pidfile, LIMIT).trim().parse().unwrap();
+        (process, nix::unistd::Pid::from_raw(command))
+    };
+    let cron = || {
+        let started = Instant::now();
+        let out = env.run(&[
+            "run",
+            "pool",
+            "--permits",
+            "2",
+            "--lease",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            "echo $LOCK_FENCE",
+        ]);
+        (out, started.elapsed())
+    };
+    let (live, live_command) = holder("live");
+    let (crashed, crashed_command) = holder("crashed");
+    // Both permits held by live holders: the run skips them.
+    let (out, waited) = cron();
+    assert_eq!(
+        out.code,
+        Some(3),
+        "both permits are held by live holders: {out:?}"
+    );
+    assert!(waited < Duration::from_secs(4), "skipped after {waited:?}");
+    // One holder's host dies: lockctl killed, its command with it.
+    kill(crashed.pid(), Signal::SIGKILL).unwrap();
+    let out = crashed.finish(LIMIT);
+    assert_eq!(out.status.code(), None, "killed by a signal: {out:?}");
+    let _ = killpg(crashed_command, Signal::SIGKILL);
+    // The next cron run watches the silent permit and takes it over.
+    let (out, waited) = cron();
+    assert_eq!(
+        out.code,
+        Some(0),
+        "the crashed holder's permit was not reclaimed: {out:?}"
+    );
+    assert_eq!(
+        out.stdout.trim(),
+        "2",
+        "a takeover is a new fence for that slot: {out:?}"
+    );
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(10),
+        "took over after {waited:?}"
+    );
+    // Both alive again (the live holder, and a new one): skipped again.
+    let (again, again_command) = holder("again");
+    let (out, _) = cron();
+    assert_eq!(out.code, Some(3), "{out:?}");
+    for (process, command) in [(live, live_command), (again, again_command)] {
+        kill(process.pid(), Signal::SIGTERM).unwrap();
+        process.finish(LIMIT);
+        let _ = killpg(command, Signal::SIGKILL);
+    }
+}
