@@ -57,8 +57,8 @@ pub struct Global {
     #[arg(long, global = true, env = "LOCKCTL_STORE", value_name = "STORE", value_parser = text(), hide_env_values = true)]
     pub store: Option<String>,
 
-    /// Lock table [default: `locks`; `DynamoDBLockTable` with --layout python;
-    /// `lockTable` with --layout java]
+    /// Lock table [default: `locks`; `DynamoDBLockTable` with --layout
+    /// python-dynamodb-lock; `lockTable` with --layout java]
     #[arg(long, global = true, env = "LOCKCTL_TABLE", value_parser = text())]
     pub table: Option<String>,
 
@@ -72,8 +72,9 @@ pub struct Global {
     pub endpoint_url: Option<String>,
 
     /// Table layout: this library's own, python-dynamodb-lock's, or the Java
-    /// AmazonDynamoDBLockClient's
-    #[arg(long, global = true, value_enum, default_value_t = LayoutName::Default, env = "LOCKCTL_LAYOUT")]
+    /// AmazonDynamoDBLockClient's (the names Python's `layout=` takes;
+    /// `default` and `python` are accepted too)
+    #[arg(long, global = true, value_enum, default_value_t = LayoutName::Native, env = "LOCKCTL_LAYOUT")]
     pub layout: LayoutName,
 
     /// Owner name written into the lock [default: host name + random suffix]
@@ -96,13 +97,16 @@ pub struct Global {
     pub metrics: bool,
 }
 
-/// The table layouts `lock-dynamodb` ships.
+/// The table layouts `lock-dynamodb` ships, by the names of
+/// `lock_dynamodb::Layout::named`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LayoutName {
     /// This library's layout (fences kept across release)
-    Default,
+    #[value(alias = "default")]
+    Native,
     /// python-dynamodb-lock's layout (`lock_key`/`sort_key`; release deletes)
-    Python,
+    #[value(name = "python-dynamodb-lock", alias = "python")]
+    PythonDynamodbLock,
     /// The Java AmazonDynamoDBLockClient's layout (`key`; `isReleased`)
     Java,
 }
@@ -456,6 +460,35 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// `--layout` takes the names `lock_dynamodb::Layout::named` and
+    /// Python's `layout=` take, and the old spellings as aliases.
+    #[test]
+    fn layouts_have_one_vocabulary_with_rust_and_python() {
+        use clap::Parser;
+        let layout_of = |name: &str| {
+            Cli::try_parse_from(["lockctl", "--layout", name, "show", "job"])
+                .map(|cli| cli.global.layout)
+        };
+        for name in lock_dynamodb::Layout::NAMES {
+            let parsed = layout_of(name).unwrap();
+            assert_eq!(parsed.flag(), name);
+            assert_eq!(
+                parsed.layout().preset_name(),
+                lock_dynamodb::Layout::named(name).unwrap().preset_name()
+            );
+        }
+        assert_eq!(layout_of("default").unwrap(), LayoutName::Native);
+        assert_eq!(layout_of("python").unwrap(), LayoutName::PythonDynamodbLock);
+        assert!(layout_of("pyhton").is_err());
+        assert_eq!(
+            Cli::try_parse_from(["lockctl", "show", "job"])
+                .unwrap()
+                .global
+                .layout,
+            LayoutName::Native
+        );
     }
 
     /// The numeric codes a listing names: `0`, `126 / 127`; `128+N` is

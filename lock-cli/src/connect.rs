@@ -19,8 +19,8 @@ impl LayoutName {
     /// The `lock-dynamodb` layout.
     pub fn layout(self) -> Layout {
         match self {
-            LayoutName::Default => Layout::native(),
-            LayoutName::Python => Layout::python_dynamodb_lock(),
+            LayoutName::Native => Layout::native(),
+            LayoutName::PythonDynamodbLock => Layout::python_dynamodb_lock(),
             LayoutName::Java => Layout::java_lock_client(),
         }
     }
@@ -28,19 +28,15 @@ impl LayoutName {
     /// The table the layout's own library uses when none is given.
     pub fn default_table(self) -> &'static str {
         match self {
-            LayoutName::Default => "locks",
-            LayoutName::Python => "DynamoDBLockTable",
+            LayoutName::Native => "locks",
+            LayoutName::PythonDynamodbLock => "DynamoDBLockTable",
             LayoutName::Java => "lockTable",
         }
     }
 
-    /// How the option is spelt on the command line.
+    /// How the option is spelt on the command line: the layout's name.
     pub fn flag(self) -> &'static str {
-        match self {
-            LayoutName::Default => "default",
-            LayoutName::Python => "python",
-            LayoutName::Java => "java",
-        }
+        self.layout().preset_name()
     }
 }
 
@@ -118,7 +114,7 @@ impl Global {
             StoreKind::Postgres(_) => [
                 (self.region.is_some(), "--region"),
                 (self.endpoint_url.is_some(), "--endpoint-url"),
-                (self.layout != crate::args::LayoutName::Default, "--layout"),
+                (self.layout != crate::args::LayoutName::Native, "--layout"),
             ]
             .into_iter()
             .find(|(given, _)| *given)
@@ -129,7 +125,7 @@ impl Global {
                 "--table does not apply to a bucket: the URL's path is where the locks are (s3://bucket/prefix)"
                     .to_owned(),
             ),
-            _ => (self.layout != crate::args::LayoutName::Default).then(|| {
+            _ => (self.layout != crate::args::LayoutName::Native).then(|| {
                 "--layout applies to DynamoDB only; leave it out with a bucket URL".to_owned()
             }),
         };

@@ -11,6 +11,12 @@ use lock_core::StoreError;
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreConfigError {
+    /// No layout has this name ([`Layout::named`](crate::Layout::named)).
+    #[error("unknown layout {name:?}: use native, python-dynamodb-lock or java")]
+    UnknownLayout {
+        /// The name given.
+        name: String,
+    },
     /// The table name is not a valid DynamoDB table name.
     #[error(
         "invalid DynamoDB table name {name:?}: use 3 to 255 characters from a-z, A-Z, 0-9, '_', '-' and '.'"

@@ -181,7 +181,7 @@ impl Layout {
             data_as_attributes: false,
             expires_at: None,
             default_expiry: None,
-            name: "java-lock-client",
+            name: "java",
         }
     }
 
@@ -395,10 +395,39 @@ impl Layout {
     pub fn default_expiry(&self) -> Option<Duration> {
         self.default_expiry
     }
-    /// The preset this layout started from (`native`, `python-dynamodb-lock`,
-    /// `java-lock-client`), for messages.
+    /// The preset this layout started from, by the name
+    /// [`named`](Self::named) takes: `native`, `python-dynamodb-lock` or
+    /// `java`.
     pub fn preset_name(&self) -> &'static str {
         self.name
+    }
+
+    /// The names of the presets, as `lockctl --layout`, Python's
+    /// `DynamoDBStore(layout=...)` and [`named`](Self::named) take them.
+    pub const NAMES: [&'static str; 3] = ["native", "python-dynamodb-lock", "java"];
+
+    /// The preset called `name`, in the one vocabulary of every surface
+    /// (Rust, Python, `lockctl --layout`): `native` ([`native`](Self::native)),
+    /// `python-dynamodb-lock` ([`python_dynamodb_lock`](Self::python_dynamodb_lock))
+    /// or `java` ([`java_lock_client`](Self::java_lock_client)). lockctl's
+    /// older spellings `default` and `python` (and `java-lock-client`) are
+    /// accepted as aliases.
+    ///
+    /// ```
+    /// use lock_dynamodb::Layout;
+    /// assert_eq!(Layout::named("python")?.preset_name(), "python-dynamodb-lock");
+    /// assert!(Layout::named("pyhton").unwrap_err().to_string().contains("native, python-dynamodb-lock or java"));
+    /// # Ok::<(), lock_dynamodb::StoreConfigError>(())
+    /// ```
+    pub fn named(name: &str) -> Result<Self, StoreConfigError> {
+        match name {
+            "native" | "default" => Ok(Self::native()),
+            "python-dynamodb-lock" | "python" => Ok(Self::python_dynamodb_lock()),
+            "java" | "java-lock-client" => Ok(Self::java_lock_client()),
+            other => Err(StoreConfigError::UnknownLayout {
+                name: other.to_owned(),
+            }),
+        }
     }
 
     /// All attribute names the layout uses, with what they are for.

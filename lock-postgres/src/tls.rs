@@ -56,7 +56,16 @@ impl SslMode {
             "require" => SslMode::Require,
             "verify-ca" => SslMode::VerifyCa,
             "verify-full" => SslMode::VerifyFull,
-            // libpq's `allow` tries plain first; a pool cannot retry that way.
+            // libpq's `allow` tries plain first and TLS after a refusal; a
+            // pool cannot retry a connection that way.
+            "allow" => {
+                return Err(tls_error(
+                    "sslmode=allow is not supported (libpq's \"without TLS, then with it\" cannot be \
+                     done by a connection pool): use sslmode=prefer (TLS whenever the server offers it) \
+                     or sslmode=disable"
+                        .to_owned(),
+                ));
+            }
             other => {
                 return Err(tls_error(format!(
                     "sslmode={other} is not one of disable, prefer, require, verify-ca, verify-full"
@@ -586,7 +595,11 @@ mod tests {
     #[test]
     fn bad_tls_settings_are_refused_saying_what_to_change() {
         for (connection, says) in [
-            ("postgres://db/app?sslmode=allow", "not one of"),
+            (
+                "postgres://db/app?sslmode=allow",
+                "sslmode=allow is not supported",
+            ),
+            ("host=db sslmode=allow", "use sslmode=prefer"),
             ("postgres://db/app?sslmode=sometimes", "not one of"),
             ("postgres://db/app?sslrootcert=%ZZ", "bad escape"),
             ("host=db sslmode='verify-full", "unterminated quote"),

@@ -196,19 +196,10 @@ fn layout(py: Python<'_>, choice: LayoutChoice<'_>) -> PyResult<Layout> {
         data_as_attributes,
         released_attribute,
     } = choice;
-    let mut layout = match name {
-        "native" => Layout::native(),
-        "python-dynamodb-lock" => Layout::python_dynamodb_lock(),
-        "java" => Layout::java_lock_client(),
-        other => {
-            return Err(errors::invalid_input(
-                py,
-                format!(
-                    "unknown layout {other:?}: use \"native\", \"python-dynamodb-lock\" or \"java\""
-                ),
-            ));
-        }
-    };
+    // One vocabulary with Rust and lockctl (lockctl's old `default` and
+    // `python` accepted too).
+    let mut layout =
+        Layout::named(name).map_err(|error| errors::invalid_input(py, error.to_string()))?;
     if let Some(name) = partition_key {
         layout = layout.with_partition_key(name);
     }

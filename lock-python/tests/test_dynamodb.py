@@ -42,10 +42,35 @@ def test_every_layout_holds_and_hands_over(options: dict[str, object]) -> None:
     bob.close()
 
 
+def test_layout_names_are_lockctls_and_rusts_with_the_old_spellings_as_aliases() -> None:
+    endpoint = _need(DYNAMODB, "LOCK_DYNAMODB_ENDPOINT")
+    for alias, name in [("default", "native"), ("python", "python-dynamodb-lock")]:
+        store = make_dynamodb_store(layout=alias)
+        twin = lease_lock.DynamoDBStore(store.table, layout=name, endpoint_url=endpoint, region="us-east-1")
+        assert twin.validate_table() == store.validate_table()
+        client, twin_client = LockClient(store), LockClient(twin)
+        lock = client.acquire("k", wait=0)
+        info = twin_client.get_lock("k")
+        assert info is not None and info.owner == client.owner
+        lock.release()
+        client.close()
+        twin_client.close()
+
+
+def test_durations_take_timedelta_in_the_table_calls_too() -> None:
+    from datetime import timedelta
+
+    _need(DYNAMODB, "LOCK_DYNAMODB_ENDPOINT")
+    store = make_dynamodb_store()
+    store.delete_table(wait=timedelta(seconds=60))
+    store.create_table(wait=timedelta(seconds=60))
+    assert store.validate_table() == []
+
+
 def test_a_missing_table_and_a_bad_layout_say_what_to_change() -> None:
     endpoint = _need(DYNAMODB, "LOCK_DYNAMODB_ENDPOINT")
-    with pytest.raises(lease_lock.InvalidInput, match="python-dynamodb-lock"):
-        lease_lock.DynamoDBStore("locks", layout="python", endpoint_url=endpoint, region="us-east-1")
+    with pytest.raises(lease_lock.InvalidInput, match="use native, python-dynamodb-lock or java"):
+        lease_lock.DynamoDBStore("locks", layout="pyhton", endpoint_url=endpoint, region="us-east-1")
     with pytest.raises(lease_lock.InvalidInput, match="pass one of them"):
         lease_lock.DynamoDBStore("locks", sort_key="s", no_sort_key=True, endpoint_url=endpoint, region="us-east-1")
     missing = lease_lock.DynamoDBStore(f"missing-{uuid.uuid4().hex[:8]}", endpoint_url=endpoint, region="us-east-1")
