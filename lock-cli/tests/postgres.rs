@@ -111,7 +111,7 @@ fn concurrent_runs_on_one_key_never_overlap_and_fences_increase() {
 
 #[test]
 fn cron_runs_with_permits_reclaim_a_crashed_holders_permit_and_skip_live_ones() {
-    let Some(env) = Env::postgres("cron-permits") else {
+    let Some(env) = Env::postgres("cron_permits") else {
         return;
     };
     env.create_table();

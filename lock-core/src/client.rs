@@ -335,8 +335,22 @@ impl LockClient {
     /// Stop heartbeats and release every held lock concurrently, waiting at most the
     /// shutdown timeout. Later calls on this client (and a second shutdown) return
     /// [`LockError::Shutdown`].
+    ///
+    /// The shutdown runs to its end even if this future is dropped: a
+    /// shutdown awaited inside [`with_lock`](Self::with_lock)'s work (or
+    /// [`Election::lead`](crate::Election::lead)'s) cancels that work, future
+    /// and all, and the releases it started must not be cancelled with it.
     pub async fn shutdown(&self) -> Result<ShutdownReport, LockError> {
-        self.inner.shutdown().await
+        let inner = self.inner.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return inner.shutdown().await;
+        };
+        match runtime.spawn(async move { inner.shutdown().await }).await {
+            Ok(report) => report,
+            Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
+            // Cancelled with its runtime: nothing is left to release on it.
+            Err(_) => Err(LockError::Shutdown),
+        }
     }
 }
 

@@ -86,6 +86,9 @@ impl Shared {
         held.leave();
         self.forget(&held);
         held.end_turn(None);
+        // The work under it ends before the version that lets others in is
+        // handed out.
+        held.work_done(self.clock.as_ref()).await;
         // Wait for a heartbeat in flight: the version handed out must be the one
         // the store holds once this client stops writing.
         let _writing = held.writing().await;
@@ -177,11 +180,22 @@ impl Shared {
     /// holder's own release would keep (fence, lease, data). Ambiguous
     /// writes are resolved by RVN, as for a guard's release.
     async fn write_release_of(&self, key: &LockKey, record: LockRecord) -> Result<(), LockError> {
-        // A lock this client holds, released by version or by force from
-        // here: its guards stop reading as safe before the write is sent.
-        if let Some(held) = self.registry.get(key) {
-            held.leave();
-        }
+        // A lock this client holds at this very version, released by
+        // version or by force from here: it lets go (its guards stop reading
+        // as safe, its work ends) before the write is sent, and no heartbeat
+        // of it is in flight meanwhile.
+        let mine = self
+            .registry
+            .get(key)
+            .filter(|held| held.state().rvn == record.rvn);
+        let _writing = match &mine {
+            Some(held) => {
+                held.leave();
+                held.work_done(self.clock.as_ref()).await;
+                Some(held.writing().await)
+            }
+            None => None,
+        };
         let mut retry = Retry::until(&self.backoff, self.after(self.backoff.window()));
         // Releases of ours whose outcome is unknown.
         let mut sent: Vec<Rvn> = Vec::new();

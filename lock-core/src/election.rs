@@ -452,11 +452,23 @@ impl Board {
     /// lock, so a step-down that ends the campaign comes before or after it,
     /// never in between.
     fn elect(self: &Arc<Self>, view: LockView, since: Instant) -> Option<Leadership> {
+        // Only the campaign task begins terms, so the number is known now.
+        let number = self.standing.borrow().terms + 1;
+        // The moment the lock is let go, by this campaign or by anything else
+        // (the client's shutdown, a release by version), the term ends:
+        // before the write that lets another leader in. Set before the term
+        // is published (and outside the term lock, which the hook takes), so
+        // no moment of the term goes without it.
+        let board = Arc::downgrade(self);
+        view.held.on_leave(move || {
+            if let Some(board) = board.upgrade() {
+                board.depose(number);
+            }
+        });
         let mut term = self.term();
-        if term.ended {
+        if term.ended || view.held.state().left {
             return None;
         }
-        let number = self.standing.borrow().terms + 1;
         let (deposed_tx, deposed) = watch::channel(false);
         term.current = Some((number, deposed_tx));
         let leadership = Leadership {
@@ -469,16 +481,6 @@ impl Board {
             standing.terms = number;
             standing.leadership = Some(leadership.clone());
             standing.role = Role::Leader { fence, since };
-        });
-        drop(term);
-        // The moment the lock is let go, by this campaign or by anything else
-        // (the client's shutdown, a release by version), the term ends:
-        // before the write that lets another leader in.
-        let board = Arc::downgrade(self);
-        view.held.on_leave(move || {
-            if let Some(board) = board.upgrade() {
-                board.depose(number);
-            }
         });
         Some(leadership)
     }
@@ -575,7 +577,8 @@ impl Campaign {
             let since = self.client.inner.clock.now();
             let fence = guard.fence();
             if self.board.elect(guard.view(), since).is_none() {
-                // Resigned or dropped while the acquire was finishing.
+                // Resigned or dropped while the acquire was finishing, or the
+                // lock was let go already (a shutdown): no term begins.
                 return guard.release().await;
             }
             tracing::info!(key = %self.key, %fence, "elected leader");

@@ -163,7 +163,36 @@ impl LockView {
     /// ends, before it writes anything that could let another holder in.
     /// [`with_lock`](crate::LockClient::with_lock) and
     /// [`Election::lead`](crate::Election::lead) hold one for their work;
-    /// hold one yourself for work you run beside a guard.
+    /// hold one yourself for work you run beside a guard, in another task
+    /// that drops it when [`until_unsafe`](Self::until_unsafe) fires.
+    ///
+    /// Drop it before releasing the lock yourself: a release awaited while
+    /// the same task still holds a `WorkInProgress` of that lock waits for
+    /// the lease to end (and logs a warning), since the work it waits for
+    /// cannot end meanwhile.
+    ///
+    /// ```
+    /// # use lock_core::{AcquireOptions, LockClient};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// # let client = LockClient::builder(lock_memory::MemoryStore::new()).build()?;
+    /// let guard = client.acquire("reindex", AcquireOptions::new()).await?;
+    /// let view = guard.view();
+    /// let worker = tokio::spawn(async move {
+    ///     let _working = view.begin_work();
+    ///     tokio::select! {
+    ///         biased;
+    ///         _ = view.until_unsafe() => "stopped",
+    ///         () = tokio::time::sleep(std::time::Duration::from_millis(10)) => "done",
+    ///     }
+    /// });
+    /// // Reads as released at once; written once the worker has let go.
+    /// guard.release().await?;
+    /// assert!(["stopped", "done"].contains(&worker.await.unwrap()));
+    /// # client.shutdown().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn begin_work(&self) -> WorkInProgress {
         self.held.work_started();
         WorkInProgress {

@@ -344,20 +344,32 @@ impl Held {
         self.work.ended.notify_waiters();
     }
 
-    /// Wait until no work runs under the lock, or until `deadline` (the
-    /// lease's end: past it, waiting protects nobody).
-    pub async fn work_done(&self, clock: &dyn Clock, deadline: Instant) {
+    /// Wait until no work runs under the lock, or until the lease ends
+    /// (past it, waiting protects nobody; read again on every wake-up, since
+    /// a heartbeat in flight when the holder let go may still extend it).
+    /// Returns at once outside a tokio runtime, where nothing could run the
+    /// work anyway.
+    pub async fn work_done(&self, clock: &dyn Clock) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
         loop {
             let ended = self.work.ended.notified();
             tokio::pin!(ended);
             // Registered before the count is read, so an end in between wakes it.
             ended.as_mut().enable();
-            if self.work.running.load(Ordering::Acquire) == 0 || clock.now() >= deadline {
+            if self.work.running.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            let (_, expires) = self.deadlines();
+            if clock.now() >= expires {
+                tracing::warn!(key = %self.key, "work under the lock still ran when its lease ended; \
+                    releasing anyway (drop a WorkInProgress before releasing its lock)");
                 return;
             }
             tokio::select! {
                 () = ended => {}
-                () = clock.sleep_until(deadline) => return,
+                () = clock.sleep_until(expires) => {}
             }
         }
     }

@@ -122,8 +122,7 @@ impl Shared {
         // work under it (`with_lock`, `lead`, a `WorkInProgress`) to stop: no
         // write may let another holder in while that work still runs. Past
         // the lease's end waiting protects nobody.
-        let (_, expires) = held.deadlines();
-        held.work_done(self.clock.as_ref(), expires).await;
+        held.work_done(self.clock.as_ref()).await;
         let result = self.write_release_now(held, leaving).await;
         held.update(|state| state.release_ended = true);
         result

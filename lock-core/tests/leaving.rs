@@ -570,3 +570,149 @@ async fn an_election_dropped_while_its_campaign_runs_on_another_thread_never_lea
     );
     a.shutdown().await.unwrap();
 }
+
+// ---- Waiting for work, and its bound ------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_release_waits_for_work_beside_the_guard_to_end_and_reads_released_meanwhile() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let view = guard.view();
+    // Work in another task that needs a second to unwind once told to stop.
+    let worker = {
+        let view = view.clone();
+        tokio::spawn(async move {
+            let _working = view.begin_work();
+            let reason = view.until_unsafe().await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            (reason, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let puts = store.puts().len();
+    let started = Instant::now();
+    let releasing = tokio::spawn(guard.release());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(
+        !view.is_safe(),
+        "released from the moment the release began"
+    );
+    assert_eq!(
+        store.puts().len(),
+        puts,
+        "nothing written while the work runs"
+    );
+    let (reason, unwound) = timeout(Duration::from_secs(5), worker)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reason, LostReason::Released);
+    timeout(Duration::from_secs(5), releasing)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let release = &store.puts()[puts];
+    assert!(release.new.as_ref().unwrap().released);
+    assert!(
+        release.sent >= unwound,
+        "the release was sent after the work ended"
+    );
+    assert!(release.sent - started >= Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn work_that_never_ends_holds_a_release_back_only_until_the_lease_ends() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let acquired = Instant::now();
+    let stuck = guard.begin_work();
+    let puts = store.puts().len();
+    timeout(Duration::from_secs(60), guard.release())
+        .await
+        .unwrap()
+        .unwrap();
+    let release = &store.puts()[puts];
+    assert!(release.new.as_ref().unwrap().released);
+    let at = release.sent - acquired;
+    assert!(
+        at >= support::LEASE && at < support::LEASE + Duration::from_secs(1),
+        "released {at:?} after the acquire"
+    );
+    drop(stuck);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_by_version_of_a_held_lock_waits_for_its_work() {
+    let store = Delayed::new(MemoryStore::new());
+    let a = client(store.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let view = guard.view();
+    let worker = {
+        let view = view.clone();
+        tokio::spawn(async move {
+            let _working = view.begin_work();
+            view.until_unsafe().await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Instant::now()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let puts = store.puts().len();
+    let version = guard.version();
+    a.release_version("job", &version).await.unwrap();
+    let unwound = worker.await.unwrap();
+    assert!(store.puts()[puts].sent >= unwound);
+    assert!(!view.is_safe());
+    drop(guard);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_awaited_inside_with_lock_work_still_releases_the_lock() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 3);
+    let a = client(faulty.clone(), "a");
+    // Another lock of the client, whose guard outlives the shutdown: only
+    // the shutdown's own release can release it.
+    let other = a.acquire("other", AcquireOptions::new()).await.unwrap();
+    let inner = a.clone();
+    let ended = timeout(
+        Duration::from_secs(30),
+        a.with_lock("job", AcquireOptions::new(), |_| async move {
+            // The releases take a second to reach the store.
+            faulty.script(Op::Put, Fault::Delay(Duration::from_secs(1)));
+            faulty.script(Op::Put, Fault::Delay(Duration::from_secs(1)));
+            // The shutdown cancels this very work (the lock reads released)...
+            let _ = inner.shutdown().await;
+        }),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(
+            ended,
+            Err(LockError::Lost {
+                reason: LostReason::Released,
+                ..
+            })
+        ),
+        "{ended:?}"
+    );
+    // ...but the releases it started run to their end.
+    for name in ["job", "other"] {
+        timeout(Duration::from_secs(5), async {
+            while !store
+                .record(&lock_core::LockKey::new(name))
+                .is_some_and(|record| record.released)
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{name} was left held for its lease"));
+    }
+    assert!(a.held_keys().is_empty());
+    drop(other);
+}

@@ -258,7 +258,11 @@ impl Client {
             self.client().elect(key, options)
         }
         .map_err(|error| errors::lock_error(py, error))?;
-        Ok(Election::new(election, self.runtime.clone()))
+        Ok(Election::new(
+            election,
+            self.client().owner().to_owned(),
+            self.runtime.clone(),
+        ))
     }
 
     /// A counting semaphore named `name` with `permits` permits.
@@ -376,6 +380,13 @@ impl Client {
     #[pyo3(signature = (is_async))]
     fn close(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
         let client = self.client().clone();
+        if !is_async {
+            crate::work::before_blocking_release(
+                py,
+                crate::work::Releasing::Owner(client.owner()),
+                "LockClient.close()",
+            )?;
+        }
         self.run_to_end(
             py,
             is_async,

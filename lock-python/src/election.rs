@@ -56,6 +56,8 @@ fn role(py: Python<'_>, role: &Role) -> PyResult<Py<PyAny>> {
 pub(crate) struct Election {
     watcher: ElectionWatcher,
     election: Mutex<Option<lock_core::Election>>,
+    /// Its client's owner name (the leader's, in the record).
+    owner: String,
     runtime: Arc<ProcessRuntime>,
 }
 
@@ -68,10 +70,15 @@ impl std::fmt::Debug for Election {
 }
 
 impl Election {
-    pub(crate) fn new(election: lock_core::Election, runtime: Arc<ProcessRuntime>) -> Self {
+    pub(crate) fn new(
+        election: lock_core::Election,
+        owner: String,
+        runtime: Arc<ProcessRuntime>,
+    ) -> Self {
         Self {
             watcher: election.watcher(),
             election: Mutex::new(Some(election)),
+            owner,
             runtime,
         }
     }
@@ -114,6 +121,16 @@ impl Election {
 
     fn resign_with(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
         self.runtime.pid().check(py)?;
+        if !is_async {
+            crate::work::before_blocking_release(
+                py,
+                crate::work::Releasing::Key {
+                    owner: &self.owner,
+                    key: self.watcher.key(),
+                },
+                "Election.resign()",
+            )?;
+        }
         let election = self.take();
         self.runtime.run(
             py,

@@ -223,6 +223,13 @@ impl Lock {
                 "release(delete=True) on a semaphore's permit: its slot keeps its record (the permit count is in it); release it without delete",
             ));
         }
+        if !is_async {
+            crate::work::before_blocking_release(
+                py,
+                crate::work::Releasing::Lock(&self.view),
+                "Lock.release()",
+            )?;
+        }
         let Some(holding) = self.take(py)? else {
             return self.runtime.run(py, is_async, async { Ok(()) }, unit);
         };
@@ -247,6 +254,13 @@ impl Lock {
 
 impl Lock {
     fn detach_with(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
+        if !is_async {
+            crate::work::before_blocking_release(
+                py,
+                crate::work::Releasing::Lock(&self.view),
+                "Lock.detach()",
+            )?;
+        }
         let Some(guard) = self.take(py)? else {
             return Err(errors::invalid_input(
                 py,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Callable
 
 import pytest
@@ -194,3 +195,38 @@ def test_the_old_signal_names_warn_and_keep_their_meaning(clients: Clients) -> N
     run(main())
     # Released by this process: not a loss to report.
     assert called == []
+
+
+def test_a_blocking_release_on_the_loop_running_work_under_the_lock_is_refused_before_it_writes() -> None:
+    """It would freeze the loop for a lease (the release waits for work only that loop can end)."""
+    alice = LockClient(lease_lock.MemoryStore(), owner="alice")
+
+    async def main() -> tuple[lease_lock.Lock, Any]:
+        lock = await alice.acquire_async("job")
+        work = asyncio.ensure_future(lock.run_while_safe(asyncio.sleep(60)))
+        await asyncio.sleep(0.05)
+        with pytest.raises(RuntimeError, match="release_async|_async twin"):
+            lock.release()
+        with pytest.raises(RuntimeError, match="_async twin"):
+            alice.close()
+        # Nothing was written or let go.
+        assert lock.held and lock.is_safe
+        await lock.release_async()
+        with pytest.raises(lease_lock.LockLost):
+            await work
+        info = await alice.get_lock_async("job")
+        assert info is not None and info.released
+        # Work on a loop that is not running can never resume: a blocking
+        # call from its thread does not wait for it.
+        other = await alice.acquire_async("other")
+        stuck = other._begin_work()
+        return other, stuck
+
+    other, stuck = asyncio.run(asyncio.wait_for(main(), timeout=30))
+    started = time.monotonic()
+    other.release()
+    assert time.monotonic() - started < 5
+    info = alice.get_lock("other")
+    assert info is not None and info.released
+    del stuck
+    alice.close()

@@ -37,10 +37,24 @@ async def run_while_safe(lock: Lock | Leadership, work: Awaitable[T]) -> T:
     release is written: nothing runs under the lock once another holder may
     have it.
     """
-    task = asyncio.ensure_future(work)
+    # Counted as running before anything of it runs, so a release that
+    # begins from now on waits for it.
     running = lock._begin_work()
-    unsafe: asyncio.Future[Any] = asyncio.ensure_future(lock.until_unsafe())
+    task: asyncio.Future[T] | None = None
+    unsafe: asyncio.Future[Any] | None = None
     try:
+        if not lock.is_safe:
+            # Let go (or in danger) already: not one step of the work runs.
+            _close(work)
+            reason = await lock.until_unsafe()
+            raise LockLost(
+                f"lock {lock.key} is no longer safe ({reason}); the work under it was not started",
+                key=lock.key,
+                sort_key=lock.sort_key,
+                reason=reason,
+            )
+        unsafe = asyncio.ensure_future(lock.until_unsafe())
+        task = asyncio.ensure_future(work)
         await asyncio.wait({task, unsafe}, return_when=asyncio.FIRST_COMPLETED)
         if task.done():
             return task.result()
@@ -54,13 +68,23 @@ async def run_while_safe(lock: Lock | Leadership, work: Awaitable[T]) -> T:
             reason=reason,
         )
     finally:
-        unsafe.cancel()
-        if not task.done():
-            task.cancel()
-            # A release waits for the work: let it unwind first (this
-            # coroutine itself was cancelled, or raised).
-            await asyncio.gather(task, return_exceptions=True)
-        running.end()
+        try:
+            if unsafe is not None:
+                unsafe.cancel()
+            if task is not None and not task.done():
+                task.cancel()
+                # A release waits for the work: let it unwind first (this
+                # coroutine itself was cancelled, or raised).
+                await asyncio.gather(task, return_exceptions=True)
+        finally:
+            running.end()
+
+
+def _close(work: Awaitable[Any]) -> None:
+    """Close a coroutine that will never run (no "never awaited" warning)."""
+    close = getattr(work, "close", None)
+    if close is not None:
+        close()
 
 
 async def ready(value: T) -> T:
