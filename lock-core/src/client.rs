@@ -341,12 +341,19 @@ impl LockClient {
     /// [`Election::lead`](crate::Election::lead)'s) cancels that work, future
     /// and all, and the releases it started must not be cancelled with it.
     pub async fn shutdown(&self) -> Result<ShutdownReport, LockError> {
+        // Begun here, at the call: acquires and hand-offs see it at once.
+        if !self.inner.begin_shutdown() {
+            return Err(LockError::Shutdown);
+        }
         let inner = self.inner.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return inner.shutdown().await;
+            return Ok(inner.shutdown_begun().await);
         };
-        match runtime.spawn(async move { inner.shutdown().await }).await {
-            Ok(report) => report,
+        match runtime
+            .spawn(async move { inner.shutdown_begun().await })
+            .await
+        {
+            Ok(report) => Ok(report),
             Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
             // Cancelled with its runtime: nothing is left to release on it.
             Err(_) => Err(LockError::Shutdown),

@@ -377,10 +377,9 @@ impl Shared {
 
     /// Stop heartbeats and release every held lock, and wait for the releases
     /// running in the background, within the shutdown timeout.
-    pub(crate) async fn shutdown(self: &Arc<Self>) -> Result<ShutdownReport, LockError> {
-        if !self.begin_shutdown() {
-            return Err(LockError::Shutdown);
-        }
+    /// (The caller has begun the shutdown: [`Shared::begin_shutdown`]
+    /// returned true.)
+    pub(crate) async fn shutdown_begun(self: &Arc<Self>) -> ShutdownReport {
         let span = tracing::info_span!("shutdown", owner = %self.config.owner);
         async {
             drop(
@@ -403,7 +402,7 @@ impl Shared {
                         Err(error) => report.failed.push((held.key.clone(), error)),
                     }
                 }
-                return Ok(report);
+                return report;
             };
             // Every lock reads as released (and every leader here is
             // deposed) before the first release is written.
@@ -478,7 +477,7 @@ impl Shared {
                 "shut down"
             );
             self.metrics.shutdown(&report);
-            Ok(report)
+            report
         }
         .instrument(span)
         .await

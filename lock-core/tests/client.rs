@@ -2307,9 +2307,9 @@ fn dropping_the_last_handle_stops_the_clients_tasks() {
         let a = client(MemoryStore::new(), "a");
         let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
         guard.release().await.unwrap();
-        a.shutdown().await.unwrap();
         let metrics = tokio::runtime::Handle::current().metrics();
         assert!(metrics.num_alive_tasks() > 0, "the heartbeat task runs");
+        a.shutdown().await.unwrap();
         drop(a);
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(metrics.num_alive_tasks(), 0);
