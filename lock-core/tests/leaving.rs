@@ -340,53 +340,42 @@ async fn leading(a: &LockClient) -> (lock_core::Election, Trusted) {
     )
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_resigning_leader_is_deposed_before_its_release_is_sent() {
+/// `a` leads; `leave` (made from `a` and its election) is its way out,
+/// while a candidate on another client campaigns from the moment the leaving
+/// write was sent: never two trusted leaders.
+async fn never_two_leaders<F, Fut>(leave: F)
+where
+    F: FnOnce(LockClient, lock_core::Election) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let store = Delayed::new(MemoryStore::new());
     let (a, b) = (client(store.clone(), "a"), client(store.clone(), "b"));
     let (election, leader) = leading(&a).await;
-    let leave = async move { election.resign().await.unwrap() };
     let keep = Arc::new(Mutex::new(Vec::new()));
     let kept = keep.clone();
-    never_more_trusted_than(1, &store, leave, vec![leader], move || {
+    never_more_trusted_than(1, &store, leave(a, election), vec![leader], move || {
         let (election, trusted) = candidate(&b);
         kept.lock().unwrap().push(election);
         vec![trusted]
     })
     .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resigning_leader_is_deposed_before_its_release_is_sent() {
+    never_two_leaders(|_, election| async move { election.resign().await.unwrap() }).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_election_is_deposed_before_its_release_is_sent() {
-    let store = Delayed::new(MemoryStore::new());
-    let (a, b) = (client(store.clone(), "a"), client(store.clone(), "b"));
-    let (election, leader) = leading(&a).await;
-    let leave = async move { drop(election) };
-    let keep = Arc::new(Mutex::new(Vec::new()));
-    let kept = keep.clone();
-    never_more_trusted_than(1, &store, leave, vec![leader], move || {
-        let (election, trusted) = candidate(&b);
-        kept.lock().unwrap().push(election);
-        vec![trusted]
-    })
-    .await;
+    never_two_leaders(|_, election| async move { drop(election) }).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_deposes_the_leader_before_its_release_is_sent() {
-    let store = Delayed::new(MemoryStore::new());
-    let (a, b) = (client(store.clone(), "a"), client(store.clone(), "b"));
-    let (election, leader) = leading(&a).await;
-    let leave = async move {
+    never_two_leaders(|a, election| async move {
         a.shutdown().await.unwrap();
         drop(election);
-    };
-    let keep = Arc::new(Mutex::new(Vec::new()));
-    let kept = keep.clone();
-    never_more_trusted_than(1, &store, leave, vec![leader], move || {
-        let (election, trusted) = candidate(&b);
-        kept.lock().unwrap().push(election);
-        vec![trusted]
     })
     .await;
 }
