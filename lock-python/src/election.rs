@@ -119,6 +119,37 @@ impl Election {
         )
     }
 
+    fn role_change_with(
+        &self,
+        py: Python<'_>,
+        is_async: bool,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.runtime.pid().check(py)?;
+        let limit = crate::convert::optional_seconds(py, "timeout", timeout)?;
+        // The role as it is now: a change from here on is what is awaited.
+        let mut roles = self.watcher.watch();
+        roles.borrow_and_update();
+        self.runtime.run(
+            py,
+            is_async,
+            async move {
+                let change = async {
+                    match roles.changed().await {
+                        Ok(()) => Some(roles.borrow_and_update().clone()),
+                        // The campaign is over: no further change.
+                        Err(_) => std::future::pending().await,
+                    }
+                };
+                within(limit, change).await.flatten()
+            },
+            |py, changed| match changed {
+                Some(changed) => role(py, &changed),
+                None => Ok(py.None()),
+            },
+        )
+    }
+
     fn resign_with(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
         self.runtime.pid().check(py)?;
         if !is_async {
@@ -216,22 +247,18 @@ impl Election {
         &self,
         py: Python<'_>,
         timeout: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Option<Py<PyAny>>> {
-        self.runtime.pid().check(py)?;
-        let limit = crate::convert::optional_seconds(py, "timeout", timeout)?;
-        let mut roles = self.watcher.watch();
-        roles.borrow_and_update();
-        let changed = self.runtime.block_on(py, async move {
-            let change = async {
-                match roles.changed().await {
-                    Ok(()) => Some(roles.borrow_and_update().clone()),
-                    // The campaign is over: no further change.
-                    Err(_) => std::future::pending().await,
-                }
-            };
-            within(limit, change).await.flatten()
-        })?;
-        changed.map(|changed| role(py, &changed)).transpose()
+    ) -> PyResult<Py<PyAny>> {
+        self.role_change_with(py, false, timeout)
+    }
+
+    /// `wait_role_change`, awaited.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_role_change_async(
+        &self,
+        py: Python<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.role_change_with(py, true, timeout)
     }
 
     /// Stop campaigning: a leader releases the lock (to the next candidate

@@ -149,6 +149,18 @@ impl Lock {
         }
     }
 
+    /// Not released (nor detached) by this process: the guard is here and
+    /// the lock was not let go behind it (a client's close releases it too).
+    fn is_held(&self) -> bool {
+        self.holding().is_some()
+            && !matches!(
+                self.view.state(),
+                LeaseState::Lost {
+                    reason: LostReason::Released
+                }
+            )
+    }
+
     fn holding(&self) -> MutexGuard<'_, Option<Holding>> {
         self.guard
             .lock()
@@ -211,6 +223,11 @@ impl Lock {
         is_async: bool,
     ) -> PyResult<Py<PyAny>> {
         let data = data.map(|data| data.to_vec());
+        if is_async {
+            // Outside an event loop the awaitable could not be made: refuse
+            // before the lock is taken out of this object (and released).
+            py.import("asyncio")?.call_method0("get_running_loop")?;
+        }
         if data.is_some() && delete {
             return Err(errors::invalid_input(
                 py,
@@ -400,10 +417,11 @@ impl Lock {
         self.permit_slot
     }
 
-    /// False once `release()` was called (or the `with` block left).
+    /// False once the lock was released: by `release()`, by leaving its
+    /// `with` block, or by `LockClient.close()` (or detached).
     #[getter]
     fn held(&self) -> bool {
-        self.holding().is_some()
+        self.is_held()
     }
 
     /// Replace the data stored with the lock (one conditional write), or
@@ -574,19 +592,45 @@ impl Lock {
             Ok(_) => Ok(false),
             Err(error) if exc_type.is_none() => Err(error),
             Err(error) => {
+                // The block's exception goes on; the release's failure is
+                // logged with its traceback.
+                let kwargs = pyo3::types::PyDict::new(py);
+                kwargs.set_item("exc_info", error.value(py))?;
                 py.import("logging")?
                     .call_method1("getLogger", ("lease_lock",))?
-                    .call_method1(
+                    .call_method(
                         "warning",
                         (
-                            "releasing lock %s after an exception in its block failed: %s",
+                            "releasing lock %s after an exception in its block failed",
                             self.view.key().to_string(),
-                            error.value(py).str()?,
                         ),
+                        Some(&kwargs),
                     )?;
                 Ok(false)
             }
         }
+    }
+
+    /// `async with lock:` (on a lock already acquired, as `async with await
+    /// client.acquire_async(key)`): nothing to do on entry.
+    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("lease_lock._bridge")?
+            .call_method1("ready", (slf,))
+    }
+
+    /// Release on leaving an `async with` block, awaited. When the block
+    /// raised, a failed release is logged with its traceback and the block's
+    /// exception goes on.
+    fn __aexit__<'py>(
+        slf: &Bound<'py, Self>,
+        exc_type: &Bound<'py, PyAny>,
+        _exc: &Bound<'py, PyAny>,
+        _tb: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("lease_lock._bridge")?
+            .call_method1("release_at_exit", (slf, !exc_type.is_none()))
     }
 
     fn __repr__(&self) -> String {
@@ -594,11 +638,7 @@ impl Lock {
             "<Lock {} fence={} {}>",
             self.view.key(),
             self.view.fence().0,
-            if self.holding().is_some() {
-                "held"
-            } else {
-                "released"
-            }
+            if self.is_held() { "held" } else { "released" }
         )
     }
 }

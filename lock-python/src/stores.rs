@@ -468,6 +468,41 @@ impl std::fmt::Debug for BucketStore {
     }
 }
 
+/// The pairs of a `Mapping[str, str]` argument (any mapping, not only a
+/// `dict`), or a `TypeError` naming the argument.
+fn string_mapping(
+    py: Python<'_>,
+    name: &str,
+    mapping: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<(String, String)>> {
+    let Some(mapping) = mapping.filter(|mapping| !mapping.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let is_mapping = py
+        .import("collections.abc")?
+        .getattr("Mapping")
+        .and_then(|abc| mapping.is_instance(&abc))?;
+    let wrong = || {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "{name} must be a mapping of str to str, not {}",
+            mapping
+                .get_type()
+                .name()
+                .map(|name| name.to_string())
+                .unwrap_or_default()
+        ))
+    };
+    if !is_mapping {
+        return Err(wrong());
+    }
+    let mut pairs = Vec::new();
+    for item in mapping.call_method0("items")?.try_iter()? {
+        let (key, value): (String, String) = item?.extract().map_err(|_| wrong())?;
+        pairs.push((key, value));
+    }
+    Ok(pairs)
+}
+
 #[pymethods]
 impl BucketStore {
     #[new]
@@ -475,12 +510,12 @@ impl BucketStore {
     fn new(
         py: Python<'_>,
         url: &str,
-        options: Option<std::collections::BTreeMap<String, String>>,
+        options: Option<&Bound<'_, PyAny>>,
         request_timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let runtime = runtime()?;
         let mut builder = lock_object_store::BucketStore::builder();
-        for (key, value) in options.unwrap_or_default() {
+        for (key, value) in string_mapping(py, "options", options)? {
             builder = builder.option(key, value);
         }
         if let Some(timeout) = request_timeout {

@@ -140,7 +140,7 @@ def test_close_releases_and_later_calls_raise(clients: Clients) -> None:
     held = alice.acquire("a")
     report = alice.close()
     assert report["released"] == [("a", None)] and report["failed"] == []
-    assert held.held  # close released it without the Lock being told
+    assert not held.held and not held.is_safe  # close released it
     assert alice.close()["released"] == []
     with pytest.raises(lease_lock.ClientClosed):
         alice.acquire("b")
@@ -213,3 +213,30 @@ def test_a_heartbeat_rate_limit_is_taken_and_checked(clients: Clients) -> None:
     for bad in (0, -1, 2.5, True, 2**32):
         with pytest.raises(lease_lock.ConfigError, match="heartbeat_rate_limit"):
             clients("bad", heartbeat_rate_limit=bad)
+
+
+def test_every_exception_has_its_attributes_and_pickles_with_them() -> None:
+    import pickle
+
+    bare = lease_lock.AcquireTimeout("x")
+    assert (bare.holder, bare.waited, bare.key, bare.sort_key, bare.retryable) == (None, None, None, None, False)
+    assert lease_lock.StoreError("x").kind is None
+    assert lease_lock.LockLost("x").reason is None
+    made = lease_lock.AcquireTimeout("busy", retryable=True, key="k", sort_key=None, holder="bob", waited=1.5)
+    back = pickle.loads(pickle.dumps(made))
+    assert type(back) is lease_lock.AcquireTimeout and isinstance(back, TimeoutError)
+    assert (str(back), back.message, back.retryable, back.key, back.holder, back.waited) == (
+        "busy", "busy", True, "k", "bob", 1.5,
+    )
+
+
+def test_an_error_raised_by_the_client_pickles_with_its_attributes(clients: Clients) -> None:
+    import pickle
+
+    alice, bob = clients("alice"), clients("bob")
+    held = alice.acquire("job")
+    with pytest.raises(lease_lock.AcquireTimeout) as raised:
+        bob.acquire("job", wait=0.05)
+    back = pickle.loads(pickle.dumps(raised.value))
+    assert back.holder == "alice" and back.key == "job" and back.retryable
+    held.release()

@@ -230,3 +230,49 @@ def test_a_blocking_release_on_the_loop_running_work_under_the_lock_is_refused_b
     assert info is not None and info.released
     del stuck
     alice.close()
+
+
+def test_a_lock_supports_async_with(clients: Clients) -> None:
+    alice = clients("alice")
+
+    async def main() -> None:
+        async with await alice.acquire_async("job") as lock:
+            assert lock.held and lock.fence == 1
+        assert not lock.held
+        info = await alice.get_lock_async("job")
+        assert info is not None and info.released
+        # The block's exception goes on; the lock is released.
+        with pytest.raises(KeyError):
+            async with await alice.acquire_async("job") as again:
+                raise KeyError("boom")
+        assert not again.held
+
+    run(main())
+
+
+def test_release_async_outside_an_event_loop_raises_before_doing_anything(clients: Clients) -> None:
+    alice = clients("alice")
+    lock = alice.acquire("job")
+    with pytest.raises(RuntimeError, match="no running event loop"):
+        lock.release_async()
+    assert lock.held and lock.is_safe
+    info = alice.get_lock("job")
+    assert info is not None and not info.released
+    lock.release()
+
+
+def test_wait_role_change_has_an_awaitable_twin(clients: Clients) -> None:
+    alice = clients("alice")
+
+    async def main() -> None:
+        election = alice.elect("leader")
+        assert await election.leadership_async(timeout=5) is not None
+        # No change while it leads: None after the timeout.
+        assert await election.wait_role_change_async(timeout=0.05) is None
+        # Watching from the call on, so the change the resignation makes is seen.
+        change = election.wait_role_change_async(timeout=5)
+        await election.resign_async()
+        role = await change
+        assert role is not None and role.kind == "campaigning"
+
+    run(main())

@@ -92,3 +92,16 @@ def store_endpoint() -> str:
     endpoint = os.environ.get("LOCK_S3_ENDPOINT")
     assert endpoint
     return endpoint
+
+
+def test_options_take_any_mapping_and_refuse_what_is_not_one() -> None:
+    """``options`` is typed ``Mapping[str, str]``: a read-only mapping works, a list or a non-str value is a TypeError."""
+    from types import MappingProxyType
+
+    # Refused for the option it names, so the mapping itself was read.
+    with pytest.raises(lease_lock.StoreSetupError, match="unknown option"):
+        lease_lock.BucketStore("s3://bucket/p", options=MappingProxyType({"aws_region": "us-east-1", "no_such_option": "1"}))
+    with pytest.raises(TypeError, match="options must be a mapping of str to str"):
+        lease_lock.BucketStore("s3://bucket/p", options=[("aws_region", "us-east-1")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="options must be a mapping of str to str"):
+        lease_lock.BucketStore("s3://bucket/p", options={"aws_region": 1})  # type: ignore[dict-item]

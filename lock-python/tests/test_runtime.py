@@ -324,13 +324,3 @@ def test_a_cancelled_close_still_releases_what_it_started() -> None:
     )
     assert len(kept) == 2
     checker.close()
-
-
-def test_release_async_outside_an_event_loop_fails_and_still_releases() -> None:
-    store = lease_lock.MemoryStore()
-    client = LockClient(store, owner="sync")
-    lock = client.acquire("k")
-    with pytest.raises(RuntimeError, match="running event loop"):
-        lock.release_async()
-    eventually(lambda: (info := client.get_lock("k")) is not None and info.released, what="the release")
-    client.close()

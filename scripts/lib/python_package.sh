@@ -2,14 +2,16 @@
 # into the virtual environment of scripts/lib/moto.sh and tested there.
 #
 # python_package_install_tools  maturin, pytest and mypy into .venv (idempotent)
-# python_package_build          maturin develop: the extension with cargo's dev
-#                               profile, in the workspace's target directory,
-#                               installed in .venv as an editable package
+# python_package_build          a wheel (maturin build, cargo's dev profile, in
+#                               the workspace's target directory) installed in
+#                               .venv with pip, as users install it
 # python_package_test           pytest lock-python/tests (the DynamoDB and
 #                               PostgreSQL tests must not be skipped) and the
 #                               examples in the package's docstrings
 # python_package_typecheck      mypy --strict on the package and on
-#                               lock-python/tests/typing_check.py
+#                               lock-python/tests/typing_check.py, and
+#                               mypy.stubtest of the stubs against the
+#                               installed package
 
 : "${root:?set root to the repository root before sourcing python_package.sh}"
 : "${MOTO_VENV:?source scripts/lib/moto.sh first}"
@@ -23,17 +25,32 @@ python_package_install_tools() {
 }
 
 python_package_build() {
-    VIRTUAL_ENV="$MOTO_VENV" PATH="$MOTO_VENV/bin:$PATH" \
-        "$MOTO_VENV/bin/maturin" develop --quiet --manifest-path "$root/lock-python/Cargo.toml"
+    # As users install it: a wheel, installed with pip (not an editable
+    # `maturin develop`), so the tests run the files the wheel carries. The
+    # dev profile, in the workspace's target directory, reuses the test
+    # build; scripts/build-wheels makes the release wheels.
+    local wheels="$root/target/wheels-test"
+    rm -rf "$wheels"
+    "$MOTO_VENV/bin/maturin" build --quiet --profile dev --out "$wheels" \
+        --manifest-path "$root/lock-python/Cargo.toml"
+    "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+        --force-reinstall --no-deps "$wheels"/lease_lock-*.whl
 }
 
 python_package_test() {
     LEASE_LOCK_REQUIRE_SERVERS=1 LOCK_DYNAMODB_ENDPOINT="$MOTO_ENDPOINT" \
-        "$MOTO_VENV/bin/python" -m pytest -q -p no:cacheprovider \
-        "$root/lock-python/tests" --doctest-modules "$root/lock-python/python/lease_lock"
+        "$MOTO_VENV/bin/python" -m pytest -q -p no:cacheprovider "$root/lock-python/tests"
+    # The examples in the docstrings, of the installed package (--pyargs:
+    # imported by name, not from the source tree, which has no extension).
+    (cd "$root/lock-python/tests" && "$MOTO_VENV/bin/python" -m pytest -q -p no:cacheprovider \
+        --doctest-modules --pyargs lease_lock)
 }
 
 python_package_typecheck() {
     (cd "$root/lock-python" && "$MOTO_VENV/bin/python" -m mypy --strict --warn-unused-ignores \
         --no-incremental python/lease_lock tests/typing_check.py)
+    # The stubs against the installed package: every name, argument and
+    # default the stubs promise exists at run time, and the other way round.
+    (cd "$root" && "$MOTO_VENV/bin/python" -m mypy.stubtest lease_lock \
+        --allowlist "$root/lock-python/stubtest-allowlist.txt")
 }

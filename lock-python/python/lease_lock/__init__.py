@@ -1,4 +1,4 @@
-"""Lease-based distributed locks for Python, on DynamoDB, PostgreSQL or in memory.
+"""Lease-based distributed locks for Python, on DynamoDB, PostgreSQL, an S3, GCS or Azure bucket, or in memory.
 
 Built on a Rust core: heartbeats run on the core's own threads, so a lock
 stays held while Python code keeps the GIL busy; every lock has a fencing
@@ -17,6 +17,8 @@ See docs/python.md in the repository for the whole guide.
 """
 
 from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
 
 from ._client import LockClient, LockContext, Store
 from ._errors import (
@@ -46,7 +48,14 @@ from ._native import (
 )
 from ._types import LeaseState, LockInfo, LostReason, Role, Seconds, Takeover
 
+try:
+    #: The installed package's version (PEP 440), e.g. ``"0.1.0"``.
+    __version__: str = version("lease-lock")
+except PackageNotFoundError:  # pragma: no cover - run from a source tree
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     "LockClient",
     "LockContext",
     "Lock",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -85,6 +86,23 @@ def _close(work: Awaitable[Any]) -> None:
     close = getattr(work, "close", None)
     if close is not None:
         close()
+
+
+async def release_at_exit(lock: Lock, raised: bool) -> bool:
+    """Release ``lock`` on leaving its ``async with`` block; return False (never swallow).
+
+    A failed release is raised, unless the block raised: then it is logged
+    with its traceback and the block's exception goes on.
+    """
+    try:
+        await lock.release_async()
+    except Exception:
+        if not raised:
+            raise
+        logging.getLogger("lease_lock").warning(
+            "releasing lock %s after an exception in its block failed", lock.key, exc_info=True
+        )
+    return False
 
 
 async def ready(value: T) -> T:

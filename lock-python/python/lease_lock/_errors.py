@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ._types import LostReason
@@ -33,13 +33,26 @@ class LockError(Exception):
     """
 
     retryable: bool
+    message: str
 
-    def __init__(self, message: str, *, retryable: bool = False, **fields: Any) -> None:
+    #: The attributes of this class's instances besides ``message`` and
+    #: ``retryable``: every instance has each of them (``None`` when not
+    #: given), however it was made.
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, message: str = "", *, retryable: bool = False, **fields: Any) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
+        for name in self._fields:
+            setattr(self, name, None)
         for name, value in fields.items():
             setattr(self, name, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled with its attributes (Exception's own pickling keeps only
+        # the message): across processes, and from multiprocessing workers.
+        return (type(self), (self.message,), dict(self.__dict__))
 
 
 class AcquireTimeout(LockError, TimeoutError):
@@ -55,6 +68,8 @@ class AcquireTimeout(LockError, TimeoutError):
     holder: str | None
     waited: float
 
+    _fields = ("key", "sort_key", "holder", "waited")
+
 
 class NotOwned(LockError):
     """The lock is not held by this client at the version named: nothing was written.
@@ -65,6 +80,8 @@ class NotOwned(LockError):
     key: str
     sort_key: str | None
     owner: str | None
+
+    _fields = ("key", "sort_key", "owner")
 
 
 class LockLost(LockError):
@@ -78,6 +95,8 @@ class LockLost(LockError):
     sort_key: str | None
     reason: LostReason
 
+    _fields = ("key", "sort_key", "reason")
+
 
 class AlreadyHeld(LockError):
     """A one-attempt acquire found the lock held or being acquired by this same client.
@@ -88,12 +107,16 @@ class AlreadyHeld(LockError):
     key: str
     sort_key: str | None
 
+    _fields = ("key", "sort_key")
+
 
 class LockNotFound(LockError):
     """``only_if_exists=True`` was asked and the lock has no record."""
 
     key: str
     sort_key: str | None
+
+    _fields = ("key", "sort_key")
 
 
 class ConfigError(LockError, ValueError):
@@ -113,6 +136,8 @@ class StoreError(LockError):
     """
 
     kind: str
+
+    _fields = ("kind",)
 
 
 class StoreSetupError(LockError):

@@ -96,4 +96,7 @@ def _after_fork_in_child() -> None:
 
 
 atexit.register(_at_exit)
-os.register_at_fork(after_in_child=_after_fork_in_child)
+# POSIX only: Windows has no fork() (and no os.register_at_fork); there the
+# package needs no fork handling at all.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

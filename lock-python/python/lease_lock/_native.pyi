@@ -5,25 +5,27 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Literal, TypeVar, overload
 
-from typing_extensions import deprecated
+from typing_extensions import Self, deprecated, final
 
 from ._metrics import Metric
 from ._types import LeaseState, LockInfo, LostReason, Role, Seconds, Takeover
 
 T = TypeVar("T")
 
+@final
 class MemoryStore:
     """Locks in this process's memory (tests, and locks between threads and tasks)."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
     def set_unavailable(self, unavailable: bool) -> None: ...
     def __len__(self) -> int: ...
 
+@final
 class DynamoDBStore:
     """Locks in a DynamoDB table."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         table: str,
         *,
         layout: str = "native",
@@ -38,7 +40,7 @@ class DynamoDBStore:
         endpoint_url: str | None = None,
         profile: str | None = None,
         session: Any | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def table(self) -> str: ...
     @overload
@@ -58,10 +60,11 @@ class DynamoDBStore:
     @overload
     def delete_table(self, *, wait: Seconds | None = None, is_async: Literal[True]) -> Awaitable[None]: ...
 
+@final
 class PostgresStore:
     """Locks in a PostgreSQL table."""
 
-    def __init__(self, url: str, *, table: str = "locks", max_connections: int | None = None) -> None: ...
+    def __new__(cls, url: str, *, table: str = "locks", max_connections: int | None = None) -> Self: ...
     @property
     def table(self) -> str: ...
     @overload
@@ -73,16 +76,17 @@ class PostgresStore:
     @overload
     def validate_schema(self, *, is_async: Literal[True]) -> Awaitable[None]: ...
 
+@final
 class BucketStore:
     """Locks in an S3, Google Cloud Storage or Azure Blob bucket, under a prefix."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         url: str,
         *,
         options: Mapping[str, str] | None = None,
         request_timeout: Seconds | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def url(self) -> str: ...
     @overload
@@ -90,6 +94,7 @@ class BucketStore:
     @overload
     def validate_bucket(self, *, is_async: Literal[True]) -> Awaitable[None]: ...
 
+@final
 class Lock:
     """A held lock."""
 
@@ -145,7 +150,10 @@ class Lock:
     def run_until_lost(self, work: Awaitable[T]) -> Coroutine[Any, Any, T]: ...
     def __enter__(self) -> Lock: ...
     def __exit__(self, exc_type: object, exc: object, tb: object) -> Literal[False]: ...
+    def __aenter__(self) -> Awaitable[Lock]: ...
+    def __aexit__(self, exc_type: object, exc: object, tb: object) -> Awaitable[bool]: ...
 
+@final
 class Semaphore:
     """A counting semaphore."""
 
@@ -190,6 +198,7 @@ class Semaphore:
         max_hold: Seconds | None = None,
     ) -> Awaitable[Lock | None]: ...
 
+@final
 class Leadership:
     """A leadership won by an ``Election``."""
 
@@ -215,11 +224,13 @@ class Leadership:
     @deprecated("wait_lost() is wait_unsafe() under its old name")
     def wait_lost(self, timeout: Seconds | None = None) -> LostReason | None: ...
 
+@final
 class WorkInProgress:
     """Work running under a lock; a release waits for ``end()`` before it writes."""
 
     def end(self) -> None: ...
 
+@final
 class Election:
     """A candidate in a leader election."""
 
@@ -238,6 +249,7 @@ class Election:
     def leadership(self, timeout: Seconds | None = None) -> Leadership | None: ...
     def leadership_async(self, timeout: Seconds | None = None) -> Awaitable[Leadership | None]: ...
     def wait_role_change(self, timeout: Seconds | None = None) -> Role | None: ...
+    def wait_role_change_async(self, timeout: Seconds | None = None) -> Awaitable[Role | None]: ...
     def resign(self) -> None: ...
     def resign_async(self) -> Awaitable[None]: ...
     def lead(self, work: Callable[[Leadership], Awaitable[T]]) -> Coroutine[Any, Any, T]: ...
@@ -246,9 +258,10 @@ class Election:
     def __aenter__(self) -> Awaitable[Election]: ...
     def __aexit__(self, exc_type: object, exc: object, tb: object) -> Awaitable[None]: ...
 
+@final
 class Client:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         store: MemoryStore | DynamoDBStore | PostgresStore | BucketStore,
         owner: str | None = None,
         lease: float | None = None,
@@ -258,7 +271,7 @@ class Client:
         safety_margin: float | None = None,
         shutdown_timeout: float | None = None,
         heartbeat_rate_limit: int | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def owner(self) -> str: ...
     @property

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from concurrent.futures import ThreadPoolExecutor as ThreadPoolExecutor
 from decimal import Decimal as Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import quote as quote
 
 #: botocore's ClientError (botocore ships no type stubs).
@@ -128,7 +128,7 @@ class DynamoDBLock(BaseDynamoDBLock):
     @property
     def fence(self) -> int | None: ...
     def __enter__(self) -> DynamoDBLock: ...
-    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> bool: ...
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> Literal[False]: ...
     def release(self, best_effort: bool = True) -> None: ...
 
 class DynamoDBLockError(Exception):
