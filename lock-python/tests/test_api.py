@@ -240,3 +240,37 @@ def test_an_error_raised_by_the_client_pickles_with_its_attributes(clients: Clie
     back = pickle.loads(pickle.dumps(raised.value))
     assert back.holder == "alice" and back.key == "job" and back.retryable
     held.release()
+
+
+def test_a_lock_context_nests_and_is_shared_between_tasks(clients: Clients) -> None:
+    import asyncio
+
+    alice, bob = clients("alice"), clients("bob")
+    context = alice.lock("job", reentrant=True)
+    with context as outer:
+        with context as inner:
+            assert inner.fence == outer.fence
+        assert outer.held and outer.is_safe, "the inner exit released only its own guard"
+    assert not outer.held
+    assert bob.try_acquire("job") is not None
+
+    shared = alice.lock("shared", reentrant=True)
+
+    async def main() -> None:
+        both_in = asyncio.Barrier(2) if hasattr(asyncio, "Barrier") else None
+        entered: list[lease_lock.Lock] = []
+
+        async def task(pause: float) -> None:
+            async with shared as lock:
+                entered.append(lock)
+                if both_in is not None:
+                    await both_in.wait()
+                await asyncio.sleep(pause)
+
+        await asyncio.gather(task(0.01), task(0.05))
+        assert len(entered) == 2 and not any(lock.held for lock in entered)
+
+    asyncio.run(asyncio.wait_for(main(), timeout=30))
+    taken = bob.try_acquire("shared")
+    assert taken is not None, "both tasks' exits released their own guards"
+    taken.release()

@@ -1409,10 +1409,12 @@ def test_periods_in_seconds_and_a_safe_period_as_long_as_the_lease(
 
     # 0.9.1's default safe period (20 s) with a shorter lease: accepted, with a warning, and a
     # lock is in danger before its lease is over (0.2 s before: a tenth of it).
-    with caplog.at_level(logging.WARNING, logger=REPLACEMENT):
+    # Logged where 0.9.1 logs, so a program's logging configuration still applies.
+    with caplog.at_level(logging.WARNING, logger=LEGACY):
         client = shared.client(
             replacement, safe_period=timedelta(seconds=20), lease_duration=SHORT_LEASE
         )
     assert "safe_period (20s) is not shorter than lease_duration (2s)" in caplog.text
+    assert {record.name for record in caplog.records} == {LEGACY}
     lock = client.acquire_lock("long safe period")
     assert 0 < lock._native.remaining <= seconds(SHORT_LEASE) * 0.99 - 0.2 + 0.01

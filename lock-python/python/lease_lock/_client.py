@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import warnings
 from collections.abc import Callable
@@ -498,16 +499,35 @@ def _name(key: str, sort_key: str | None) -> str:
 
 
 class LockContext:
-    """What ``LockClient.lock`` returns: acquires on entry, releases on exit (``with`` or ``async with``)."""
+    """What ``LockClient.lock`` returns: acquires on entry, releases on exit (``with`` or ``async with``).
+
+    One context may be entered again while it is held (nested, with
+    ``reentrant=True``) and by several threads or tasks at once: each exit
+    releases the lock its own entry acquired, kept per thread and per task.
+    """
 
     def __init__(self, client: LockClient, arguments: dict[str, Any]) -> None:
         self._client = client
         self._arguments = arguments
-        self._lock: Lock | None = None
+        # The locks this context's entries hold, innermost last, in the
+        # current thread's or task's own context.
+        self._held: contextvars.ContextVar[tuple[Lock, ...]] = contextvars.ContextVar(
+            f"lease_lock.LockContext.{id(self)}", default=()
+        )
+
+    def _entered(self, lock: Lock) -> Lock:
+        self._held.set((*self._held.get(), lock))
+        return lock
+
+    def _exiting(self) -> Lock | None:
+        held = self._held.get()
+        if not held:
+            return None
+        self._held.set(held[:-1])
+        return held[-1]
 
     def __enter__(self) -> Lock:
-        self._lock = self._client.acquire(**self._arguments)
-        return self._lock
+        return self._entered(self._client.acquire(**self._arguments))
 
     def __exit__(
         self,
@@ -515,7 +535,7 @@ class LockContext:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lock, self._lock = self._lock, None
+        lock = self._exiting()
         if lock is None:
             return
         if exc is None:
@@ -527,8 +547,7 @@ class LockContext:
             logger.exception("releasing lock %s after an exception in its block failed", lock.key)
 
     async def __aenter__(self) -> Lock:
-        self._lock = await self._client.acquire_async(**self._arguments)
-        return self._lock
+        return self._entered(await self._client.acquire_async(**self._arguments))
 
     async def __aexit__(
         self,
@@ -536,7 +555,7 @@ class LockContext:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lock, self._lock = self._lock, None
+        lock = self._exiting()
         if lock is None:
             return
         if exc is None:

@@ -49,8 +49,9 @@ import uuid
 from . import _client, _errors, _native
 from ._types import LeaseState as _LeaseState
 
-# module level logger
-logger = logging.getLogger(__name__)
+# module level logger: under 0.9.1's name, so a program's logging
+# configuration for python_dynamodb_lock applies unchanged.
+logger = logging.getLogger('python_dynamodb_lock.python_dynamodb_lock')
 
 
 def _seconds(value):
