@@ -1,5 +1,5 @@
 //! Arguments from Python, checked before anything is sent: durations (the
-//! Python layer turns `timedelta`s into seconds) and keys.
+//! Python layer turns `timedelta`s into seconds), keys and data.
 
 use std::time::Duration;
 
@@ -77,4 +77,35 @@ pub(crate) fn key(key: String, sort_key: Option<String>) -> LockKey {
         Some(sort) => LockKey::with_sort(key, sort),
         None => LockKey::new(key),
     }
+}
+
+/// Data for a lock: `bytes`, `bytearray` or a `memoryview` (as the Python
+/// layer's acquire takes), `None` for none; a `TypeError` for anything else
+/// (a `str` must be encoded first).
+pub(crate) fn data(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(bytes) = value.cast::<pyo3::types::PyBytes>() {
+        return Ok(Some(bytes.as_bytes().to_vec()));
+    }
+    if value.is_instance_of::<pyo3::types::PyByteArray>()
+        || value.is_instance_of::<pyo3::types::PyMemoryView>()
+    {
+        let copied = value
+            .py()
+            .get_type::<pyo3::types::PyBytes>()
+            .call1((value,))?;
+        return Ok(Some(
+            copied.cast::<pyo3::types::PyBytes>()?.as_bytes().to_vec(),
+        ));
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "data must be bytes, bytearray or memoryview, not {} (encode a str with .encode())",
+        value
+            .get_type()
+            .name()
+            .map(|name| name.to_string())
+            .unwrap_or_default()
+    )))
 }

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lock_core::{LeaseState, LockError, LockGuard, LockInfo, LockView, LostReason, Permit};
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple};
 
@@ -196,10 +195,10 @@ impl Lock {
     fn write_data(
         &self,
         py: Python<'_>,
-        data: Option<PyBackedBytes>,
+        data: Option<&Bound<'_, PyAny>>,
         is_async: bool,
     ) -> PyResult<Py<PyAny>> {
-        let data = data.map(|data| data.to_vec());
+        let data = crate::convert::data(data)?;
         self.runtime.pid().check(py)?;
         let view = self.view.clone();
         self.runtime.run(
@@ -218,11 +217,11 @@ impl Lock {
     fn leave(
         &self,
         py: Python<'_>,
-        data: Option<PyBackedBytes>,
+        data: Option<&Bound<'_, PyAny>>,
         delete: bool,
         is_async: bool,
     ) -> PyResult<Py<PyAny>> {
-        let data = data.map(|data| data.to_vec());
+        let data = crate::convert::data(data)?;
         if is_async {
             // Outside an event loop the awaitable could not be made: refuse
             // before the lock is taken out of this object (and released).
@@ -426,12 +425,16 @@ impl Lock {
 
     /// Replace the data stored with the lock (one conditional write), or
     /// clear it with `None`.
-    fn set_data(&self, py: Python<'_>, data: Option<PyBackedBytes>) -> PyResult<Py<PyAny>> {
+    fn set_data(&self, py: Python<'_>, data: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
         self.write_data(py, data, false)
     }
 
     /// `set_data`, awaited.
-    fn set_data_async(&self, py: Python<'_>, data: Option<PyBackedBytes>) -> PyResult<Py<PyAny>> {
+    fn set_data_async(
+        &self,
+        py: Python<'_>,
+        data: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         self.write_data(py, data, true)
     }
 
@@ -446,7 +449,7 @@ impl Lock {
     fn release(
         &self,
         py: Python<'_>,
-        data: Option<PyBackedBytes>,
+        data: Option<&Bound<'_, PyAny>>,
         delete: bool,
     ) -> PyResult<Py<PyAny>> {
         self.leave(py, data, delete, false)
@@ -457,7 +460,7 @@ impl Lock {
     fn release_async(
         &self,
         py: Python<'_>,
-        data: Option<PyBackedBytes>,
+        data: Option<&Bound<'_, PyAny>>,
         delete: bool,
     ) -> PyResult<Py<PyAny>> {
         self.leave(py, data, delete, true)

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use lock_core::AcquireOptions;
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
 
 use crate::convert::optional_seconds;
 use crate::errors;
@@ -44,7 +43,7 @@ impl Semaphore {
         is_async: bool,
         wait: Option<&Bound<'_, PyAny>>,
         lease: Option<&Bound<'_, PyAny>>,
-        data: Option<PyBackedBytes>,
+        data: Option<&Bound<'_, PyAny>>,
         min_hold: Option<&Bound<'_, PyAny>>,
         max_hold: Option<&Bound<'_, PyAny>>,
         refresh: Option<&Bound<'_, PyAny>>,
@@ -57,8 +56,8 @@ impl Semaphore {
         if let Some(lease) = optional_seconds(py, "lease", lease)? {
             options = options.lease(lease);
         }
-        if let Some(data) = data {
-            options = options.data(data.to_vec());
+        if let Some(data) = crate::convert::data(data)? {
+            options = options.data(data);
         }
         if let Some(hold) = optional_seconds(py, "min_hold", min_hold)? {
             options = options.min_hold(hold);
@@ -116,7 +115,7 @@ impl Semaphore {
         py: Python<'_>,
         wait: Option<&Bound<'_, PyAny>>,
         lease: Option<&Bound<'_, PyAny>>,
-        data: Option<PyBackedBytes>,
+        data: Option<&Bound<'_, PyAny>>,
         min_hold: Option<&Bound<'_, PyAny>>,
         max_hold: Option<&Bound<'_, PyAny>>,
         refresh: Option<&Bound<'_, PyAny>>,
@@ -134,7 +133,7 @@ impl Semaphore {
         py: Python<'_>,
         wait: Option<&Bound<'_, PyAny>>,
         lease: Option<&Bound<'_, PyAny>>,
-        data: Option<PyBackedBytes>,
+        data: Option<&Bound<'_, PyAny>>,
         min_hold: Option<&Bound<'_, PyAny>>,
         max_hold: Option<&Bound<'_, PyAny>>,
         refresh: Option<&Bound<'_, PyAny>>,
@@ -151,7 +150,7 @@ impl Semaphore {
         &self,
         py: Python<'_>,
         lease: Option<&Bound<'_, PyAny>>,
-        data: Option<PyBackedBytes>,
+        data: Option<&Bound<'_, PyAny>>,
         min_hold: Option<&Bound<'_, PyAny>>,
         max_hold: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
@@ -164,7 +163,7 @@ impl Semaphore {
         &self,
         py: Python<'_>,
         lease: Option<&Bound<'_, PyAny>>,
-        data: Option<PyBackedBytes>,
+        data: Option<&Bound<'_, PyAny>>,
         min_hold: Option<&Bound<'_, PyAny>>,
         max_hold: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {

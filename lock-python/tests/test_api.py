@@ -210,9 +210,31 @@ def test_a_detached_lock_stays_held_until_released_by_its_version(clients: Clien
 def test_a_heartbeat_rate_limit_is_taken_and_checked(clients: Clients) -> None:
     client = clients("limited", heartbeat_rate_limit=50)
     client.acquire("a").release()
-    for bad in (0, -1, 2.5, True, 2**32):
+    for bad in (0, -1, 2**32):
         with pytest.raises(lease_lock.ConfigError, match="heartbeat_rate_limit"):
             clients("bad", heartbeat_rate_limit=bad)
+    # Not a number of heartbeats at all: a TypeError, as for any argument
+    # of the wrong type.
+    for wrong in (2.5, True, "50"):
+        with pytest.raises(TypeError, match="heartbeat_rate_limit must be an int"):
+            clients("bad", heartbeat_rate_limit=wrong)
+
+
+def test_data_takes_bytes_bytearray_and_memoryview_everywhere(clients: Clients) -> None:
+    alice = clients("alice")
+    for data in (b"ab", bytearray(b"ab"), memoryview(b"xaby")[1:3]):
+        lock = alice.acquire("job", data=data)
+        assert lock.data == b"ab"
+        lock.set_data(data)
+        assert lock.data == b"ab"
+        lock.release(data=data)
+        info = alice.get_lock("job")
+        assert info is not None and info.data == b"ab"
+        permit = alice.semaphore("pool", 2).acquire(data=data)
+        assert permit.data == b"ab"
+        permit.release(data=data)
+    with pytest.raises(TypeError, match="data must be bytes"):
+        alice.acquire("job").set_data("text")  # type: ignore[arg-type]
 
 
 def test_every_exception_has_its_attributes_and_pickles_with_them() -> None:

@@ -98,10 +98,13 @@ class LockClient:
         heartbeat_rate_limit: int | None = None,
     ) -> None:
         if heartbeat_rate_limit is not None and (
-            isinstance(heartbeat_rate_limit, bool)
-            or not isinstance(heartbeat_rate_limit, int)
-            or not 1 <= heartbeat_rate_limit < 2**32
+            isinstance(heartbeat_rate_limit, bool) or not isinstance(heartbeat_rate_limit, int)
         ):
+            raise TypeError(
+                f"heartbeat_rate_limit must be an int (heartbeats per second) or None, "
+                f"not {type(heartbeat_rate_limit).__name__}"
+            )
+        if heartbeat_rate_limit is not None and not 1 <= heartbeat_rate_limit < 2**32:
             raise ConfigError(
                 f"heartbeat_rate_limit must be a whole number of heartbeats per second, at least 1, "
                 f"not {heartbeat_rate_limit!r} (None for no limit)"

@@ -126,11 +126,11 @@ class Lock:
     def held(self) -> bool: ...
     @property
     def slot(self) -> int | None: ...
-    def set_data(self, data: bytes | bytearray | None) -> None: ...
-    def set_data_async(self, data: bytes | bytearray | None) -> Awaitable[None]: ...
-    def release(self, *, data: bytes | bytearray | None = None, delete: bool = False) -> None: ...
+    def set_data(self, data: bytes | bytearray | memoryview | None) -> None: ...
+    def set_data_async(self, data: bytes | bytearray | memoryview | None) -> Awaitable[None]: ...
+    def release(self, *, data: bytes | bytearray | memoryview | None = None, delete: bool = False) -> None: ...
     def release_async(
-        self, *, data: bytes | bytearray | None = None, delete: bool = False
+        self, *, data: bytes | bytearray | memoryview | None = None, delete: bool = False
     ) -> Awaitable[None]: ...
     def detach(self) -> str: ...
     def detach_async(self) -> Awaitable[str]: ...
@@ -166,7 +166,7 @@ class Semaphore:
         *,
         wait: Seconds | None = None,
         lease: Seconds | None = None,
-        data: bytes | bytearray | None = None,
+        data: bytes | bytearray | memoryview | None = None,
         min_hold: Seconds | None = None,
         max_hold: Seconds | None = None,
         refresh: Seconds | None = None,
@@ -176,7 +176,7 @@ class Semaphore:
         *,
         wait: Seconds | None = None,
         lease: Seconds | None = None,
-        data: bytes | bytearray | None = None,
+        data: bytes | bytearray | memoryview | None = None,
         min_hold: Seconds | None = None,
         max_hold: Seconds | None = None,
         refresh: Seconds | None = None,
@@ -185,7 +185,7 @@ class Semaphore:
         self,
         *,
         lease: Seconds | None = None,
-        data: bytes | bytearray | None = None,
+        data: bytes | bytearray | memoryview | None = None,
         min_hold: Seconds | None = None,
         max_hold: Seconds | None = None,
     ) -> Lock | None: ...
@@ -193,7 +193,7 @@ class Semaphore:
         self,
         *,
         lease: Seconds | None = None,
-        data: bytes | bytearray | None = None,
+        data: bytes | bytearray | memoryview | None = None,
         min_hold: Seconds | None = None,
         max_hold: Seconds | None = None,
     ) -> Awaitable[Lock | None]: ...
