@@ -290,15 +290,19 @@ impl Election {
     }
 
     /// Resign on leaving a `with` block.
+    /// Resign on leaving a `with` block. When the block raised, a failed
+    /// resignation is logged with its traceback and the block's exception
+    /// goes on.
     fn __exit__(
         &self,
         py: Python<'_>,
-        _exc_type: &Bound<'_, PyAny>,
+        exc_type: &Bound<'_, PyAny>,
         _exc: &Bound<'_, PyAny>,
         _tb: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        self.resign_with(py, false)?;
-        Ok(false)
+        let leaving = self.resign_with(py, false);
+        let what = format!("resigning election {}", self.watcher.key());
+        crate::errors::exit_rule(py, !exc_type.is_none(), leaving, &what)
     }
 
     fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
@@ -308,15 +312,18 @@ impl Election {
             .call1((slf,))
     }
 
-    /// Resign on leaving an `async with` block.
-    fn __aexit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: &Bound<'_, PyAny>,
-        _exc: &Bound<'_, PyAny>,
-        _tb: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        self.resign_with(py, true)
+    /// Resign on leaving an `async with` block, with `__exit__`'s rule.
+    fn __aexit__<'py>(
+        slf: &Bound<'py, Self>,
+        exc_type: &Bound<'py, PyAny>,
+        _exc: &Bound<'py, PyAny>,
+        _tb: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let what = format!("resigning election {}", slf.get().watcher.key());
+        let leaving = slf.get().resign_with(py, true)?;
+        py.import("lease_lock._bridge")?
+            .call_method1("at_exit", (leaving, !exc_type.is_none(), what))
     }
 
     fn __repr__(&self) -> String {

@@ -191,3 +191,32 @@ pub(crate) fn forked(py: Python<'_>, message: String) -> PyErr {
 pub(crate) fn runtime_failed(message: impl Into<String>) -> PyErr {
     PyRuntimeError::new_err(message.into())
 }
+
+/// The one rule of every `__exit__` that lets a lock go (a `Lock`'s release,
+/// an `Election`'s resignation): when the block raised, a failure of
+/// `leaving` is logged with its traceback to the `lease_lock` logger and the
+/// block's exception goes on; otherwise the failure is raised. Never
+/// swallows the block's exception (returns `false`).
+pub(crate) fn exit_rule(
+    py: Python<'_>,
+    block_raised: bool,
+    leaving: PyResult<Py<PyAny>>,
+    what: &str,
+) -> PyResult<bool> {
+    match leaving {
+        Ok(_) => Ok(false),
+        Err(error) if !block_raised => Err(error),
+        Err(error) => {
+            let kwargs = pyo3::types::PyDict::new(py);
+            kwargs.set_item("exc_info", error.value(py))?;
+            py.import("logging")?
+                .call_method1("getLogger", ("lease_lock",))?
+                .call_method(
+                    "warning",
+                    ("%s after an exception in its block failed", what),
+                    Some(&kwargs),
+                )?;
+            Ok(false)
+        }
+    }
+}

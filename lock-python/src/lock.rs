@@ -591,27 +591,9 @@ impl Lock {
         _exc: &Bound<'_, PyAny>,
         _tb: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        match self.leave(py, None, false, false) {
-            Ok(_) => Ok(false),
-            Err(error) if exc_type.is_none() => Err(error),
-            Err(error) => {
-                // The block's exception goes on; the release's failure is
-                // logged with its traceback.
-                let kwargs = pyo3::types::PyDict::new(py);
-                kwargs.set_item("exc_info", error.value(py))?;
-                py.import("logging")?
-                    .call_method1("getLogger", ("lease_lock",))?
-                    .call_method(
-                        "warning",
-                        (
-                            "releasing lock %s after an exception in its block failed",
-                            self.view.key().to_string(),
-                        ),
-                        Some(&kwargs),
-                    )?;
-                Ok(false)
-            }
-        }
+        let leaving = self.leave(py, None, false, false);
+        let what = format!("releasing lock {}", self.view.key());
+        errors::exit_rule(py, !exc_type.is_none(), leaving, &what)
     }
 
     /// `async with lock:` (on a lock already acquired, as `async with await
@@ -631,9 +613,11 @@ impl Lock {
         _exc: &Bound<'py, PyAny>,
         _tb: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let what = format!("releasing lock {}", slf.get().view.key());
+        let leaving = slf.call_method0("release_async")?;
         slf.py()
             .import("lease_lock._bridge")?
-            .call_method1("release_at_exit", (slf, !exc_type.is_none()))
+            .call_method1("at_exit", (leaving, !exc_type.is_none(), what))
     }
 
     fn __repr__(&self) -> String {

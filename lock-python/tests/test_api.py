@@ -296,3 +296,74 @@ def test_a_lock_context_nests_and_is_shared_between_tasks(clients: Clients) -> N
     taken = bob.try_acquire("shared")
     assert taken is not None, "both tasks' exits released their own guards"
     taken.release()
+
+
+def test_a_failed_release_or_resignation_after_the_block_raised_is_logged_and_the_block_error_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One rule for Lock, LockContext and Election, blocking and async.
+
+    Each exit fails only after its retries (seconds), so the three of a
+    phase run at once: in threads, then in tasks.
+    """
+    import asyncio
+    import logging
+    import threading
+
+    store = lease_lock.MemoryStore()
+    client = LockClient(store, owner="a", lease=2)
+
+    def failing_exits(phase: str) -> list[Any]:
+        # Keys of their own: a lock whose release failed stays held for its lease.
+        return [
+            lambda: client.acquire(f"lock-{phase}", wait=0),
+            lambda: client.lock(f"context-{phase}", wait=0),
+            lambda: client.elect(f"election-{phase}"),
+        ]
+
+    def logged_failures() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "after an exception in its block failed" in r.getMessage()]
+
+    entered_all = threading.Barrier(3)
+    outcomes: list[str] = []
+
+    def blocking(enter: Any) -> None:
+        try:
+            with enter() as entered:
+                if isinstance(entered, lease_lock.Election):
+                    assert entered.leadership(timeout=5) is not None
+                entered_all.wait(timeout=10)
+                store.set_unavailable(True)
+                raise KeyError("the block's own error")
+        except KeyError:
+            outcomes.append("the block's error")
+
+    with caplog.at_level(logging.WARNING, logger="lease_lock"):
+        threads = [threading.Thread(target=blocking, args=(enter,)) for enter in failing_exits("blocking")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    store.set_unavailable(False)
+    assert outcomes == ["the block's error"] * 3
+    assert len(logged_failures()) == 3 and all(r.exc_info is not None for r in logged_failures()), caplog.text
+    caplog.clear()
+
+    async def one(enter: Any, all_in: asyncio.Barrier) -> None:
+        with pytest.raises(KeyError):
+            async with enter() as entered:
+                if isinstance(entered, lease_lock.Election):
+                    assert await entered.leadership_async(timeout=5) is not None
+                await all_in.wait()
+                store.set_unavailable(True)
+                raise KeyError("the block's own error")
+
+    async def main() -> None:
+        all_in = asyncio.Barrier(3)
+        await asyncio.gather(*(one(enter, all_in) for enter in failing_exits("async")))
+
+    with caplog.at_level(logging.WARNING, logger="lease_lock"):
+        asyncio.run(asyncio.wait_for(main(), timeout=60))
+    store.set_unavailable(False)
+    assert len(logged_failures()) == 3 and all(r.exc_info is not None for r in logged_failures()), caplog.text
+    client.close()

@@ -88,20 +88,19 @@ def _close(work: Awaitable[Any]) -> None:
         close()
 
 
-async def release_at_exit(lock: Lock, raised: bool) -> bool:
-    """Release ``lock`` on leaving its ``async with`` block; return False (never swallow).
+async def at_exit(leaving: Awaitable[object], raised: bool, what: str) -> bool:
+    """Await ``leaving`` (a release or a resignation) on leaving an ``async with`` block.
 
-    A failed release is raised, unless the block raised: then it is logged
-    with its traceback and the block's exception goes on.
+    A failure is raised, unless the block raised: then it is logged with its
+    traceback to the ``lease_lock`` logger and the block's exception goes on.
+    Returns False: the block's exception is never swallowed.
     """
     try:
-        await lock.release_async()
+        await leaving
     except Exception:
         if not raised:
             raise
-        logging.getLogger("lease_lock").warning(
-            "releasing lock %s after an exception in its block failed", lock.key, exc_info=True
-        )
+        logging.getLogger("lease_lock").warning("%s after an exception in its block failed", what, exc_info=True)
     return False
 
 
