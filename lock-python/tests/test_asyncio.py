@@ -276,3 +276,51 @@ def test_wait_role_change_has_an_awaitable_twin(clients: Clients) -> None:
         assert role is not None and role.kind == "campaigning"
 
     run(main())
+
+
+def test_cancelling_inside_async_with_or_during_its_exit_still_releases() -> None:
+    store = lease_lock.MemoryStore()
+    alice = LockClient(store, owner="alice")
+
+    async def main() -> None:
+        # Cancelled in the body: the exit releases.
+        entered = asyncio.Event()
+
+        async def body() -> None:
+            async with alice.lock("body"):
+                entered.set()
+                await asyncio.sleep(60)
+
+        task = asyncio.ensure_future(body())
+        await entered.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        info = await alice.get_lock_async("body")
+        assert info is not None and info.released
+
+        # Cancelled while the exit's release waits for a store that is down:
+        # the release goes on, and lands once the store is back.
+        exiting = asyncio.Event()
+
+        async def slow_exit() -> None:
+            async with alice.lock("exit"):
+                store.set_unavailable(True)
+                exiting.set()
+
+        task = asyncio.ensure_future(slow_exit())
+        await exiting.wait()
+        await asyncio.sleep(0.1)  # inside __aexit__, retrying
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        store.set_unavailable(False)
+        for _ in range(100):
+            info = await alice.get_lock_async("exit")
+            if info is not None and info.released:
+                break
+            await asyncio.sleep(0.05)
+        assert info is not None and info.released
+
+    run(main())
+    alice.close()

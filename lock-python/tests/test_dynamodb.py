@@ -110,3 +110,26 @@ def test_a_named_profile_supplies_region_and_credentials(tmp_path: Path) -> None
                           timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1"
+
+
+@pytest.mark.parametrize("start", ["spawn", "forkserver"])
+def test_workers_started_by_multiprocessing_take_turns(start: str) -> None:
+    """Each worker makes its own store and client (nothing crosses the process boundary)."""
+    import multiprocessing
+
+    import mp_worker
+
+    endpoint = _need(DYNAMODB, "LOCK_DYNAMODB_ENDPOINT")
+    store = make_dynamodb_store()
+    context = multiprocessing.get_context(start)
+    fences = context.Queue()
+    workers = [
+        context.Process(target=mp_worker.take_turn, args=(endpoint, store.table, "turns", fences))
+        for _ in range(3)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [worker.exitcode for worker in workers] == [0, 0, 0]
+    assert sorted(fences.get(timeout=5) for _ in workers) == [1, 2, 3]

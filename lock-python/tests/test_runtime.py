@@ -324,3 +324,107 @@ def test_a_cancelled_close_still_releases_what_it_started() -> None:
     )
     assert len(kept) == 2
     checker.close()
+
+
+def test_ctrl_c_during_wait_unsafe_release_and_close_stops_the_wait_not_the_release() -> None:
+    """Ctrl-C ends a blocking call promptly; a release or close it interrupted still finishes."""
+    done = run_script(
+        """
+        import json, os, signal, threading, time
+        import lease_lock
+        store = lease_lock.MemoryStore()
+        alice = lease_lock.LockClient(store, owner="alice")
+        result = {}
+
+        def interrupted(call, outage=False):
+            # SIGINT 0.3 s into `call`; with `outage`, the store is down until 0.6 s.
+            if outage:
+                store.set_unavailable(True)
+                threading.Timer(0.6, store.set_unavailable, (False,)).start()
+            sent = []
+            def interrupt():
+                sent.append(time.monotonic())
+                os.kill(os.getpid(), signal.SIGINT)
+            threading.Timer(0.3, interrupt).start()
+            try:
+                call()
+                return None
+            except KeyboardInterrupt:
+                return time.monotonic() - sent[0]
+
+        lock = alice.acquire("wait")
+        result["wait_unsafe"] = interrupted(lambda: lock.wait_unsafe())
+        result["still_safe"] = lock.is_safe
+        lock.release()
+
+        lock = alice.acquire("release")
+        result["release"] = interrupted(lock.release, outage=True)
+        time.sleep(2)
+        result["released"] = alice.get_lock("release").released
+
+        held = alice.acquire("close")
+        result["close"] = interrupted(alice.close, outage=True)
+        time.sleep(2)
+        checker = lease_lock.LockClient(store, owner="checker")
+        result["closed_released"] = checker.get_lock("close").released
+        checker.close()
+        print(json.dumps(result))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    for call in ("wait_unsafe", "release"):
+        assert result[call] is not None and result[call] < 0.2, result
+    assert result["still_safe"] and result["released"], result
+    # A close is not stopped by Ctrl-C at all (or stops only its wait): either
+    # way, what it started is released.
+    assert result["close"] is None or result["close"] < 0.2, result
+    assert result["closed_released"], result
+
+
+def test_a_lock_dropped_without_release_is_released_not_left_for_its_lease() -> None:
+    import gc
+
+    store = lease_lock.MemoryStore()
+    alice = LockClient(store, owner="alice", lease=60)
+    lock = alice.acquire("dropped")
+    del lock
+    gc.collect()
+    eventually(lambda: (info := alice.get_lock("dropped")) is not None and info.released, what="the release")
+    bob = LockClient(store, owner="bob")
+    assert bob.try_acquire("dropped") is not None
+    alice.close()
+    bob.close()
+
+
+def test_many_threads_of_several_clients_never_hold_one_lock_together() -> None:
+    store = lease_lock.MemoryStore()
+    clients = [LockClient(store, owner=f"c{i}", refresh=0.01) for i in range(3)]
+    inside = 0
+    most = 0
+    fences: list[int] = []
+    guard = threading.Lock()
+
+    def worker(client: LockClient) -> None:
+        nonlocal inside, most
+        for _ in range(5):
+            with client.lock("shared", wait=30) as lock:
+                with guard:
+                    inside += 1
+                    most = max(most, inside)
+                    fences.append(lock.fence)
+                assert lock.is_safe
+                time.sleep(0.002)
+                with guard:
+                    inside -= 1
+
+    threads = [threading.Thread(target=worker, args=(clients[i % 3],)) for i in range(9)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert most == 1
+    assert len(fences) == 45 and fences == sorted(fences) and len(set(fences)) == 45
+    for client in clients:
+        client.close()
