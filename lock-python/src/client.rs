@@ -14,10 +14,11 @@ use pyo3::types::{PyDict, PyList};
 use crate::convert;
 use crate::election::Election;
 use crate::errors;
-use crate::lock::{Lock, lock_info};
+use crate::lock::Lock;
 use crate::runtime::ProcessRuntime;
 use crate::semaphore::Semaphore;
 use crate::stores;
+use crate::values::lock_info;
 
 /// A lock client on one store (see `lease_lock.LockClient`).
 #[pyclass(module = "lease_lock._native", name = "Client", frozen)]

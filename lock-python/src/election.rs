@@ -11,8 +11,9 @@ use pyo3::types::PyTuple;
 
 use crate::classes;
 use crate::errors;
-use crate::lock::{bytes, signal_awaitable, unit, wait_lost};
+use crate::lock::{signal_awaitable, unit, wait_lost};
 use crate::runtime::{ProcessRuntime, within};
+use crate::values::bytes;
 
 /// `Role(kind, fence, leader, data)` of `lease_lock._types`.
 fn role(py: Python<'_>, role: &Role) -> PyResult<Py<PyAny>> {

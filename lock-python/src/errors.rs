@@ -15,7 +15,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
 use crate::classes;
-use crate::lock::lost_reason;
+use crate::values::lost_reason;
 
 /// `Display` of `error` and of each of its sources, joined by ": ".
 pub(crate) fn chain(error: &(dyn StdError + 'static)) -> String {

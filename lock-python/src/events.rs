@@ -21,7 +21,7 @@ use tracing::field::{Field, Visit};
 use tracing::{Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 
-use crate::lock::lost_reason;
+use crate::values::lost_reason;
 
 /// The most log records waiting for the Python thread.
 const MAX_LOG_RECORDS: usize = 10_000;

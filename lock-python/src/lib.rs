@@ -37,6 +37,7 @@ mod metrics;
 mod runtime;
 mod semaphore;
 mod stores;
+mod values;
 mod work;
 
 use pyo3::prelude::*;

@@ -1,53 +1,16 @@
-//! `lease_lock.Lock`: a held lock (a `LockGuard`), and the value objects the
-//! client returns (`LostReason`, `LockInfo`, `Takeover`, `LeaseState`, all
-//! classes of `lease_lock._types`).
+//! `lease_lock.Lock`: a held lock (a `LockGuard`), and the waits on its
+//! signals that `Leadership` shares.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lock_core::{LeaseState, LockError, LockGuard, LockInfo, LockView, LostReason, Permit};
+use lock_core::{LeaseState, LockError, LockGuard, LockView, LostReason, Permit};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyTuple};
 
 use crate::classes;
 use crate::errors;
 use crate::runtime::ProcessRuntime;
-
-/// A class of `lease_lock._types`, called with keyword arguments.
-fn make(py: Python<'_>, name: &'static str, fields: &[(&str, Py<PyAny>)]) -> PyResult<Py<PyAny>> {
-    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    let args = PyTuple::empty(py);
-    classes::construct(py, &MODULE, "lease_lock._types", name, args, fields).map(Bound::unbind)
-}
-
-pub(crate) fn bytes(py: Python<'_>, data: Option<&[u8]>) -> Py<PyAny> {
-    match data {
-        Some(data) => PyBytes::new(py, data).into_any().unbind(),
-        None => py.None(),
-    }
-}
-
-/// `LostReason(kind, owner, limit, message)`.
-pub(crate) fn lost_reason(py: Python<'_>, reason: &LostReason) -> PyResult<Py<PyAny>> {
-    let (kind, owner, limit) = match reason {
-        LostReason::Stolen { owner } => ("stolen", owner.clone(), None),
-        LostReason::Expired => ("expired", None, None),
-        LostReason::InDanger => ("in_danger", None, None),
-        LostReason::Released => ("released", None, None),
-        LostReason::MaxHold { limit } => ("max_hold", None, Some(limit.as_secs_f64())),
-        _ => ("other", None, None),
-    };
-    make(
-        py,
-        "LostReason",
-        &[
-            ("kind", classes::value(py, kind)?),
-            ("owner", classes::value(py, owner)?),
-            ("limit", classes::value(py, limit)?),
-            ("message", classes::value(py, reason.to_string())?),
-        ],
-    )
-}
+use crate::values::{bytes, lost_reason};
 
 /// `wait_lost(timeout)` of a `Lock` or a `Leadership`: block until `lost`
 /// resolves and return its `LostReason`, or `None` after `timeout`.
@@ -70,28 +33,6 @@ pub(crate) fn signal_awaitable<'py>(
     signal: impl std::future::Future<Output = LostReason> + Send + 'static,
 ) -> PyResult<Bound<'py, PyAny>> {
     runtime.awaitable(py, signal, |py, reason| lost_reason(py, &reason))
-}
-
-/// `LockInfo(...)` for one stored lock.
-pub(crate) fn lock_info(py: Python<'_>, info: LockInfo) -> PyResult<Py<PyAny>> {
-    make(
-        py,
-        "LockInfo",
-        &[
-            ("key", classes::value(py, info.key.partition())?),
-            ("sort_key", classes::value(py, info.key.sort())?),
-            ("owner", classes::value(py, info.owner)?),
-            ("fence", classes::value(py, info.fence.0)?),
-            ("lease", classes::value(py, info.lease.as_secs_f64())?),
-            ("released", classes::value(py, info.released)?),
-            ("data", bytes(py, info.data.as_deref())),
-            (
-                "held_by_this_client",
-                classes::value(py, info.held_by_this_client)?,
-            ),
-            ("version", classes::value(py, info.version)?),
-        ],
-    )
 }
 
 /// What a `Lock` holds: a lock, or a permit of a semaphore (a lock on one of
@@ -395,19 +336,10 @@ impl Lock {
     /// crash): what that holder left (`Takeover`); otherwise `None`.
     #[getter]
     fn took_over(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let Some(takeover) = self.view.took_over() else {
-            return Ok(None);
-        };
-        make(
-            py,
-            "Takeover",
-            &[
-                ("owner", classes::value(py, takeover.owner.as_str())?),
-                ("fence", classes::value(py, takeover.fence.0)?),
-                ("data", bytes(py, takeover.data.as_deref())),
-            ],
-        )
-        .map(Some)
+        self.view
+            .took_over()
+            .map(|takeover| crate::values::takeover(py, takeover))
+            .transpose()
     }
 
     /// For a permit of a semaphore, its slot (from 0); `None` for a lock.
