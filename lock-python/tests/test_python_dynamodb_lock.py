@@ -546,6 +546,9 @@ def test_an_acquired_lock_describes_itself(pdl: ModuleType, h: Harness) -> None:
     # int(time.time() + expiry_period); a heartbeat sets it again
     assert type(lock.expiry_time) is int
     assert int(before + 1800) <= lock.expiry_time <= int(time.time() + 1800)
+    # Plain instance attributes, as 0.9.1 has them: vars(lock) shows them.
+    for name in ("record_version_number", "expiry_time", "last_updated_time"):
+        assert vars(lock)[name] == getattr(lock, name), name
     assert lock.additional_attributes == {"job": "nightly", "attempt": 3}
     # urllib.parse.quote of each key ('/' kept), joined by '|'
     assert lock.unique_identifier == "orders/2024%20q1%7Ceu|shard%207"

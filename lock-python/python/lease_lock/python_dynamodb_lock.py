@@ -300,6 +300,8 @@ class DynamoDBLockClient:
                     return
                 if lock.status not in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER):
                     return
+                # vars(lock) follows the heartbeats too, as 0.9.1's does.
+                lock._refresh()
                 state = lock._native.state
                 if state == _LeaseState.LOST:
                     logger.warning('Lock was lost (%s): %s', lock._native.lost_reason, lock.unique_identifier)
@@ -639,24 +641,11 @@ class BaseDynamoDBLock:
         return '%s::%s' % (self.__class__.__name__, self.__dict__)
 
 
-class _FollowsHeartbeats:
-    """A lock attribute that 0.9.1 updates at each heartbeat: read after the lock has
-    caught up with the Rust client's heartbeats (``DynamoDBLock._refresh``)."""
-
-    def __init__(self, doc):
-        self.__doc__ = doc
-
-    def __set_name__(self, owner, name):
-        self._slot = '_' + name
-
-    def __get__(self, lock, owner=None):
-        if lock is None:
-            return self
-        lock._refresh()
-        return getattr(lock, self._slot)
-
-    def __set__(self, lock, value):
-        setattr(lock, self._slot, value)
+# The lock attributes 0.9.1 updates at each heartbeat; here plain instance
+# attributes too (``vars(lock)`` shows them), brought up to date with the Rust
+# client's heartbeats whenever one is read (``DynamoDBLock.__getattribute__``)
+# and by the heartbeat checker.
+_FOLLOWS_HEARTBEATS = frozenset({'record_version_number', 'expiry_time', 'last_updated_time'})
 
 
 class DynamoDBLock(BaseDynamoDBLock):
@@ -724,20 +713,24 @@ class DynamoDBLock(BaseDynamoDBLock):
         if native is None or not native.held:
             return
         version = native.version
-        if version != self._seen_version:
-            self._seen_version = version
-            self._record_version_number = version
-            self._expiry_time = int(time.time() + self._expiry_ahead)
+        if version == self._seen_version:
+            return
+        # A new heartbeat: its version, the expiry it wrote, and when it
+        # landed (worked back from the safe time it left).
+        self._seen_version = version
+        self.record_version_number = version
+        self.expiry_time = int(time.time() + self._expiry_ahead)
         remaining = native.remaining
         if remaining > 0:
             safe = self.lock_client._safe_seconds
-            self._last_updated_time = time.monotonic() - max(safe - remaining, 0.0)
+            self.last_updated_time = time.monotonic() - max(safe - remaining, 0.0)
 
-    # 0.9.1 updates these at each heartbeat; here they follow the Rust client's
-    record_version_number = _FollowsHeartbeats(
-        "The record version this client last wrote (changes with every heartbeat).")
-    expiry_time = _FollowsHeartbeats("The TTL time (epoch seconds) the latest heartbeat wrote.")
-    last_updated_time = _FollowsHeartbeats("time.monotonic() when the latest heartbeat landed.")
+    def __getattribute__(self, name):
+        # record_version_number, expiry_time and last_updated_time are plain
+        # attributes, as in 0.9.1; read, they first catch up with the heartbeats.
+        if name in _FOLLOWS_HEARTBEATS:
+            object.__getattribute__(self, '_refresh')()
+        return object.__getattribute__(self, name)
 
     @property
     def fence(self):
