@@ -562,22 +562,25 @@ async fn an_election_dropped_while_its_campaign_runs_on_another_thread_never_lea
 
 // ---- Waiting for work, and its bound ------------------------------------------
 
+/// Work under `view`'s lock in another task, which needs a second to unwind
+/// once the lock is no longer safe: why it stopped, and when it had unwound.
+fn unwinding_worker(view: &lock_core::LockView) -> tokio::task::JoinHandle<(LostReason, Instant)> {
+    let view = view.clone();
+    tokio::spawn(async move {
+        let _working = view.begin_work();
+        let reason = view.until_unsafe().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (reason, Instant::now())
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_release_waits_for_work_beside_the_guard_to_end_and_reads_released_meanwhile() {
     let store = Delayed::new(MemoryStore::new());
     let a = client(store.clone(), "a");
     let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
     let view = guard.view();
-    // Work in another task that needs a second to unwind once told to stop.
-    let worker = {
-        let view = view.clone();
-        tokio::spawn(async move {
-            let _working = view.begin_work();
-            let reason = view.until_unsafe().await;
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            (reason, Instant::now())
-        })
-    };
+    let worker = unwinding_worker(&view);
     tokio::time::sleep(Duration::from_millis(10)).await;
     let puts = store.puts().len();
     let started = Instant::now();
@@ -639,20 +642,12 @@ async fn a_release_by_version_of_a_held_lock_waits_for_its_work() {
     let a = client(store.clone(), "a");
     let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
     let view = guard.view();
-    let worker = {
-        let view = view.clone();
-        tokio::spawn(async move {
-            let _working = view.begin_work();
-            view.until_unsafe().await;
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            Instant::now()
-        })
-    };
+    let worker = unwinding_worker(&view);
     tokio::time::sleep(Duration::from_millis(10)).await;
     let puts = store.puts().len();
     let version = guard.version();
     a.release_version("job", &version).await.unwrap();
-    let unwound = worker.await.unwrap();
+    let (_, unwound) = worker.await.unwrap();
     assert!(store.puts()[puts].sent >= unwound);
     assert!(!view.is_safe());
     drop(guard);

@@ -279,17 +279,20 @@ def test_a_lock_context_nests_and_is_shared_between_tasks(clients: Clients) -> N
     shared = alice.lock("shared", reentrant=True)
 
     async def main() -> None:
-        both_in = asyncio.Barrier(2) if hasattr(asyncio, "Barrier") else None
         entered: list[lease_lock.Lock] = []
+        first_in = asyncio.Event()
 
-        async def task(pause: float) -> None:
+        async def task(pause: float, after: asyncio.Event | None) -> None:
+            if after is not None:
+                # Enter while the first task holds it: a reentrant entry.
+                await after.wait()
             async with shared as lock:
                 entered.append(lock)
-                if both_in is not None:
-                    await both_in.wait()
+                first_in.set()
                 await asyncio.sleep(pause)
 
-        await asyncio.gather(task(0.01), task(0.05))
+        # Both inside at once; the first to enter leaves first.
+        await asyncio.gather(task(0.05, None), task(0.1, first_in))
         assert len(entered) == 2 and not any(lock.held for lock in entered)
 
     asyncio.run(asyncio.wait_for(main(), timeout=30))
