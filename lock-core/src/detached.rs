@@ -82,8 +82,9 @@ impl Shared {
         // The holder lets go: the lock may be released by its version from
         // now on, by anyone it is handed to, so no view of it here reads as
         // safe any more.
-        held.update(|state| state.guards = state.guards.saturating_sub(1));
+        // Let go first: a reentrant acquire then can no longer share it.
         held.leave();
+        held.update(|state| state.guards = state.guards.saturating_sub(1));
         self.forget(&held);
         held.end_turn(None);
         // The work under it ends before the version that lets others in is

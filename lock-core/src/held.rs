@@ -294,12 +294,15 @@ impl Held {
     /// let the lock go (see [`leave`](Self::leave); the caller forgets it and
     /// releases it).
     pub fn drop_guard(&self) -> bool {
-        let last = self.update(|state| {
+        // Let go in the same update that counts the last guard out, so a
+        // reentrant acquire can never share a lock that is being released.
+        let (last, first) = self.update(|state| {
             state.guards = state.guards.saturating_sub(1);
-            state.guards == 0
+            let last = state.guards == 0;
+            (last, last && Self::let_go(state))
         });
-        if last {
-            self.leave();
+        if first {
+            self.run_leave_hook();
         }
         last
     }
@@ -311,11 +314,21 @@ impl Held {
     /// election's step-down) runs. Every way out calls this *before* its
     /// first write. Idempotent.
     pub fn leave(&self) {
-        let first = self.update(|state| {
-            state.stopping = true;
-            !std::mem::replace(&mut state.left, true)
-        });
-        if first && let Some(LeaveHook(hook)) = self.on_leave.get() {
+        if self.update(Self::let_go) {
+            self.run_leave_hook();
+        }
+    }
+
+    /// Mark `state` let go (heartbeats stop); true the first time.
+    fn let_go(state: &mut HeldState) -> bool {
+        state.stopping = true;
+        !std::mem::replace(&mut state.left, true)
+    }
+
+    /// The leave hook, if one is set (run outside the state lock: it may
+    /// take locks of its own).
+    fn run_leave_hook(&self) {
+        if let Some(LeaveHook(hook)) = self.on_leave.get() {
             hook();
         }
     }
@@ -327,9 +340,7 @@ impl Held {
         if set && self.state().left {
             // Let go before the hook was set: run it now (running it twice is
             // harmless, never running it is not).
-            if let Some(LeaveHook(hook)) = self.on_leave.get() {
-                hook();
-            }
+            self.run_leave_hook();
         }
     }
 
