@@ -552,16 +552,7 @@ async fn resigning_cancels_the_leaders_work_before_the_release_is_answered() {
         .await
         .unwrap()
         .unwrap();
-    assert!(
-        matches!(
-            ended,
-            Err(LockError::Lost {
-                reason: LostReason::Released,
-                ..
-            })
-        ),
-        "{ended:?}"
-    );
+    support::assert_lost_to_release(&ended);
     assert!(
         at - resigned < Duration::from_millis(10),
         "{:?}",

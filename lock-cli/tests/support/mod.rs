@@ -379,30 +379,9 @@ pub fn wait_for_file(path: &Path, limit: Duration) -> String {
 pub fn cron_runs_reclaim_a_crashed_holders_permit(env: &Env) {
     use nix::sys::signal::{Signal, kill, killpg};
     const LIMIT: Duration = Duration::from_secs(60);
-    let holder = |name: &str| {
-        let pidfile = env.path(&format!("{name}.pid"));
-        let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
-        let process = env.spawn(
-            name,
-            &[
-                "run",
-                "pool",
-                "--permits",
-                "2",
-                "--lease",
-                "2s",
-                "--",
-                "sh",
-                "-c",
-                &script,
-            ],
-        );
-        let command: i32 = wait_for_file(&pidfile, LIMIT).trim().parse().unwrap();
-        (process, nix::unistd::Pid::from_raw(command))
-    };
-    let cron = || {
-        let started = Instant::now();
-        let out = env.run(&[
+    // `lockctl run` of a shell script on one of the 2 permits of "pool".
+    fn run_in_pool(script: &str) -> [&str; 10] {
+        [
             "run",
             "pool",
             "--permits",
@@ -412,8 +391,19 @@ pub fn cron_runs_reclaim_a_crashed_holders_permit(env: &Env) {
             "--",
             "sh",
             "-c",
-            "echo $LOCK_FENCE",
-        ]);
+            script,
+        ]
+    }
+    let holder = |name: &str| {
+        let pidfile = env.path(&format!("{name}.pid"));
+        let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+        let process = env.spawn(name, &run_in_pool(&script));
+        let command: i32 = wait_for_file(&pidfile, LIMIT).trim().parse().unwrap();
+        (process, nix::unistd::Pid::from_raw(command))
+    };
+    let cron = || {
+        let started = Instant::now();
+        let out = env.run(&run_in_pool("echo $LOCK_FENCE"));
         (out, started.elapsed())
     };
     let (live, live_command) = holder("live");

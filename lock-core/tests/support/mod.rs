@@ -158,3 +158,18 @@ impl StoreLayer for Delayed {
 }
 
 lock_core::store_via_layer!(impl[] for Delayed, |this| (this, &this.inner as &dyn ConditionalStore));
+
+/// `ended` (what `with_lock` or `lead` returned) is the work's cancellation
+/// because its lock was let go: `LockError::Lost` with `LostReason::Released`.
+pub fn assert_lost_to_release<T: std::fmt::Debug>(ended: &Result<T, lock_core::LockError>) {
+    assert!(
+        matches!(
+            ended,
+            Err(lock_core::LockError::Lost {
+                reason: lock_core::LostReason::Released,
+                ..
+            })
+        ),
+        "{ended:?}"
+    );
+}
