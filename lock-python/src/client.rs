@@ -165,60 +165,45 @@ impl Client {
         on_unsafe: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let key = convert::key(key, sort_key);
-        let mut options = AcquireOptions::new()
-            .busy_unless_dead(busy_unless_dead)
-            .only_if_exists(only_if_exists)
-            .reentrant(reentrant)
-            .delete_on_release(delete_on_release);
-        if let Some(wait) = convert::optional(py, "wait", wait)? {
-            options = options.wait(wait);
+        let options = convert::AcquireSettings {
+            wait: convert::optional(py, "wait", wait)?,
+            lease: convert::optional(py, "lease", lease)?,
+            data,
+            min_hold: convert::optional(py, "min_hold", min_hold)?,
+            max_hold: convert::optional(py, "max_hold", max_hold)?,
+            refresh: convert::optional(py, "refresh", refresh)?,
         }
-        if let Some(lease) = convert::optional(py, "lease", lease)? {
-            options = options.lease(lease);
-        }
-        if let Some(data) = data {
-            options = options.data(data);
-        }
-        if let Some(hold) = convert::optional(py, "min_hold", min_hold)? {
-            options = options.min_hold(hold);
-        }
-        if let Some(limit) = convert::optional(py, "max_hold", max_hold)? {
-            options = options.max_hold(limit);
-        }
-        if let Some(period) = convert::optional(py, "refresh", refresh)? {
-            options = options.refresh_period(period);
-        }
+        .apply(
+            AcquireOptions::new()
+                .busy_unless_dead(busy_unless_dead)
+                .only_if_exists(only_if_exists)
+                .reentrant(reentrant)
+                .delete_on_release(delete_on_release),
+        );
         let client = self.client().clone();
         let runtime = self.runtime.clone();
-        let made = move |py: Python<'_>, guard: lock_core::LockGuard| -> PyResult<Py<PyAny>> {
-            let lock = Lock::new(guard, runtime);
-            if let Some(callback) = on_unsafe {
-                lock.on_unsafe(py, callback)?;
-            }
-            Ok(Py::new(py, lock)?.into_any())
-        };
-        if try_once {
-            self.runtime.run(
-                py,
-                is_async,
-                async move { client.try_acquire(key, options).await },
-                move |py, result| match result {
-                    Ok(Some(guard)) => made(py, guard),
-                    Ok(None) => Ok(py.None()),
-                    Err(error) => Err(errors::lock_error(py, error)),
-                },
-            )
-        } else {
-            self.runtime.run(
-                py,
-                is_async,
-                async move { client.acquire(key, options).await },
-                move |py, result| match result {
-                    Ok(guard) => made(py, guard),
-                    Err(error) => Err(errors::lock_error(py, error)),
-                },
-            )
-        }
+        self.runtime.run(
+            py,
+            is_async,
+            async move {
+                if try_once {
+                    client.try_acquire(key, options).await
+                } else {
+                    client.acquire(key, options).await.map(Some)
+                }
+            },
+            move |py, result| match result {
+                Ok(Some(guard)) => {
+                    let lock = Lock::new(guard, runtime);
+                    if let Some(callback) = on_unsafe {
+                        lock.on_unsafe(py, callback)?;
+                    }
+                    Ok(Py::new(py, lock)?.into_any())
+                }
+                Ok(None) => Ok(py.None()),
+                Err(error) => Err(errors::lock_error(py, error)),
+            },
+        )
     }
 
     /// Campaign for leadership of `key`: an `Election` (see

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_core::LockKey;
+use lock_core::{AcquireOptions, LockKey};
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -108,4 +108,41 @@ pub(crate) fn data(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>
             .map(|name| name.to_string())
             .unwrap_or_default()
     )))
+}
+
+/// The settings an acquire of a lock and of a semaphore's permit share,
+/// checked: applied to [`AcquireOptions`] in one place.
+#[derive(Debug, Default)]
+pub(crate) struct AcquireSettings {
+    pub(crate) wait: Option<Duration>,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) data: Option<Vec<u8>>,
+    pub(crate) min_hold: Option<Duration>,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) refresh: Option<Duration>,
+}
+
+impl AcquireSettings {
+    /// `options` with every setting given here.
+    pub(crate) fn apply(self, mut options: AcquireOptions) -> AcquireOptions {
+        if let Some(wait) = self.wait {
+            options = options.wait(wait);
+        }
+        if let Some(lease) = self.lease {
+            options = options.lease(lease);
+        }
+        if let Some(data) = self.data {
+            options = options.data(data);
+        }
+        if let Some(hold) = self.min_hold {
+            options = options.min_hold(hold);
+        }
+        if let Some(limit) = self.max_hold {
+            options = options.max_hold(limit);
+        }
+        if let Some(period) = self.refresh {
+            options = options.refresh_period(period);
+        }
+        options
+    }
 }

@@ -11,8 +11,8 @@ use pyo3::types::PyTuple;
 
 use crate::classes;
 use crate::errors;
-use crate::lock::{signal_awaitable, unit, wait_lost};
 use crate::runtime::{ProcessRuntime, within};
+use crate::signals::{signal_awaitable, wait_lost};
 use crate::values::bytes;
 
 /// `Role(kind, fence, leader, data)` of `lease_lock._types`.
@@ -173,7 +173,7 @@ impl Election {
                     None => Ok(()),
                 }
             },
-            unit,
+            errors::none_or_raise,
         )
     }
 }

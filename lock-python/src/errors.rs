@@ -220,3 +220,11 @@ pub(crate) fn exit_rule(
         }
     }
 }
+
+/// `None` for a call that succeeded with nothing to return, the exception
+/// for one that failed (a release, a resign).
+pub(crate) fn none_or_raise(py: Python<'_>, result: Result<(), LockError>) -> PyResult<Py<PyAny>> {
+    result
+        .map(|()| py.None())
+        .map_err(|error| lock_error(py, error))
+}

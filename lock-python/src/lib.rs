@@ -18,8 +18,8 @@
 //!
 //! The modules, in the order a call goes through them: `convert` checks
 //! arguments, `client` and `stores` make the Rust calls, `runtime` runs
-//! them (blocking or as asyncio futures), `lock`, `election` and `semaphore`
-//! wrap what they return,
+//! them (blocking or as asyncio futures), `lock`, `election` and `semaphore` wrap what they return (with
+//! the waits on a lease's signals they share in `signals`),
 //! `errors` turns failures into exceptions (`classes` makes instances of
 //! the package's Python classes for both), `events` carries
 //! callbacks and log records back to a Python thread, and `metrics` hands
@@ -36,6 +36,7 @@ mod lock;
 mod metrics;
 mod runtime;
 mod semaphore;
+mod signals;
 mod stores;
 mod values;
 mod work;

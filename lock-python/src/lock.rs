@@ -1,39 +1,16 @@
-//! `lease_lock.Lock`: a held lock (a `LockGuard`), and the waits on its
-//! signals that `Leadership` shares.
+//! `lease_lock.Lock`: a held lock (a `LockGuard`) or a semaphore's permit.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lock_core::{LeaseState, LockError, LockGuard, LockView, LostReason, Permit};
+use lock_core::{LeaseState, LockGuard, LockView, LostReason, Permit};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
 use crate::classes;
 use crate::errors;
 use crate::runtime::ProcessRuntime;
+use crate::signals::{signal_awaitable, wait_lost};
 use crate::values::{bytes, lost_reason};
-
-/// `wait_lost(timeout)` of a `Lock` or a `Leadership`: block until `lost`
-/// resolves and return its `LostReason`, or `None` after `timeout`.
-pub(crate) fn wait_lost(
-    py: Python<'_>,
-    runtime: &ProcessRuntime,
-    lost: impl std::future::Future<Output = LostReason> + Send + 'static,
-    timeout: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<Py<PyAny>>> {
-    let limit = crate::convert::optional_seconds(py, "timeout", timeout)?;
-    let reason = runtime.block_on(py, crate::runtime::within(limit, lost))?;
-    reason.map(|reason| lost_reason(py, &reason)).transpose()
-}
-
-/// An awaitable of `signal`'s `LostReason` (`until_unsafe()`,
-/// `until_ended()` of a `Lock` or a `Leadership`).
-pub(crate) fn signal_awaitable<'py>(
-    py: Python<'py>,
-    runtime: &ProcessRuntime,
-    signal: impl std::future::Future<Output = LostReason> + Send + 'static,
-) -> PyResult<Bound<'py, PyAny>> {
-    runtime.awaitable(py, signal, |py, reason| lost_reason(py, &reason))
-}
 
 /// What a `Lock` holds: a lock, or a permit of a semaphore (a lock on one of
 /// its slots).
@@ -151,7 +128,7 @@ impl Lock {
                     None => view.clear_data().await,
                 }
             },
-            unit,
+            errors::none_or_raise,
         )
     }
 
@@ -188,7 +165,9 @@ impl Lock {
             )?;
         }
         let Some(holding) = self.take(py)? else {
-            return self.runtime.run(py, is_async, async { Ok(()) }, unit);
+            return self
+                .runtime
+                .run(py, is_async, async { Ok(()) }, errors::none_or_raise);
         };
         self.runtime.run(
             py,
@@ -204,7 +183,7 @@ impl Lock {
                     (Holding::Permit(permit), None, _) => permit.release().await,
                 }
             },
-            unit,
+            errors::none_or_raise,
         )
     }
 }
@@ -240,12 +219,6 @@ impl Lock {
             },
         )
     }
-}
-
-pub(crate) fn unit(py: Python<'_>, result: Result<(), LockError>) -> PyResult<Py<PyAny>> {
-    result
-        .map(|()| py.None())
-        .map_err(|error| errors::lock_error(py, error))
 }
 
 #[pymethods]

@@ -49,25 +49,15 @@ impl Semaphore {
         refresh: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.runtime.pid().check(py)?;
-        let mut options = AcquireOptions::new();
-        if let Some(wait) = optional_seconds(py, "wait", wait)? {
-            options = options.wait(wait);
+        let options = crate::convert::AcquireSettings {
+            wait: optional_seconds(py, "wait", wait)?,
+            lease: optional_seconds(py, "lease", lease)?,
+            data: crate::convert::data(data)?,
+            min_hold: optional_seconds(py, "min_hold", min_hold)?,
+            max_hold: optional_seconds(py, "max_hold", max_hold)?,
+            refresh: optional_seconds(py, "refresh", refresh)?,
         }
-        if let Some(lease) = optional_seconds(py, "lease", lease)? {
-            options = options.lease(lease);
-        }
-        if let Some(data) = crate::convert::data(data)? {
-            options = options.data(data);
-        }
-        if let Some(hold) = optional_seconds(py, "min_hold", min_hold)? {
-            options = options.min_hold(hold);
-        }
-        if let Some(limit) = optional_seconds(py, "max_hold", max_hold)? {
-            options = options.max_hold(limit);
-        }
-        if let Some(period) = optional_seconds(py, "refresh", refresh)? {
-            options = options.refresh_period(period);
-        }
+        .apply(AcquireOptions::new());
         let semaphore = self.semaphore.clone();
         let runtime = self.runtime.clone();
         self.runtime.run(

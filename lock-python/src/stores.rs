@@ -27,21 +27,18 @@ pub(crate) struct StoreParts {
 
 /// The store inside `store`, which must be one of this package's stores.
 pub(crate) fn parts(py: Python<'_>, store: &Bound<'_, PyAny>) -> PyResult<StoreParts> {
-    let (shared, made_on): (Arc<dyn ConditionalStore>, Option<Arc<ProcessRuntime>>) = if let Ok(
-        memory,
-    ) =
-        store.cast::<MemoryStore>()
-    {
-        (memory.get().store.clone(), None)
+    let built = if let Ok(memory) = store.cast::<MemoryStore>() {
+        // Nothing of it lives on a runtime: any process's will do.
+        return Ok(StoreParts {
+            store: memory.get().store.clone(),
+            runtime: runtime()?,
+        });
     } else if let Ok(dynamodb) = store.cast::<DynamoDBStore>() {
-        let dynamodb = dynamodb.get();
-        (dynamodb.shared.clone(), Some(dynamodb.runtime.clone()))
+        dynamodb.get().built.parts()
     } else if let Ok(postgres) = store.cast::<PostgresStore>() {
-        let postgres = postgres.get();
-        (postgres.shared.clone(), Some(postgres.runtime.clone()))
+        postgres.get().built.parts()
     } else if let Ok(bucket) = store.cast::<BucketStore>() {
-        let bucket = bucket.get();
-        (bucket.shared.clone(), Some(bucket.runtime.clone()))
+        bucket.get().built.parts()
     } else {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "store must be a lease_lock.MemoryStore, DynamoDBStore, PostgresStore or BucketStore, not {}",
@@ -49,17 +46,57 @@ pub(crate) fn parts(py: Python<'_>, store: &Bound<'_, PyAny>) -> PyResult<StoreP
         )));
     };
     // A store made before fork() holds connections of the parent's runtime.
-    let runtime = match made_on {
-        Some(made_on) => {
-            made_on.pid().check(py)?;
-            made_on
+    built.runtime.pid().check(py)?;
+    Ok(built)
+}
+
+/// A store with connections, built on the package's runtime: the Rust store
+/// (for its set-up calls), the same store as the client takes it, and that
+/// runtime, where its connection pool or SDK client lives.
+struct Built<S> {
+    store: S,
+    shared: Arc<dyn ConditionalStore>,
+    runtime: Arc<ProcessRuntime>,
+}
+
+impl<S: ConditionalStore + Clone + 'static> Built<S> {
+    /// Build a store inside `runtime` (building spawns the store's tasks).
+    fn on<E: std::error::Error + 'static>(
+        py: Python<'_>,
+        runtime: Arc<ProcessRuntime>,
+        build: impl FnOnce() -> Result<S, E>,
+    ) -> PyResult<Self> {
+        let store = {
+            let _entered = runtime.handle().enter();
+            build().map_err(|error| errors::setup_error(py, &error))?
+        };
+        Ok(Self {
+            shared: Arc::new(store.clone()),
+            store,
+            runtime,
+        })
+    }
+
+    fn parts(&self) -> StoreParts {
+        StoreParts {
+            store: self.shared.clone(),
+            runtime: self.runtime.clone(),
         }
-        None => runtime()?,
-    };
-    Ok(StoreParts {
-        store: shared,
-        runtime,
-    })
+    }
+
+    /// Run a set-up call of the store, blocking or as an awaitable.
+    fn setup<T, F>(
+        &self,
+        py: Python<'_>,
+        is_async: bool,
+        call: impl FnOnce(S) -> F,
+    ) -> PyResult<Py<PyAny>>
+    where
+        T: for<'py> IntoPyObject<'py> + Send + 'static,
+        F: std::future::Future<Output = Result<T, SetupFailure>> + Send + 'static,
+    {
+        run(py, &self.runtime, is_async, call(self.store.clone()))
+    }
 }
 
 /// Run a set-up call blocking or as an awaitable.
@@ -160,15 +197,13 @@ impl MemoryStore {
 /// region are used, asked for again as they near their expiry.
 #[pyclass(module = "lease_lock._native", name = "DynamoDBStore", frozen)]
 pub(crate) struct DynamoDBStore {
-    store: DynamoDbStore,
-    shared: Arc<dyn ConditionalStore>,
-    runtime: Arc<ProcessRuntime>,
+    built: Built<DynamoDbStore>,
 }
 
 impl std::fmt::Debug for DynamoDBStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DynamoDBStore")
-            .field("table", &self.store.table())
+            .field("table", &self.built.store.table())
             .finish()
     }
 }
@@ -287,24 +322,18 @@ impl DynamoDBStore {
             }
             loader.load().await
         })?;
-        let store = {
-            let _entered = runtime.handle().enter();
+        let built = Built::on(py, runtime, || {
             DynamoDbStore::builder(table)
                 .layout(layout)
                 .build(&sdk_config)
-                .map_err(|error| errors::setup_error(py, &error))?
-        };
-        Ok(Self {
-            shared: Arc::new(store.clone()),
-            store,
-            runtime,
-        })
+        })?;
+        Ok(Self { built })
     }
 
     /// The table's name.
     #[getter]
     fn table(&self) -> &str {
-        self.store.table()
+        self.built.store.table()
     }
 
     /// Create the table for this layout (on-demand billing, time to live on
@@ -324,8 +353,7 @@ impl DynamoDBStore {
         if let Some(wait) = convert::optional_seconds(py, "wait", wait)? {
             options = options.wait(wait);
         }
-        let store = self.store.clone();
-        run(py, &self.runtime, is_async, async move {
+        self.built.setup(py, is_async, |store| async move {
             match store.create_table(options).await {
                 Ok(_) => Ok(()),
                 Err(TableError::AlreadyExists { .. }) if exist_ok => {
@@ -340,8 +368,7 @@ impl DynamoDBStore {
     /// returns warnings (such as time to live not enabled).
     #[pyo3(signature = (*, is_async=false))]
     fn validate_table(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
-        let store = self.store.clone();
-        run(py, &self.runtime, is_async, async move {
+        self.built.setup(py, is_async, |store| async move {
             Ok::<_, SetupFailure>(store.validate_table().await?.warnings)
         })
     }
@@ -357,8 +384,7 @@ impl DynamoDBStore {
     ) -> PyResult<Py<PyAny>> {
         let wait = convert::optional_seconds(py, "wait", wait)?
             .unwrap_or(std::time::Duration::from_secs(300));
-        let store = self.store.clone();
-        run(py, &self.runtime, is_async, async move {
+        self.built.setup(py, is_async, |store| async move {
             Ok::<_, SetupFailure>(store.delete_table(wait).await?)
         })
     }
@@ -366,8 +392,8 @@ impl DynamoDBStore {
     fn __repr__(&self) -> String {
         format!(
             "DynamoDBStore(table={:?}, layout={:?})",
-            self.store.table(),
-            self.store.layout().preset_name()
+            self.built.store.table(),
+            self.built.store.layout().preset_name()
         )
     }
 }
@@ -377,15 +403,13 @@ impl DynamoDBStore {
 /// schema-qualified (`schema.table`).
 #[pyclass(module = "lease_lock._native", name = "PostgresStore", frozen)]
 pub(crate) struct PostgresStore {
-    store: RustPostgresStore,
-    shared: Arc<dyn ConditionalStore>,
-    runtime: Arc<ProcessRuntime>,
+    built: Built<RustPostgresStore>,
 }
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresStore")
-            .field("table", &self.store.table())
+            .field("table", &self.built.store.table())
             .finish()
     }
 }
@@ -400,35 +424,24 @@ impl PostgresStore {
         table: &str,
         max_connections: Option<usize>,
     ) -> PyResult<Self> {
-        let runtime = runtime()?;
         let mut builder = RustPostgresStore::builder(table);
         if let Some(connections) = max_connections {
             builder = builder.max_connections(connections);
         }
-        let store = {
-            let _entered = runtime.handle().enter();
-            builder
-                .build_from_url(url)
-                .map_err(|error| errors::setup_error(py, &error))?
-        };
-        Ok(Self {
-            shared: Arc::new(store.clone()),
-            store,
-            runtime,
-        })
+        let built = Built::on(py, runtime()?, || builder.build_from_url(url))?;
+        Ok(Self { built })
     }
 
     /// The table's name.
     #[getter]
     fn table(&self) -> &str {
-        self.store.table()
+        self.built.store.table()
     }
 
     /// Create the table if it does not exist, then validate it.
     #[pyo3(signature = (*, is_async=false))]
     fn create_schema(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
-        let store = self.store.clone();
-        run(py, &self.runtime, is_async, async move {
+        self.built.setup(py, is_async, |store| async move {
             Ok::<_, SetupFailure>(store.create_schema().await?)
         })
     }
@@ -436,14 +449,13 @@ impl PostgresStore {
     /// Check the table's columns, key and the role's rights on it.
     #[pyo3(signature = (*, is_async=false))]
     fn validate_schema(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
-        let store = self.store.clone();
-        run(py, &self.runtime, is_async, async move {
+        self.built.setup(py, is_async, |store| async move {
             Ok::<_, SetupFailure>(store.validate_schema().await?)
         })
     }
 
     fn __repr__(&self) -> String {
-        format!("PostgresStore(table={:?})", self.store.table())
+        format!("PostgresStore(table={:?})", self.built.store.table())
     }
 }
 
@@ -455,15 +467,13 @@ impl PostgresStore {
 /// `aws_endpoint` or `aws_region`), which win.
 #[pyclass(module = "lease_lock._native", name = "BucketStore", frozen)]
 pub(crate) struct BucketStore {
-    store: lock_object_store::BucketStore,
-    shared: Arc<dyn ConditionalStore>,
-    runtime: Arc<ProcessRuntime>,
+    built: Built<lock_object_store::BucketStore>,
 }
 
 impl std::fmt::Debug for BucketStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BucketStore")
-            .field("url", &self.store.url())
+            .field("url", &self.built.store.url())
             .finish()
     }
 }
@@ -513,7 +523,6 @@ impl BucketStore {
         options: Option<&Bound<'_, PyAny>>,
         request_timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let runtime = runtime()?;
         let mut builder = lock_object_store::BucketStore::builder();
         for (key, value) in string_mapping(py, "options", options)? {
             builder = builder.option(key, value);
@@ -521,23 +530,14 @@ impl BucketStore {
         if let Some(timeout) = request_timeout {
             builder = builder.request_timeout(convert::seconds(py, "request_timeout", timeout)?);
         }
-        let store = {
-            let _entered = runtime.handle().enter();
-            builder
-                .build_from_url(url)
-                .map_err(|error| errors::setup_error(py, &error))?
-        };
-        Ok(Self {
-            shared: Arc::new(store.clone()),
-            store,
-            runtime,
-        })
+        let built = Built::on(py, runtime()?, || builder.build_from_url(url))?;
+        Ok(Self { built })
     }
 
     /// Where the locks are: the URL, without a trailing slash.
     #[getter]
     fn url(&self) -> &str {
-        self.store.url()
+        self.built.store.url()
     }
 
     /// Check that the bucket can hold locks: it exists, the credentials may
@@ -545,13 +545,12 @@ impl BucketStore {
     /// (one probe object, removed afterwards).
     #[pyo3(signature = (*, is_async=false))]
     fn validate_bucket(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
-        let store = self.store.clone();
-        run(py, &self.runtime, is_async, async move {
+        self.built.setup(py, is_async, |store| async move {
             Ok::<_, SetupFailure>(store.validate_bucket().await?)
         })
     }
 
     fn __repr__(&self) -> String {
-        format!("BucketStore({:?})", self.store.url())
+        format!("BucketStore({:?})", self.built.store.url())
     }
 }
