@@ -9,6 +9,7 @@ layout, against the endpoint in LOCK_DYNAMODB_ENDPOINT. Prints one JSON object.
     bench.py report RESULTS.jsonl      # the table of both libraries and the ratios
     bench.py distance-report RESULTS.jsonl  # the uncontended cycle at each added RTT
     bench.py package-report RESULTS.jsonl   # lease_lock beside python-dynamodb-lock
+    bench.py blocked-report RESULTS.jsonl   # the two waits of blocked_wait.py
 
 Client CPU is this process's user + system time (resource.getrusage, all
 threads) during the measured loop.
@@ -154,6 +155,25 @@ def package_report(path):
             print("| %g ms | %s | %.1f ms | %.1f ms | %.1f | %.2f | %s | %s | %s |" % (
                 rtt, library, row["acquire_p50_ms"], row["release_p50_ms"], row["per_second"],
                 row["cpu_ms_per_op"], ratio_ops, ratio_cpu, vs_package))
+
+
+def blocked_report(path):
+    """blocked_wait.py's two ways of waiting, side by side, with the ratios."""
+    rows = {row["wait"]: row for row in (json.loads(line) for line in open(path) if line.strip())}
+    print("| wait | main thread CPU while waiting | process CPU while waiting | Ctrl-C heard after: p50 | max | CPU per short call |")
+    print("|---|---|---|---|---|---|")
+    for name, label in (("looking", "looking every 50 ms"), ("woken", "woken by the signal")):
+        row = rows[name]
+        print("| %s | %.2f ms/s | %.2f ms/s | %.1f ms | %.1f ms | %.0f µs |" % (
+            label, row["main_thread_cpu_ms_per_s"], row["process_cpu_ms_per_s"],
+            row["interrupt_p50_ms"], row["interrupt_max_ms"], row["short_call_cpu_us"]))
+    woken, looking = rows["woken"], rows["looking"]
+    print("| ratio (woken / looking) | %.3fx | %.3fx | %.3fx | %.3fx | %.2fx |" % (
+        woken["main_thread_cpu_ms_per_s"] / looking["main_thread_cpu_ms_per_s"],
+        woken["process_cpu_ms_per_s"] / looking["process_cpu_ms_per_s"],
+        woken["interrupt_p50_ms"] / looking["interrupt_p50_ms"],
+        woken["interrupt_max_ms"] / looking["interrupt_max_ms"],
+        woken["short_call_cpu_us"] / looking["short_call_cpu_us"]))
 
 
 def quantile(values, q):
@@ -338,6 +358,9 @@ def main(argv):
         return
     if mode == "package-report":
         package_report(argv[2])
+        return
+    if mode == "blocked-report":
+        blocked_report(argv[2])
         return
     seconds = float(argv[2])
     if mode == "uncontended":

@@ -18,7 +18,8 @@
 //!
 //! The modules, in the order a call goes through them: `convert` checks
 //! arguments, `client` and `stores` make the Rust calls, `runtime` runs
-//! them (blocking or as asyncio futures), `lock`, `election` and `semaphore` wrap what they return (with
+//! them (blocking, woken by signals through `signal_wake`, or as asyncio
+//! futures), `lock`, `election` and `semaphore` wrap what they return (with
 //! the waits on a lease's signals they share in `signals`),
 //! `errors` turns failures into exceptions (`classes` makes instances of
 //! the package's Python classes for both), `events` carries
@@ -36,6 +37,7 @@ mod lock;
 mod metrics;
 mod runtime;
 mod semaphore;
+mod signal_wake;
 mod signals;
 mod stores;
 mod values;

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
-use std::sync::mpsc::{RecvTimeoutError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,11 +22,13 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyCFunction;
 
 use crate::errors;
+use crate::signal_wake;
 
-/// How often a blocking wait on the main thread looks for a signal (Ctrl-C):
-/// Python runs signal handlers only when the main thread asks. Every look
-/// costs a wake-up, so not more often than a person notices: a
-/// `KeyboardInterrupt` within 50 ms.
+/// How often a blocking wait on the main thread looks for a signal (Ctrl-C)
+/// where no signal can wake it ([`signal_wake`]: not on Windows, nor inside
+/// a signal handler's own blocking call): Python runs signal handlers only
+/// when the main thread asks. Every look costs a wake-up, so not more often
+/// than a person notices: a `KeyboardInterrupt` within 50 ms.
 const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
 thread_local! {
@@ -123,17 +125,83 @@ impl ProcessRuntime {
     {
         self.pid.check(py)?;
         let (sender, receiver) = sync_channel(1);
-        let task = self.runtime.spawn(async move {
-            // The receiver is gone only if the caller was interrupted.
-            let _ = sender.send(future.await);
-        });
         if !is_main_thread(py) {
             // No signal handler runs on this thread: nothing to look for.
+            self.runtime.spawn(async move {
+                // The receiver is gone only if the caller was interrupted.
+                let _ = sender.send(future.await);
+            });
             return py
                 .detach(move || receiver.recv())
                 .map_err(|_| dropped_call());
         }
-        let mut receiver = receiver;
+        let mut woken_by_signal = signal_wake::Installed::install(py);
+        let notifier = woken_by_signal
+            .as_ref()
+            .map(signal_wake::Installed::notifier);
+        let task = self.runtime.spawn(async move {
+            let _ = sender.send(future.await);
+            if let Some(notifier) = notifier {
+                notifier.notify();
+            }
+        });
+        let result = match woken_by_signal.as_mut() {
+            Some(installed) => self.wait_woken(py, installed, receiver, &task),
+            None => self.wait_looking(py, receiver, &task),
+        };
+        if let Some(installed) = woken_by_signal {
+            installed.uninstall(py);
+        }
+        result
+    }
+
+    /// A signal handler raised (Ctrl-C's `KeyboardInterrupt`): the call is
+    /// cancelled, which the lock client treats like any dropped call.
+    fn abandon<T: Send + 'static>(
+        &self,
+        receiver: Receiver<T>,
+        task: &tokio::task::JoinHandle<()>,
+        interrupted: PyErr,
+    ) -> PyErr {
+        task.abort();
+        // The call may have ended just now, its result (a lock, say) waiting
+        // in the channel: dropped on the runtime, where a lock's drop
+        // releases it.
+        self.runtime.spawn(async move { drop(receiver) });
+        interrupted
+    }
+
+    /// The main thread's wait, woken by the result or by a signal.
+    fn wait_woken<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        installed: &mut signal_wake::Installed,
+        receiver: Receiver<T>,
+        task: &tokio::task::JoinHandle<()>,
+    ) -> PyResult<T> {
+        loop {
+            match receiver.try_recv() {
+                Ok(value) => return Ok(value),
+                Err(TryRecvError::Disconnected) => return Err(dropped_call()),
+                Err(TryRecvError::Empty) => {}
+            }
+            // Also hears a signal that came before the wake-up socket was
+            // set (its handler has not run yet).
+            if let Err(interrupted) = py.check_signals() {
+                return Err(self.abandon(receiver, task, interrupted));
+            }
+            installed.wait(py);
+        }
+    }
+
+    /// The main thread's wait where no signal can wake it: it looks for
+    /// signals every [`SIGNAL_CHECK`].
+    fn wait_looking<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        mut receiver: Receiver<T>,
+        task: &tokio::task::JoinHandle<()>,
+    ) -> PyResult<T> {
         loop {
             let (received, back) = py.detach(move || {
                 let received = receiver.recv_timeout(SIGNAL_CHECK);
@@ -144,12 +212,7 @@ impl ProcessRuntime {
                 Ok(value) => return Ok(value),
                 Err(RecvTimeoutError::Timeout) => {
                     if let Err(interrupted) = py.check_signals() {
-                        task.abort();
-                        // The call may have ended just now, its result (a
-                        // lock, say) waiting in the channel: dropped on the
-                        // runtime, where a lock's drop releases it.
-                        self.runtime.spawn(async move { drop(receiver) });
-                        return Err(interrupted);
+                        return Err(self.abandon(receiver, task, interrupted));
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => return Err(dropped_call()),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -380,6 +381,78 @@ def test_ctrl_c_during_wait_unsafe_release_and_close_stops_the_wait_not_the_rele
     # way, what it started is released.
     assert result["close"] is None or result["close"] < 0.2, result
     assert result["closed_released"], result
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_blocking_wait_keeps_the_programs_signal_handlers_and_wakeup_socket() -> None:
+    """The main thread's blocking wait is woken by Python's signal wake-up
+    socket: the program's own wake-up socket, its handlers (also one that
+    makes a blocking call itself) and an asyncio loop's signal handlers all
+    see every signal that arrived during the wait."""
+    done = run_script(
+        """
+        import asyncio, json, os, signal, socket, threading
+        import lease_lock
+        client = lease_lock.LockClient(lease_lock.MemoryStore(), owner="alice")
+        lock = client.acquire("wait")
+        result = {}
+
+        def signal_during(seconds, signum):
+            threading.Timer(seconds, os.kill, (os.getpid(), signum)).start()
+
+        # No wake-up socket before: none after.
+        lock.wait_unsafe(timeout=0.05)
+        result["none_after"] = signal.set_wakeup_fd(-1)
+
+        # The program's own socket: put back, with the signal written to it.
+        mine, theirs = socket.socketpair()
+        theirs.setblocking(False)
+        mine.settimeout(2)
+        signal.set_wakeup_fd(theirs.fileno())
+        handled = []
+        signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(signum))
+        signal_during(0.2, signal.SIGUSR1)
+        result["wait_1"] = lock.wait_unsafe(timeout=0.6)
+        result["handled"] = list(handled)
+        result["kept"] = signal.set_wakeup_fd(-1) == theirs.fileno()
+        result["written"] = list(mine.recv(16))
+
+        # A handler that blocks in a call of its own, during a wait.
+        def nested(signum, frame):
+            other = client.try_acquire("other")
+            handled.append(other is not None and other.fence)
+            other.release()
+        signal.signal(signal.SIGUSR2, nested)
+        signal_during(0.2, signal.SIGUSR2)
+        result["wait_2"] = lock.wait_unsafe(timeout=0.6)
+        result["nested"] = handled[1:]
+
+        # An asyncio loop's handler, the loop blocked by a call meanwhile.
+        async def main():
+            seen = asyncio.Event()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, seen.set)
+            signal_during(0.2, signal.SIGUSR1)
+            lock.wait_unsafe(timeout=0.6)
+            await asyncio.wait_for(seen.wait(), 5)
+            return True
+        result["asyncio"] = asyncio.run(main())
+        lock.release()
+        client.close()
+        print(json.dumps(result))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result == {
+        "none_after": -1,
+        "wait_1": None,
+        "handled": [int(signal.SIGUSR1)],
+        "kept": True,
+        "written": [int(signal.SIGUSR1)],
+        "wait_2": None,
+        "nested": [1],
+        "asyncio": True,
+    }, result
 
 
 def test_a_lock_dropped_without_release_is_released_not_left_for_its_lease() -> None:

@@ -2,9 +2,10 @@
 # into the virtual environment of scripts/lib/moto.sh and tested there.
 #
 # python_package_install_tools  maturin, pytest and mypy into .venv (idempotent)
-# python_package_build          a wheel (maturin build, cargo's dev profile, in
-#                               the workspace's target directory) installed in
-#                               .venv with pip, as users install it
+# python_package_build [PROFILE] a wheel (maturin build, cargo's PROFILE:
+#                               dev unless given, in the workspace's target
+#                               directory) installed in .venv with pip, as
+#                               users install it
 # python_package_test           pytest lock-python/tests (the DynamoDB and
 #                               PostgreSQL tests must not be skipped) and the
 #                               examples in the package's docstrings
@@ -28,10 +29,12 @@ python_package_build() {
     # As users install it: a wheel, installed with pip (not an editable
     # `maturin develop`), so the tests run the files the wheel carries. The
     # dev profile, in the workspace's target directory, reuses the test
-    # build; scripts/build-wheels makes the release wheels.
-    local wheels="$root/target/wheels-test"
+    # build; the benchmarks ask for release; scripts/build-wheels makes the
+    # wheels users get.
+    local profile="${1:-dev}"
+    local wheels="$root/target/wheels-$profile"
     rm -rf "$wheels"
-    "$MOTO_VENV/bin/maturin" build --quiet --profile dev --out "$wheels" \
+    "$MOTO_VENV/bin/maturin" build --quiet --profile "$profile" --out "$wheels" \
         --manifest-path "$root/lock-python/Cargo.toml"
     "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
         --force-reinstall --no-deps "$wheels"/lease_lock-*.whl
