@@ -99,6 +99,8 @@ mod key;
 mod last_handle;
 pub mod layer;
 pub mod metrics;
+#[cfg(test)]
+mod model;
 mod options;
 mod pacing;
 mod record;

@@ -1,0 +1,949 @@
+//! The model: clients acquiring, heartbeating and releasing one key on a
+//! linearizable store, with lost requests and replies, late and duplicated
+//! writes, crashes and pauses. What a client does around a decision is
+//! written here; every decision is the crate's own (see the module above).
+
+use std::time::Duration;
+
+use stateright::{Model, Property};
+
+use crate::clock::Instant;
+use crate::replies::{self, AcquireFinds, HeldRejection, Unresolved, Wants};
+use crate::sightings::Sightings;
+use crate::timing::{Observation, Timing};
+use crate::{Fence, LockKey, LockRecord, Rvn};
+
+/// A slow clock's milliseconds per tick of real time, and a fast one's: the
+/// two ends of a drift bound of 25 % around 4 ms per tick.
+pub(crate) const SLOW: u32 = 3;
+pub(crate) const FAST: u32 = 5;
+const DRIFT: f64 = 0.25;
+/// The lease every client writes (20 ms on its clock: 4 to 7 ticks).
+const LEASE_MS: u64 = 20;
+/// The holder's margin before the drift-adjusted end of its lease.
+const MARGIN_MS: u64 = 1;
+/// How long after a confirmed write a holder sends its next heartbeat.
+const HEARTBEAT_MS: u32 = 8;
+
+/// A rule deliberately broken, for the tests that show the checker finds
+/// what each rule prevents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Break {
+    /// Every rule as built.
+    Nothing,
+    /// A waiter takes over after watching a record for its lease, not
+    /// lease × (1 + drift).
+    TakeoverAfterLease,
+    /// The holder trusts its lease for lease − margin, its safe time not
+    /// shortened by the drift bound.
+    SafeTimeWithoutDrift,
+    /// The holder counts its lease from the reply that confirmed a write,
+    /// not from sending it.
+    LeaseFromReply,
+    /// A heartbeat the store rejected is taken as applied.
+    RejectedTakenAsApplied,
+    /// A releasing holder keeps trusting its lease until the release is
+    /// answered, instead of letting go before it sends.
+    ReleaseUnsafeAfterSend,
+}
+
+/// The fleet and the store, and the limits of the exploration.
+#[derive(Clone, Debug)]
+pub(crate) struct Fleet {
+    /// How many clients contend for the key.
+    pub(crate) clients: usize,
+    /// Ticks of real time explored.
+    pub(crate) horizon: u32,
+    /// Faults (lost requests and replies, duplicated writes, crashes) in
+    /// one run, at most.
+    pub(crate) faults: u8,
+    /// Acquisitions each client begins, at most.
+    pub(crate) acquisitions: u8,
+    /// The rule broken, if any.
+    pub(crate) broken: Break,
+    timing: Timing,
+    base: Instant,
+}
+
+impl Fleet {
+    pub(crate) fn new(
+        clients: usize,
+        horizon: u32,
+        faults: u8,
+        acquisitions: u8,
+        broken: Break,
+    ) -> Self {
+        Fleet {
+            clients,
+            horizon,
+            faults,
+            acquisitions,
+            broken,
+            timing: Timing {
+                lease: Duration::from_millis(LEASE_MS),
+                max_drift: DRIFT,
+                safety_margin: Duration::from_millis(MARGIN_MS),
+            },
+            base: Instant::now(),
+        }
+    }
+
+    /// The rules a holder judges its own lease by.
+    fn holder_timing(&self) -> Timing {
+        match self.broken {
+            Break::SafeTimeWithoutDrift => Timing {
+                max_drift: 0.0,
+                ..self.timing
+            },
+            _ => self.timing,
+        }
+    }
+
+    /// The rules a waiter judges a takeover by.
+    fn waiter_timing(&self) -> Timing {
+        match self.broken {
+            Break::TakeoverAfterLease => Timing {
+                max_drift: 0.0,
+                ..self.timing
+            },
+            _ => self.timing,
+        }
+    }
+
+    fn instant(&self, ms: u32) -> Instant {
+        self.base + Duration::from_millis(u64::from(ms))
+    }
+
+    fn ms(&self, at: Instant) -> u32 {
+        u32::try_from(at.saturating_duration_since(self.base).as_millis()).unwrap_or(u32::MAX)
+    }
+
+    /// Client `c`'s clock, in milliseconds.
+    fn clock(&self, state: &State, c: usize) -> u32 {
+        state.now * state.clients[c].rate
+    }
+
+    fn record(&self, stored: &Stored) -> LockRecord {
+        LockRecord {
+            key: LockKey::new("k"),
+            owner: format!("c{}", stored.writer),
+            rvn: rvn(stored.writer, stored.write),
+            lease: self.timing.lease,
+            released: stored.released,
+            fence: Fence(stored.fence),
+            data: None,
+            expires_at: None,
+        }
+    }
+
+    fn writes(&self, client: u8, list: &[(u16, u32)]) -> Vec<(Rvn, Instant)> {
+        list.iter()
+            .map(|&(write, sent)| (rvn(client, write), self.instant(sent)))
+            .collect()
+    }
+
+    /// The fence client `c` holds (or is releasing).
+    fn fence(&self, state: &State, c: usize) -> Option<u64> {
+        match &state.clients[c].phase {
+            Phase::Holding { fence, .. } | Phase::Releasing { fence, .. } => Some(*fence),
+            _ => None,
+        }
+    }
+
+    /// Whether client `c` trusts its lease now: what `is_safe()` says.
+    pub(crate) fn trusts(&self, state: &State, c: usize) -> bool {
+        let confirmed = match &state.clients[c].phase {
+            Phase::Holding { confirmed, .. } => *confirmed,
+            Phase::Releasing { confirmed, .. } if self.broken == Break::ReleaseUnsafeAfterSend => {
+                *confirmed
+            }
+            _ => return false,
+        };
+        self.holder_timing()
+            .lease_state(self.instant(confirmed), self.instant(self.clock(state, c)))
+            .is_safe()
+    }
+}
+
+/// An RVN of the model: which client wrote it, and its write number.
+fn rvn(client: u8, write: u16) -> Rvn {
+    Rvn::from_stored(format!("c{client}.{write}"))
+}
+
+/// The writer and write number an RVN of the model names.
+fn parse_rvn(rvn: &Rvn) -> (u8, u16) {
+    let text = rvn.as_str().trim_start_matches('c');
+    let (client, write) = text.split_once('.').unwrap_or(("0", "0"));
+    (client.parse().unwrap_or(0), write.parse().unwrap_or(0))
+}
+
+/// The record the store holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Stored {
+    writer: u8,
+    write: u16,
+    released: bool,
+    fence: u64,
+}
+
+/// A write to the store (reads are one step, see [`Fleet::read`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Op {
+    Put {
+        /// `None`: the key vacant or released; otherwise that version.
+        expect: Option<(u8, u16)>,
+        write: u16,
+        released: bool,
+        /// An acquisition: the store writes the next fence.
+        next_fence: bool,
+    },
+}
+
+/// What came back for a request.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Answer {
+    Applied(Stored),
+    Rejected(Option<Stored>),
+    /// Timed out or lost: applied or not, the client cannot tell.
+    Ambiguous,
+}
+
+/// A client's call to the store: the request, when it was sent (on its
+/// clock), and the answer once there is one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Call {
+    op: Op,
+    sent: u32,
+    answer: Option<Answer>,
+}
+
+/// A waiter's first sighting of the record version it watches.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Seen {
+    writer: u8,
+    write: u16,
+    at: u32,
+}
+
+/// Where a client is with the lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Phase {
+    /// Not trying to hold it.
+    Idle,
+    /// Acquiring: its first write of this acquisition is `from`; writes
+    /// whose outcome is unknown, with their send times.
+    Acquiring {
+        from: u16,
+        seen: Option<Seen>,
+        unresolved: Vec<(u16, u32)>,
+    },
+    /// Holding, its lease counted from `confirmed` (its clock).
+    Holding {
+        write: u16,
+        confirmed: u32,
+        fence: u64,
+        pending: Vec<(u16, u32)>,
+    },
+    /// Let go; its release being written.
+    Releasing {
+        write: u16,
+        confirmed: u32,
+        fence: u64,
+        pending: Vec<(u16, u32)>,
+        own: Vec<u16>,
+        tries: u8,
+    },
+    Crashed,
+}
+
+/// One client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Client {
+    /// Milliseconds of its clock per tick.
+    rate: u32,
+    phase: Phase,
+    call: Option<Call>,
+    /// Writes sent so far (the next one's number).
+    writes: u16,
+    acquisitions: u8,
+}
+
+/// A property's violation, recorded by the step that made it (the rest are
+/// read off the state).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Violations {
+    /// A client took a write of its own for someone else's, or someone
+    /// else's for its own.
+    own_write_misjudged: bool,
+    /// A waiter passed up a lock it may take: a released one, or one whose
+    /// version it had watched for lease × (1 + drift).
+    takeover_late: bool,
+}
+
+/// The state of the fleet and the store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct State {
+    /// Real time, in ticks.
+    now: u32,
+    store: Option<Stored>,
+    pub(crate) clients: Vec<Client>,
+    /// Requests still in the network whose sender stopped waiting for them
+    /// (a lost reply's retry, a crashed sender's write): they may apply
+    /// later.
+    strays: Vec<(u8, Op)>,
+    faults_left: u8,
+    /// The highest fence the store granted an acquisition.
+    highest_fence: u64,
+    /// A crashed holder's lock was taken over (the model is not vacuous).
+    took_over_crashed: bool,
+    /// An ambiguous write was found applied and kept.
+    recognised_own: bool,
+    violations: Violations,
+}
+
+/// A step of one client, the store, the network or time.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Action {
+    /// Real time advances one tick.
+    Tick,
+    /// The client begins an acquisition (it reads the record).
+    Begin(usize),
+    /// The client sends its next request: an acquirer's read, a holder's
+    /// heartbeat, a releaser's next try.
+    Send(usize),
+    /// The holder lets go and sends its release.
+    Release(usize),
+    /// The store applies the client's request (and answers).
+    Apply(usize),
+    /// The store applies it, and a copy stays in the network (a retry).
+    ApplyTwice(usize),
+    /// The request is lost on the way; it may still arrive later.
+    LoseRequest(usize),
+    /// The answer is lost: the client sees a timeout.
+    LoseAnswer(usize),
+    /// The client reads the answer and decides.
+    Receive(usize),
+    /// A request in the network arrives at last.
+    ApplyStray(usize),
+    /// The client's process dies.
+    Crash(usize),
+}
+
+impl Model for Fleet {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let mut states = Vec::new();
+        // The clients are alike but for their clocks: the first k slow and
+        // the rest fast covers every assignment up to renaming the clients.
+        for slow in 0..=self.clients {
+            let clients = (0..self.clients)
+                .map(|c| Client {
+                    rate: if c < slow { SLOW } else { FAST },
+                    phase: Phase::Idle,
+                    call: None,
+                    writes: 0,
+                    acquisitions: 0,
+                })
+                .collect();
+            states.push(State {
+                now: 0,
+                store: None,
+                clients,
+                strays: Vec::new(),
+                faults_left: self.faults,
+                highest_fence: 0,
+                took_over_crashed: false,
+                recognised_own: false,
+                violations: Violations::default(),
+            });
+        }
+        states
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        if state.now < self.horizon {
+            actions.push(Action::Tick);
+        }
+        let faults = state.faults_left > 0;
+        for (c, client) in state.clients.iter().enumerate() {
+            if client.phase == Phase::Crashed {
+                continue;
+            }
+            if faults {
+                actions.push(Action::Crash(c));
+            }
+            match &client.call {
+                None => match &client.phase {
+                    Phase::Idle if client.acquisitions < self.acquisitions => {
+                        actions.push(Action::Begin(c));
+                    }
+                    Phase::Acquiring { .. } => actions.push(Action::Send(c)),
+                    Phase::Holding { confirmed, .. } => {
+                        let now = self.clock(state, c);
+                        let lost = matches!(
+                            self.holder_timing()
+                                .lease_state(self.instant(*confirmed), self.instant(now)),
+                            crate::LeaseState::Lost { .. }
+                        );
+                        if !lost && now >= confirmed + HEARTBEAT_MS {
+                            actions.push(Action::Send(c));
+                        }
+                        actions.push(Action::Release(c));
+                    }
+                    Phase::Releasing { .. } => actions.push(Action::Send(c)),
+                    _ => {}
+                },
+                Some(Call { answer: None, .. }) => {
+                    actions.push(Action::Apply(c));
+                    if faults {
+                        actions.push(Action::LoseRequest(c));
+                        actions.push(Action::ApplyTwice(c));
+                    }
+                }
+                Some(Call {
+                    answer: Some(answer),
+                    ..
+                }) => {
+                    actions.push(Action::Receive(c));
+                    if faults && *answer != Answer::Ambiguous {
+                        actions.push(Action::LoseAnswer(c));
+                    }
+                }
+            }
+        }
+        for i in 0..state.strays.len() {
+            actions.push(Action::ApplyStray(i));
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut state = last.clone();
+        match action {
+            Action::Tick => state.now += 1,
+            Action::Begin(c) => {
+                let client = &mut state.clients[c];
+                client.acquisitions += 1;
+                client.phase = Phase::Acquiring {
+                    from: client.writes,
+                    seen: None,
+                    unresolved: Vec::new(),
+                };
+                self.read(&mut state, c);
+            }
+            Action::Send(c) => {
+                let op = match &state.clients[c].phase {
+                    Phase::Acquiring { .. } => {
+                        self.read(&mut state, c);
+                        return Some(state);
+                    }
+                    Phase::Holding { write, .. } => {
+                        let expect = Some((c as u8, *write));
+                        self.put(&mut state, c, expect, false, false)
+                    }
+                    Phase::Releasing { write, .. } => {
+                        let expect = Some((c as u8, *write));
+                        let op = self.put(&mut state, c, expect, true, false);
+                        if let (Phase::Releasing { own, .. }, Op::Put { write, .. }) =
+                            (&mut state.clients[c].phase, &op)
+                        {
+                            own.push(*write);
+                        }
+                        op
+                    }
+                    _ => return None,
+                };
+                self.send(&mut state, c, op);
+            }
+            Action::Release(c) => {
+                let Phase::Holding {
+                    write,
+                    confirmed,
+                    fence,
+                    pending,
+                } = state.clients[c].phase.clone()
+                else {
+                    return None;
+                };
+                // Let go first: from here on the lock reads as released.
+                state.clients[c].phase = Phase::Releasing {
+                    write,
+                    confirmed,
+                    fence,
+                    pending,
+                    own: Vec::new(),
+                    tries: 0,
+                };
+                return self.next_state(&state, Action::Send(c));
+            }
+            Action::Apply(c) | Action::ApplyTwice(c) => {
+                let op = state.clients[c].call.as_ref()?.op.clone();
+                let mut answer = apply(&mut state, c as u8, &op);
+                if action == Action::ApplyTwice(c) {
+                    // A retry inside the store's client reaches the store
+                    // too; the caller gets the retry's answer.
+                    state.faults_left -= 1;
+                    answer = apply(&mut state, c as u8, &op);
+                }
+                if let Some(call) = state.clients[c].call.as_mut() {
+                    call.answer = Some(answer);
+                }
+            }
+            Action::LoseRequest(c) => {
+                state.faults_left -= 1;
+                let call = state.clients[c].call.as_mut()?;
+                call.answer = Some(Answer::Ambiguous);
+                let op = call.op.clone();
+                state.strays.push((c as u8, op));
+                state.strays.sort();
+            }
+            Action::LoseAnswer(c) => {
+                state.faults_left -= 1;
+                state.clients[c].call.as_mut()?.answer = Some(Answer::Ambiguous);
+            }
+            Action::ApplyStray(i) => {
+                let (writer, op) = state.strays.remove(i);
+                apply(&mut state, writer, &op);
+            }
+            Action::Crash(c) => {
+                state.faults_left -= 1;
+                let client = &mut state.clients[c];
+                if let Some(Call {
+                    op, answer: None, ..
+                }) = client.call.take()
+                {
+                    state.strays.push((c as u8, op));
+                    state.strays.sort();
+                }
+                client.phase = Phase::Crashed;
+            }
+            Action::Receive(c) => self.receive(&mut state, c),
+        }
+        Some(state)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(
+                "mutual exclusion of trust: never two holders that both trust their lease",
+                |model: &Fleet, state: &State| {
+                    (0..state.clients.len())
+                        .filter(|&c| model.trusts(state, c))
+                        .count()
+                        <= 1
+                },
+            ),
+            Property::always(
+                "fences strictly increase in acquisition order: a holder that trusts its lease has the highest fence granted",
+                |model: &Fleet, state: &State| {
+                    (0..state.clients.len()).all(|c| {
+                        !model.trusts(state, c)
+                            || model.fence(state, c) == Some(state.highest_fence)
+                    })
+                },
+            ),
+            Property::always(
+                "a client never takes its own write for another's, nor another's for its own",
+                |_: &Fleet, state: &State| !state.violations.own_write_misjudged,
+            ),
+            Property::always(
+                "liveness: a released lock is taken at once, a crashed holder's within L(1+d) of the first sighting",
+                |_: &Fleet, state: &State| !state.violations.takeover_late,
+            ),
+            Property::sometimes(
+                "a crashed holder's lock is taken over",
+                |_: &Fleet, state: &State| state.took_over_crashed,
+            ),
+            Property::sometimes(
+                "an ambiguous write is found applied and kept",
+                |_: &Fleet, state: &State| state.recognised_own,
+            ),
+        ]
+    }
+}
+
+/// The store applies `op` from `writer`, atomically, and answers.
+fn apply(state: &mut State, writer: u8, op: &Op) -> Answer {
+    let store = &mut state.store;
+    match op {
+        Op::Put {
+            expect,
+            write,
+            released,
+            next_fence,
+        } => {
+            let holds = match (expect, store.as_ref()) {
+                (None, None) => true,
+                (None, Some(current)) => current.released,
+                (Some(version), Some(current)) => (current.writer, current.write) == *version,
+                (Some(_), None) => false,
+            };
+            if !holds {
+                return Answer::Rejected(store.clone());
+            }
+            let fence = store.as_ref().map_or(0, |current| current.fence);
+            let written = Stored {
+                writer,
+                write: *write,
+                released: *released,
+                fence: if *next_fence { fence + 1 } else { fence },
+            };
+            *store = Some(written.clone());
+            if *next_fence {
+                state.highest_fence = state.highest_fence.max(written.fence);
+            }
+            Answer::Applied(written)
+        }
+    }
+}
+
+impl Fleet {
+    /// An acquirer reads the record and decides. A read is one step: the
+    /// reply arrives the instant the store reads, the earliest it can, which
+    /// is the worst case for safety (a waiter counts from the reply's
+    /// arrival); a lost read is a read not made.
+    fn read(&self, state: &mut State, c: usize) {
+        let Phase::Acquiring {
+            from,
+            seen,
+            unresolved,
+        } = state.clients[c].phase.clone()
+        else {
+            return;
+        };
+        let current = state.store.clone();
+        self.acquire_decides(state, c, from, seen, unresolved, current);
+    }
+
+    fn send(&self, state: &mut State, c: usize, op: Op) {
+        let sent = self.clock(state, c);
+        state.clients[c].call = Some(Call {
+            op,
+            sent,
+            answer: None,
+        });
+    }
+
+    /// A put with the client's next write number.
+    fn put(
+        &self,
+        state: &mut State,
+        c: usize,
+        expect: Option<(u8, u16)>,
+        released: bool,
+        next_fence: bool,
+    ) -> Op {
+        let client = &mut state.clients[c];
+        let write = client.writes;
+        client.writes += 1;
+        Op::Put {
+            expect,
+            write,
+            released,
+            next_fence,
+        }
+    }
+
+    fn receive(&self, state: &mut State, c: usize) {
+        let Some(Call {
+            op,
+            sent,
+            answer: Some(answer),
+        }) = state.clients[c].call.take()
+        else {
+            return;
+        };
+        let now = self.clock(state, c);
+        let confirmed_at = |sent: u32| {
+            if self.broken == Break::LeaseFromReply {
+                now
+            } else {
+                sent
+            }
+        };
+        let phase = state.clients[c].phase.clone();
+        match phase {
+            Phase::Acquiring {
+                from,
+                seen,
+                mut unresolved,
+            } => match (answer, &op) {
+                (Answer::Applied(stored), _) => {
+                    self.granted(state, c, stored.write, confirmed_at(sent), stored.fence);
+                }
+                (Answer::Ambiguous, Op::Put { write, .. }) => {
+                    unresolved.push((*write, sent));
+                    state.clients[c].phase = Phase::Acquiring {
+                        from,
+                        seen,
+                        unresolved,
+                    };
+                }
+                (Answer::Rejected(current), op) => {
+                    // A rejection showing this very write (a store's retry
+                    // of a write that applied) leaves it a candidate;
+                    // otherwise it surely did not apply.
+                    let Op::Put { write, .. } = op;
+                    if let Some(stored) = &current
+                        && stored.writer == c as u8
+                        && stored.write == *write
+                    {
+                        unresolved.push((*write, sent));
+                    }
+                    self.acquire_decides(state, c, from, seen, unresolved, current);
+                }
+            },
+            Phase::Holding {
+                write,
+                confirmed,
+                fence,
+                mut pending,
+            } => {
+                let Op::Put {
+                    write: sent_write, ..
+                } = op;
+                match answer {
+                    Answer::Applied(_) => {
+                        state.clients[c].phase = Phase::Holding {
+                            write: sent_write,
+                            confirmed: confirmed_at(sent),
+                            fence,
+                            pending: Vec::new(),
+                        };
+                    }
+                    Answer::Ambiguous => {
+                        pending.push((sent_write, sent));
+                        state.clients[c].phase = Phase::Holding {
+                            write,
+                            confirmed,
+                            fence,
+                            pending,
+                        };
+                    }
+                    Answer::Rejected(current) => {
+                        // This write too may be what the store shows (its
+                        // client's retry of a write that applied).
+                        pending.push((sent_write, sent));
+                        let writes = self.writes(c as u8, &pending);
+                        let decided = replies::held_write_rejected(
+                            Wants::Heartbeat,
+                            Unresolved {
+                                pending: &writes,
+                                ambiguous_delete: false,
+                                own: &[],
+                                fence: Fence(fence),
+                            },
+                            current.as_ref().map(|stored| self.record(stored)),
+                        );
+                        let ours = current
+                            .as_ref()
+                            .is_some_and(|stored| stored.writer == c as u8);
+                        match decided {
+                            HeldRejection::Applied { rvn, sent, .. } => {
+                                if !ours {
+                                    state.violations.own_write_misjudged = true;
+                                }
+                                state.recognised_own = true;
+                                state.clients[c].phase = Phase::Holding {
+                                    write: parse_rvn(&rvn).1,
+                                    confirmed: confirmed_at(self.ms(sent)),
+                                    fence,
+                                    pending: Vec::new(),
+                                };
+                            }
+                            _ if self.broken == Break::RejectedTakenAsApplied => {
+                                state.clients[c].phase = Phase::Holding {
+                                    write: sent_write,
+                                    confirmed: sent,
+                                    fence,
+                                    pending: Vec::new(),
+                                };
+                            }
+                            HeldRejection::Stolen { .. } | HeldRejection::Released => {
+                                if ours
+                                    && current.as_ref().is_some_and(|stored| {
+                                        pending.iter().any(|(w, _)| *w == stored.write)
+                                    })
+                                {
+                                    state.violations.own_write_misjudged = true;
+                                }
+                                state.clients[c].phase = Phase::Idle;
+                            }
+                        }
+                    }
+                }
+            }
+            Phase::Releasing {
+                write,
+                confirmed,
+                fence,
+                mut pending,
+                mut own,
+                tries,
+            } => {
+                let Op::Put {
+                    write: sent_write, ..
+                } = op;
+                match answer {
+                    Answer::Applied(_) => state.clients[c].phase = Phase::Idle,
+                    Answer::Ambiguous => {
+                        pending.push((sent_write, sent));
+                        state.clients[c].phase = if tries + 1 >= 2 {
+                            // It gives up; the lease runs out.
+                            Phase::Idle
+                        } else {
+                            Phase::Releasing {
+                                write,
+                                confirmed,
+                                fence,
+                                pending,
+                                own,
+                                tries: tries + 1,
+                            }
+                        };
+                    }
+                    Answer::Rejected(current) => {
+                        pending.push((sent_write, sent));
+                        let writes = self.writes(c as u8, &pending);
+                        own.push(sent_write);
+                        let own_rvns: Vec<Rvn> = own.iter().map(|&w| rvn(c as u8, w)).collect();
+                        let decided = replies::held_write_rejected(
+                            Wants::Released,
+                            Unresolved {
+                                pending: &writes,
+                                ambiguous_delete: false,
+                                own: &own_rvns,
+                                fence: Fence(fence),
+                            },
+                            current.as_ref().map(|stored| self.record(stored)),
+                        );
+                        state.clients[c].phase = match decided {
+                            HeldRejection::Applied {
+                                rvn, done: false, ..
+                            } => Phase::Releasing {
+                                write: parse_rvn(&rvn).1,
+                                confirmed,
+                                fence,
+                                pending: Vec::new(),
+                                own,
+                                tries,
+                            },
+                            _ => Phase::Idle,
+                        };
+                    }
+                }
+            }
+            Phase::Idle | Phase::Crashed => {}
+        }
+    }
+
+    /// What an acquirer does with the record it read (or was shown by a
+    /// rejection): the crate's `acquire_finds`, then its sighting and
+    /// takeover rules.
+    fn acquire_decides(
+        &self,
+        state: &mut State,
+        c: usize,
+        from: u16,
+        seen: Option<Seen>,
+        unresolved: Vec<(u16, u32)>,
+        current: Option<Stored>,
+    ) {
+        let now = self.clock(state, c);
+        let writes = self.writes(c as u8, &unresolved);
+        let mine = |stored: &Stored| stored.writer == c as u8 && stored.write >= from;
+        match replies::acquire_finds(
+            current.as_ref().map(|stored| self.record(stored)),
+            &writes,
+            None,
+        ) {
+            AcquireFinds::Vacant | AcquireFinds::Released(_) => {
+                if current.as_ref().is_some_and(mine) {
+                    state.violations.own_write_misjudged = true;
+                }
+                state.clients[c].phase = Phase::Acquiring {
+                    from,
+                    seen: None,
+                    unresolved,
+                };
+                let op = self.put(state, c, None, false, true);
+                self.send(state, c, op);
+            }
+            AcquireFinds::Ours { record, sent } => {
+                let (writer, write) = parse_rvn(&record.rvn);
+                if writer != c as u8 {
+                    state.violations.own_write_misjudged = true;
+                }
+                state.recognised_own = true;
+                let confirmed = if self.broken == Break::LeaseFromReply {
+                    now
+                } else {
+                    self.ms(sent)
+                };
+                self.granted(state, c, write, confirmed, record.fence.0);
+            }
+            AcquireFinds::Held(record) | AcquireFinds::Handed(record) => {
+                let Some(stored) = current else { return };
+                if mine(&stored) {
+                    state.violations.own_write_misjudged = true;
+                }
+                // The crate's sightings, holding only this waiter's first
+                // sighting of the key.
+                let sightings = Sightings::with_capacity(1);
+                if let Some(first) = &seen {
+                    sightings.saw(
+                        &self.record(&Stored {
+                            writer: first.writer,
+                            write: first.write,
+                            ..stored.clone()
+                        }),
+                        self.instant(first.at),
+                    );
+                }
+                let sighting = sightings.saw(&record, self.instant(now));
+                let observation: Observation = sighting.observation;
+                let first = Seen {
+                    writer: stored.writer,
+                    write: stored.write,
+                    at: self.ms(observation.seen_at),
+                };
+                let takeover_at = self.waiter_timing().takeover_at(&observation);
+                if self.instant(now) >= takeover_at {
+                    if state.clients[usize::from(stored.writer)].phase == Phase::Crashed {
+                        state.took_over_crashed = true;
+                    }
+                    state.clients[c].phase = Phase::Acquiring {
+                        from,
+                        seen: Some(first),
+                        unresolved,
+                    };
+                    let op = self.put(state, c, Some((stored.writer, stored.write)), false, true);
+                    self.send(state, c, op);
+                } else {
+                    // Watched for lease × (1 + drift), counted on its own
+                    // clock from the first sighting: it must take over.
+                    let bound = (LEASE_MS as f64 * (1.0 + DRIFT)).ceil() as u32;
+                    if now >= first.at + bound {
+                        state.violations.takeover_late = true;
+                    }
+                    state.clients[c].phase = Phase::Acquiring {
+                        from,
+                        seen: Some(first),
+                        unresolved,
+                    };
+                }
+            }
+        }
+    }
+
+    /// Client `c` holds the lock with `fence`.
+    fn granted(&self, state: &mut State, c: usize, write: u16, confirmed: u32, fence: u64) {
+        state.clients[c].phase = Phase::Holding {
+            write,
+            confirmed,
+            fence,
+            pending: Vec::new(),
+        };
+    }
+}

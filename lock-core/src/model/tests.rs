@@ -1,0 +1,115 @@
+use stateright::{Checker, Model};
+
+use super::fleet::{Action, State};
+use super::{Break, Fleet};
+
+/// Ticks of real time explored: long enough for a crashed holder's lease to
+/// be waited out by the slowest waiter (25 ms at 3 ms a tick) after it held
+/// the lock.
+const HORIZON: u32 = 9;
+const MUTUAL_EXCLUSION: &str =
+    "mutual exclusion of trust: never two holders that both trust their lease";
+
+fn explore(fleet: Fleet) -> impl Checker<Fleet> {
+    let size = (fleet.clients, fleet.horizon, fleet.faults, fleet.broken);
+    let started = std::time::Instant::now();
+    let mut builder = fleet.checker().threads(2);
+    if size.3 != Break::Nothing {
+        // A broken rule: the first schedule with two trusted holders is the
+        // answer.
+        builder = builder.finish_when(stateright::HasDiscoveries::AnyOf(
+            std::collections::BTreeSet::from([MUTUAL_EXCLUSION]),
+        ));
+    }
+    let checker = builder.spawn_bfs().join();
+    eprintln!(
+        "model {size:?}: {} states, {} unique, depth {}, {:.1?}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    checker
+}
+
+/// A counterexample as a reader follows it: each step and the state after.
+fn trace(path: stateright::Path<State, Action>) -> String {
+    path.into_vec()
+        .into_iter()
+        .map(|(state, action)| match action {
+            Some(action) => format!("{state:?}\n  --{action:?}-->"),
+            None => format!("{state:?}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn every_schedule_of_two_clients_with_faults_keeps_every_invariant() {
+    let checker = explore(Fleet::new(2, HORIZON, 1, 1, Break::Nothing));
+    for (name, path) in checker.discoveries() {
+        let classification = checker.discovery_classification(name);
+        assert!(
+            !matches!(
+                classification,
+                stateright::DiscoveryClassification::Counterexample
+            ),
+            "{name}: counterexample\n{}",
+            trace(path)
+        );
+    }
+    checker.assert_properties();
+}
+
+#[test]
+fn three_clients_when_asked() {
+    if std::env::var("LOCK_MODEL").as_deref() != Ok("large") {
+        eprintln!("skipped: LOCK_MODEL=large runs 3 clients with two faults");
+        return;
+    }
+    explore(Fleet::new(3, HORIZON, 2, 1, Break::Nothing)).assert_properties();
+}
+
+/// Each rule, broken on purpose, lets two holders trust the lock at once in
+/// some schedule, and the checker finds it.
+fn finds_two_trusted_holders(broken: Break) {
+    let checker = explore(Fleet::new(2, HORIZON, 1, 1, broken));
+    let path = checker
+        .discovery(MUTUAL_EXCLUSION)
+        .unwrap_or_else(|| panic!("{broken:?}: no schedule broke mutual exclusion"));
+    let last = path.last_state().clone();
+    eprintln!("{broken:?}: counterexample\n{}", trace(path));
+    let fleet = checker.model();
+    let trusting = (0..last.clients.len())
+        .filter(|&c| fleet.trusts(&last, c))
+        .count();
+    assert_eq!(
+        trusting, 2,
+        "the counterexample ends with two trusted holders"
+    );
+}
+
+#[test]
+fn taking_over_after_the_lease_instead_of_lease_times_one_plus_drift_is_caught() {
+    finds_two_trusted_holders(Break::TakeoverAfterLease);
+}
+
+#[test]
+fn a_safe_time_not_shortened_by_the_drift_bound_is_caught() {
+    finds_two_trusted_holders(Break::SafeTimeWithoutDrift);
+}
+
+#[test]
+fn counting_the_lease_from_the_reply_instead_of_the_send_is_caught() {
+    finds_two_trusted_holders(Break::LeaseFromReply);
+}
+
+#[test]
+fn a_rejected_heartbeat_taken_as_applied_is_caught() {
+    finds_two_trusted_holders(Break::RejectedTakenAsApplied);
+}
+
+#[test]
+fn a_release_that_lets_go_after_sending_is_caught() {
+    finds_two_trusted_holders(Break::ReleaseUnsafeAfterSend);
+}
