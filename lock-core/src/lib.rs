@@ -97,6 +97,7 @@ mod held;
 mod info;
 mod key;
 mod last_handle;
+pub mod limits;
 pub mod layer;
 pub mod metrics;
 #[cfg(test)]
@@ -126,6 +127,7 @@ pub use error::{ConfigError, LockError, StoreError, StoreErrorKind};
 pub use guard::{LockGuard, LockView, WorkInProgress};
 pub use info::{LockInfo, LockPage};
 pub use key::LockKey;
+pub use limits::LimitError;
 pub use options::{AcquireOptions, ListOptions};
 pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover};
 pub use release::ShutdownReport;

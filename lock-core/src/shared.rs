@@ -304,48 +304,19 @@ impl Shared {
         key: &LockKey,
         data: Option<&[u8]>,
     ) -> Result<(), LockError> {
-        let invalid = |reason: String| {
-            Err(LockError::InvalidInput {
-                reason,
-                source: None,
-            })
-        };
-        if key.partition().is_empty() {
-            return invalid("the partition key is empty".into());
-        }
-        if key.partition().len() > self.caps.max_partition_key_bytes {
-            return invalid(format!(
-                "the partition key is {} bytes; this store allows at most {}",
-                key.partition().len(),
-                self.caps.max_partition_key_bytes
-            ));
-        }
-        if let Some(sort) = key.sort() {
-            if !self.caps.sort_keys {
-                return invalid(format!("lock {key}: this store does not support sort keys"));
-            }
-            if sort.is_empty() {
-                return invalid(format!("lock {key}: the sort key is empty"));
-            }
-            if sort.len() > self.caps.max_sort_key_bytes {
-                return invalid(format!(
-                    "the sort key is {} bytes; this store allows at most {}",
-                    sort.len(),
-                    self.caps.max_sort_key_bytes
-                ));
-            }
-        }
         let size = key.partition().len()
             + key.sort().map_or(0, str::len)
             + self.config.owner.len()
             + data.map_or(0, <[u8]>::len);
-        if size > self.caps.max_record_bytes {
-            return invalid(format!(
-                "lock {key}: key, owner and data take {size} bytes; this store allows records of at most {} bytes",
-                self.caps.max_record_bytes
-            ));
-        }
-        Ok(())
+        // The client's own measure of the record (the store adds what it
+        // keeps beside): the key, owner and data the caller chose.
+        self.caps
+            .check_key(key)
+            .and_then(|()| self.caps.check_record_size(key, size))
+            .map_err(|limit| LockError::InvalidInput {
+                reason: limit.to_string(),
+                source: None,
+            })
     }
 
     /// `by` after now on this client's clock (saturating: a huge duration means

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use lock_core::{Cursor, Fence, LockKey, LockRecord, Rvn, StoreError};
+use lock_core::{Capabilities, Cursor, Fence, LimitError, LockKey, LockRecord, Rvn, StoreError};
 
 use crate::Layout;
 use crate::layout::{LeaseEncoding, ReleasedEncoding};
@@ -30,41 +30,23 @@ fn sort_value<'a>(layout: &'a Layout, key: &'a LockKey) -> Option<&'a str> {
         .map(|_| key.sort().unwrap_or(layout.no_sort_value()))
 }
 
+/// DynamoDB's key and item limits, with sort keys as `layout` has them.
+pub(crate) fn limits(layout: &Layout) -> Capabilities {
+    Capabilities::default()
+        .with_sort_keys(layout.sort_key().is_some())
+        .with_key_limits(MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES)
+        .with_max_record_bytes(MAX_ITEM_BYTES)
+}
+
 /// Check a key against the layout and DynamoDB's limits, before any write.
 pub(crate) fn check_key(layout: &Layout, key: &LockKey) -> Result<(), StoreError> {
-    let partition = key.partition();
-    if partition.is_empty() {
-        return Err(StoreError::invalid(
-            "the partition key is empty; DynamoDB keys need at least one byte",
-        ));
-    }
-    if partition.len() > MAX_PARTITION_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "the partition key is {} bytes long; DynamoDB allows at most {MAX_PARTITION_KEY_BYTES}",
-            partition.len()
-        )));
-    }
-    match (layout.sort_key(), key.sort()) {
-        (None, Some(_)) => {
-            return Err(StoreError::invalid(format!(
-                "lock {key} has a sort key, but the table layout ({}) has none; add one with Layout::with_sort_key",
-                layout.preset_name()
-            )));
-        }
-        (Some(_), Some("")) => {
-            return Err(StoreError::invalid(
-                "the sort key is empty; DynamoDB keys need at least one byte",
-            ));
-        }
-        (Some(_), Some(sort)) if sort.len() > MAX_SORT_KEY_BYTES => {
-            return Err(StoreError::invalid(format!(
-                "the sort key is {} bytes long; DynamoDB allows at most {MAX_SORT_KEY_BYTES}",
-                sort.len()
-            )));
-        }
-        _ => {}
-    }
-    Ok(())
+    limits(layout).check_key(key).map_err(|limit| match limit {
+        LimitError::SortKeyUnsupported { .. } => StoreError::invalid(format!(
+            "lock {key} has a sort key, but the table layout ({}) has none: use a key without one, or add a sort key with Layout::with_sort_key",
+            layout.preset_name()
+        )),
+        other => other.into(),
+    })
 }
 
 /// The primary key attributes of `key` (checked).

@@ -22,7 +22,7 @@ use lock_core::{
 };
 
 use crate::errors::StoreConfigError;
-use crate::item::{self, Item, MAX_ITEM_BYTES, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
+use crate::item::{self, Item};
 use crate::layout::{Layout, ReleaseMode};
 use crate::mapping::{Access, Context, map_sdk_error};
 
@@ -510,6 +510,7 @@ impl DynamoDbStore {
 
     fn check_size(
         &self,
+        key: &LockKey,
         key_item: &Item,
         attributes: &[(&str, &AttributeValue)],
         fence: bool,
@@ -524,12 +525,7 @@ impl DynamoDbStore {
             } else {
                 0
             };
-        if size > MAX_ITEM_BYTES {
-            return Err(StoreError::invalid(format!(
-                "the lock record would be about {size} bytes; DynamoDB items are limited to {MAX_ITEM_BYTES} bytes (400 KB), mostly taken by the data"
-            )));
-        }
-        Ok(())
+        Ok(item::limits(&self.inner.layout).check_record_size(key, size)?)
     }
 
     /// The expiry time to write, if any: the caller's, or the layout's default,
@@ -867,7 +863,7 @@ impl DynamoDbStore {
                 None => remove.push(placeholder),
             }
         }
-        self.check_size(&key_item, &sized, true)?;
+        self.check_size(key, &key_item, &sized, true)?;
 
         let mut update = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
@@ -1089,11 +1085,8 @@ impl ConditionalStore for DynamoDbStore {
 
     fn capabilities(&self) -> Capabilities {
         let layout = &self.inner.layout;
-        Capabilities::default()
+        item::limits(layout)
             .with_returns_current_on_conflict(true)
-            .with_sort_keys(layout.sort_key().is_some())
-            .with_key_limits(MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES)
-            .with_max_record_bytes(MAX_ITEM_BYTES)
             .with_keeps_released_records(layout.release_mode() == ReleaseMode::MarkReleased)
             .with_stores_expiry(layout.expires_at.is_some())
     }

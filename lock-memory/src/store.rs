@@ -231,7 +231,7 @@ impl MemoryStore {
         expect: &Expect,
         new: NewRecord,
     ) -> Result<Outcome, StoreError> {
-        limits::check_key(&self.caps, key)?;
+        self.caps.check_key(key)?;
         let current = records.get(key);
         // Data the write keeps counts towards the record it leaves.
         let kept = match new.data {
@@ -274,7 +274,7 @@ impl MemoryStore {
         key: &LockKey,
         expect: &Expect,
     ) -> Result<Outcome, StoreError> {
-        limits::check_key(&self.caps, key)?;
+        self.caps.check_key(key)?;
         // There is nothing to delete on an absent key, whatever the condition.
         match records.get(key) {
             Some(current) if holds(expect, Some(current)) => Ok(records
@@ -297,7 +297,7 @@ impl MemoryStore {
             ));
         }
         if let Some(partition) = partition {
-            limits::check_partition(&self.caps, partition)?;
+            self.caps.check_partition(partition)?;
         }
         let start = match (cursor, partition) {
             (Some(cursor), _) => Bound::Excluded(cursor::decode(cursor)?),
@@ -338,7 +338,11 @@ impl ConditionalStore for MemoryStore {
     async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
         let started = self.started();
         let mut state = self.state();
-        let result = limits::check_key(&self.caps, key).map(|()| state.records.get(key).cloned());
+        let result = self
+            .caps
+            .check_key(key)
+            .map_err(StoreError::from)
+            .map(|()| state.records.get(key).cloned());
         let call = started.map(|at| (at, Call::Get { key: key.clone() }));
         Self::record_call(&mut state, Op::Get, false, call, || {
             CallResult::of_get(&result)

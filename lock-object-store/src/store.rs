@@ -249,39 +249,20 @@ fn next_record(
 /// same input before anything is sent.
 fn check_record(record: &LockRecord) -> Result<(), StoreError> {
     let key = &record.key;
-    let partition = key.partition();
-    if partition.is_empty() {
-        return Err(StoreError::invalid("the partition key is empty"));
-    }
-    if partition.len() > MAX_PARTITION_BYTES {
-        return Err(StoreError::invalid(format!(
-            "the partition key is {} bytes; an object store allows at most {MAX_PARTITION_BYTES}",
-            partition.len()
-        )));
-    }
-    if let Some(sort) = key.sort() {
-        if sort.is_empty() {
-            return Err(StoreError::invalid(format!(
-                "lock {key}: the sort key is empty"
-            )));
-        }
-        if sort.len() > MAX_SORT_BYTES {
-            return Err(StoreError::invalid(format!(
-                "the sort key is {} bytes; an object store allows at most {MAX_SORT_BYTES}",
-                sort.len()
-            )));
-        }
-    }
-    let size = partition.len()
+    let limits = limits();
+    limits.check_key(key)?;
+    let size = key.partition().len()
         + key.sort().map_or(0, str::len)
         + record.owner.len()
         + record.data.as_ref().map_or(0, Vec::len);
-    if size > MAX_RECORD_BYTES {
-        return Err(StoreError::invalid(format!(
-            "lock {key}: key, owner and data take {size} bytes; an object store allows records of at most {MAX_RECORD_BYTES}"
-        )));
-    }
-    Ok(())
+    Ok(limits.check_record_size(key, size)?)
+}
+
+/// The key and record limits of an object store's lock objects.
+fn limits() -> Capabilities {
+    Capabilities::default()
+        .with_key_limits(MAX_PARTITION_BYTES, MAX_SORT_BYTES)
+        .with_max_record_bytes(MAX_RECORD_BYTES)
 }
 
 /// Whether `error` says the PUT's condition failed: nothing was written.
@@ -453,9 +434,7 @@ impl ConditionalStore for BucketStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
-            .with_key_limits(MAX_PARTITION_BYTES, MAX_SORT_BYTES)
-            .with_max_record_bytes(MAX_RECORD_BYTES)
+        limits()
             .with_conditional_delete(false)
             .with_requests(RequestCosts::VERSIONED_OBJECTS)
     }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use lock_core::{DataUpdate, Fence, FenceUpdate, LockKey, LockRecord, NewRecord, Rvn, StoreError};
+use lock_core::{
+    Capabilities, DataUpdate, Fence, FenceUpdate, LockKey, LockRecord, NewRecord, Rvn, StoreError,
+};
 use tokio_postgres::Row;
 
 /// Longest partition key, in UTF-8 bytes. Both key columns share one B-tree
@@ -23,32 +25,18 @@ pub(crate) fn sort_column(key: &LockKey) -> &str {
     key.sort().unwrap_or("")
 }
 
+/// The table's key and record limits.
+pub(crate) fn limits() -> Capabilities {
+    Capabilities::default()
+        .with_sort_keys(true)
+        .with_key_limits(MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES)
+        .with_max_record_bytes(MAX_RECORD_BYTES)
+}
+
 /// Refuse a key the table cannot hold, before anything is sent.
 pub(crate) fn check_key(key: &LockKey) -> Result<(), StoreError> {
-    let partition = key.partition();
-    if partition.is_empty() {
-        return Err(StoreError::invalid("the partition key is empty"));
-    }
-    if partition.len() > MAX_PARTITION_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "the partition key is {} bytes long; this store allows at most {MAX_PARTITION_KEY_BYTES}",
-            partition.len()
-        )));
-    }
-    if let Some(sort) = key.sort() {
-        if sort.is_empty() {
-            return Err(StoreError::invalid(
-                "the sort key is empty; use a key without a sort key, or give it at least one byte",
-            ));
-        }
-        if sort.len() > MAX_SORT_KEY_BYTES {
-            return Err(StoreError::invalid(format!(
-                "the sort key is {} bytes long; this store allows at most {MAX_SORT_KEY_BYTES}",
-                sort.len()
-            )));
-        }
-    }
-    no_nul("partition key", partition)?;
+    limits().check_key(key)?;
+    no_nul("partition key", key.partition())?;
     no_nul("sort key", sort_column(key))
 }
 
@@ -103,11 +91,7 @@ impl<'a> WriteValues<'a> {
             + new.rvn.as_str().len()
             + data.map_or(0, <[u8]>::len)
             + FIXED_BYTES;
-        if size > MAX_RECORD_BYTES {
-            return Err(StoreError::invalid(format!(
-                "the record would be {size} bytes; this store allows at most {MAX_RECORD_BYTES} (store less data with the lock)"
-            )));
-        }
+        limits().check_record_size(key, size)?;
         Ok(Self {
             owner: &new.owner,
             rvn: new.rvn.as_str(),

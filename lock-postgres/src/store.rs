@@ -15,9 +15,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 
 use crate::errors::{Stage, StoreConfigError, classify, classify_pool, ends_session, transport};
-use crate::row::{
-    self, MAX_PARTITION_KEY_BYTES, MAX_RECORD_BYTES, MAX_SORT_KEY_BYTES, WriteValues,
-};
+use crate::row::{self, WriteValues};
 use crate::sql::{Statements, TableName};
 use crate::tls::{RootCertificates, SslMode, TlsSettings};
 
@@ -618,11 +616,8 @@ impl ConditionalStore for PostgresStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        row::limits()
             .with_returns_current_on_conflict(true)
-            .with_sort_keys(true)
-            .with_key_limits(MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES)
-            .with_max_record_bytes(MAX_RECORD_BYTES)
             .with_keeps_released_records(true)
             .with_stores_expiry(true)
     }
