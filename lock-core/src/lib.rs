@@ -97,8 +97,8 @@ mod held;
 mod info;
 mod key;
 mod last_handle;
-pub mod limits;
 pub mod layer;
+pub mod limits;
 pub mod metrics;
 #[cfg(test)]
 mod model;

@@ -28,7 +28,9 @@ pub enum LimitError {
         key: LockKey,
     },
     /// The sort key is empty.
-    #[error("lock {key}: the sort key is empty; use a key without a sort key, or give it at least one byte")]
+    #[error(
+        "lock {key}: the sort key is empty; use a key without a sort key, or give it at least one byte"
+    )]
     EmptySortKey {
         /// The key refused.
         key: LockKey,
@@ -42,7 +44,9 @@ pub enum LimitError {
         max: usize,
     },
     /// The record would be larger than the store allows.
-    #[error("lock {key}: the record takes {bytes} bytes; this store allows at most {max} (store less data with the lock)")]
+    #[error(
+        "lock {key}: the record takes {bytes} bytes; this store allows at most {max} (store less data with the lock)"
+    )]
     RecordTooLarge {
         /// The lock's key.
         key: LockKey,
@@ -175,8 +179,14 @@ mod tests {
             caps.check_key(&key),
             Err(LimitError::SortKeyUnsupported { key: key.clone() })
         );
-        let refused = StoreError::from(caps.check_key(&key).unwrap_err());
+        let Err(limit) = caps.check_key(&key) else {
+            panic!("a sort key was accepted by a store without them");
+        };
+        let refused = StoreError::from(limit);
         assert_eq!(refused.kind(), crate::StoreErrorKind::Invalid);
-        assert!(refused.to_string().contains("use a key without one"), "{refused}");
+        assert!(
+            refused.to_string().contains("use a key without one"),
+            "{refused}"
+        );
     }
 }

@@ -24,6 +24,9 @@ const LEASE_MS: u64 = 20;
 const MARGIN_MS: u64 = 1;
 /// How long after a confirmed write a holder sends its next heartbeat.
 const HEARTBEAT_MS: u32 = 8;
+/// The max hold of an acquisition that asks for one: shorter than the lease,
+/// so it ends trust before heartbeats would have to.
+const MAX_HOLD_MS: u64 = 12;
 
 /// A rule deliberately broken, for the tests that show the checker finds
 /// what each rule prevents.
@@ -59,6 +62,8 @@ pub(crate) struct Fleet {
     pub(crate) faults: u8,
     /// Acquisitions each client begins, at most.
     pub(crate) acquisitions: u8,
+    /// Acquisitions may ask for a max hold (each one, with and without).
+    pub(crate) max_hold: bool,
     /// The rule broken, if any.
     pub(crate) broken: Break,
     timing: Timing,
@@ -78,6 +83,7 @@ impl Fleet {
             horizon,
             faults,
             acquisitions,
+            max_hold: false,
             broken,
             timing: Timing {
                 lease: Duration::from_millis(LEASE_MS),
@@ -86,6 +92,30 @@ impl Fleet {
             },
             base: Instant::now(),
         }
+    }
+
+    /// The same fleet, each acquisition with and without a max hold.
+    pub(crate) fn with_max_hold(self) -> Self {
+        Fleet {
+            max_hold: true,
+            ..self
+        }
+    }
+
+    /// The hold limits of client `c`'s acquisition (the crate's own).
+    fn hold_limits(&self, client: &Client) -> Option<crate::timing::HoldLimits> {
+        let acquired = client.max_hold_from?;
+        Some(crate::timing::HoldLimits::new(
+            self.instant(acquired),
+            None,
+            Some(Duration::from_millis(MAX_HOLD_MS)),
+        ))
+    }
+
+    /// The acquisition's max hold is over at `now` (its clock).
+    fn max_hold_reached(&self, client: &Client, now: u32) -> bool {
+        self.hold_limits(client)
+            .is_some_and(|limits| limits.max_hold_reached(self.instant(now)).is_some())
     }
 
     /// The rules a holder judges its own lease by.
@@ -159,9 +189,11 @@ impl Fleet {
             }
             _ => return false,
         };
+        let now = self.clock(state, c);
         self.holder_timing()
-            .lease_state(self.instant(confirmed), self.instant(self.clock(state, c)))
+            .lease_state(self.instant(confirmed), self.instant(now))
             .is_safe()
+            && !self.max_hold_reached(&state.clients[c], now)
     }
 }
 
@@ -266,6 +298,10 @@ pub(crate) struct Client {
     /// Writes sent so far (the next one's number).
     writes: u16,
     acquisitions: u8,
+    /// This acquisition asks for a max hold.
+    wants_max_hold: bool,
+    /// It holds with a max hold, counted from this send time (its clock).
+    max_hold_from: Option<u32>,
 }
 
 /// A property's violation, recorded by the step that made it (the rest are
@@ -308,6 +344,8 @@ pub(crate) enum Action {
     Tick,
     /// The client begins an acquisition (it reads the record).
     Begin(usize),
+    /// The same, asking for a max hold.
+    BeginWithMaxHold(usize),
     /// The client sends its next request: an acquirer's read, a holder's
     /// heartbeat, a releaser's next try.
     Send(usize),
@@ -345,6 +383,8 @@ impl Model for Fleet {
                     call: None,
                     writes: 0,
                     acquisitions: 0,
+                    wants_max_hold: false,
+                    max_hold_from: None,
                 })
                 .collect();
             states.push(State {
@@ -378,6 +418,9 @@ impl Model for Fleet {
                 None => match &client.phase {
                     Phase::Idle if client.acquisitions < self.acquisitions => {
                         actions.push(Action::Begin(c));
+                        if self.max_hold {
+                            actions.push(Action::BeginWithMaxHold(c));
+                        }
                     }
                     Phase::Acquiring { .. } => actions.push(Action::Send(c)),
                     Phase::Holding { confirmed, .. } => {
@@ -387,7 +430,11 @@ impl Model for Fleet {
                                 .lease_state(self.instant(*confirmed), self.instant(now)),
                             crate::LeaseState::Lost { .. }
                         );
-                        if !lost && now >= confirmed + HEARTBEAT_MS {
+                        // Heartbeats stop at the max hold, as the client's do.
+                        if !lost
+                            && now >= confirmed + HEARTBEAT_MS
+                            && !self.max_hold_reached(client, now)
+                        {
                             actions.push(Action::Send(c));
                         }
                         actions.push(Action::Release(c));
@@ -419,107 +466,8 @@ impl Model for Fleet {
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
-        let mut state = last.clone();
-        match action {
-            Action::Tick => state.now += 1,
-            Action::Begin(c) => {
-                let client = &mut state.clients[c];
-                client.acquisitions += 1;
-                client.phase = Phase::Acquiring {
-                    from: client.writes,
-                    seen: None,
-                    unresolved: Vec::new(),
-                };
-                self.read(&mut state, c);
-            }
-            Action::Send(c) => {
-                let op = match &state.clients[c].phase {
-                    Phase::Acquiring { .. } => {
-                        self.read(&mut state, c);
-                        return Some(state);
-                    }
-                    Phase::Holding { write, .. } => {
-                        let expect = Some((c as u8, *write));
-                        self.put(&mut state, c, expect, false, false)
-                    }
-                    Phase::Releasing { write, .. } => {
-                        let expect = Some((c as u8, *write));
-                        let op = self.put(&mut state, c, expect, true, false);
-                        if let (Phase::Releasing { own, .. }, Op::Put { write, .. }) =
-                            (&mut state.clients[c].phase, &op)
-                        {
-                            own.push(*write);
-                        }
-                        op
-                    }
-                    _ => return None,
-                };
-                self.send(&mut state, c, op);
-            }
-            Action::Release(c) => {
-                let Phase::Holding {
-                    write,
-                    confirmed,
-                    fence,
-                    pending,
-                } = state.clients[c].phase.clone()
-                else {
-                    return None;
-                };
-                // Let go first: from here on the lock reads as released.
-                state.clients[c].phase = Phase::Releasing {
-                    write,
-                    confirmed,
-                    fence,
-                    pending,
-                    own: Vec::new(),
-                    tries: 0,
-                };
-                return self.next_state(&state, Action::Send(c));
-            }
-            Action::Apply(c) | Action::ApplyTwice(c) => {
-                let op = state.clients[c].call.as_ref()?.op.clone();
-                let mut answer = apply(&mut state, c as u8, &op);
-                if action == Action::ApplyTwice(c) {
-                    // A retry inside the store's client reaches the store
-                    // too; the caller gets the retry's answer.
-                    state.faults_left -= 1;
-                    answer = apply(&mut state, c as u8, &op);
-                }
-                if let Some(call) = state.clients[c].call.as_mut() {
-                    call.answer = Some(answer);
-                }
-            }
-            Action::LoseRequest(c) => {
-                state.faults_left -= 1;
-                let call = state.clients[c].call.as_mut()?;
-                call.answer = Some(Answer::Ambiguous);
-                let op = call.op.clone();
-                state.strays.push((c as u8, op));
-                state.strays.sort();
-            }
-            Action::LoseAnswer(c) => {
-                state.faults_left -= 1;
-                state.clients[c].call.as_mut()?.answer = Some(Answer::Ambiguous);
-            }
-            Action::ApplyStray(i) => {
-                let (writer, op) = state.strays.remove(i);
-                apply(&mut state, writer, &op);
-            }
-            Action::Crash(c) => {
-                state.faults_left -= 1;
-                let client = &mut state.clients[c];
-                if let Some(Call {
-                    op, answer: None, ..
-                }) = client.call.take()
-                {
-                    state.strays.push((c as u8, op));
-                    state.strays.sort();
-                }
-                client.phase = Phase::Crashed;
-            }
-            Action::Receive(c) => self.receive(&mut state, c),
-        }
+        let mut state = self.step(last, action)?;
+        renumber_writes(&mut state);
         Some(state)
     }
 
@@ -614,6 +562,114 @@ impl Fleet {
         };
         let current = state.store.clone();
         self.acquire_decides(state, c, from, seen, unresolved, current);
+    }
+
+    /// One step, before its write numbers are renumbered.
+    fn step(&self, last: &State, action: Action) -> Option<State> {
+        let mut state = last.clone();
+        match action {
+            Action::Tick => state.now += 1,
+            Action::Begin(c) | Action::BeginWithMaxHold(c) => {
+                let client = &mut state.clients[c];
+                client.acquisitions += 1;
+                client.wants_max_hold = action == Action::BeginWithMaxHold(c);
+                client.max_hold_from = None;
+                client.phase = Phase::Acquiring {
+                    from: client.writes,
+                    seen: None,
+                    unresolved: Vec::new(),
+                };
+                self.read(&mut state, c);
+            }
+            Action::Send(c) => {
+                let op = match &state.clients[c].phase {
+                    Phase::Acquiring { .. } => {
+                        self.read(&mut state, c);
+                        return Some(state);
+                    }
+                    Phase::Holding { write, .. } => {
+                        let expect = Some((c as u8, *write));
+                        self.put(&mut state, c, expect, false, false)
+                    }
+                    Phase::Releasing { write, .. } => {
+                        let expect = Some((c as u8, *write));
+                        let op = self.put(&mut state, c, expect, true, false);
+                        if let (Phase::Releasing { own, .. }, Op::Put { write, .. }) =
+                            (&mut state.clients[c].phase, &op)
+                        {
+                            own.push(*write);
+                        }
+                        op
+                    }
+                    _ => return None,
+                };
+                self.send(&mut state, c, op);
+            }
+            Action::Release(c) => {
+                let Phase::Holding {
+                    write,
+                    confirmed,
+                    fence,
+                    pending,
+                } = state.clients[c].phase.clone()
+                else {
+                    return None;
+                };
+                // Let go first: from here on the lock reads as released.
+                state.clients[c].phase = Phase::Releasing {
+                    write,
+                    confirmed,
+                    fence,
+                    pending,
+                    own: Vec::new(),
+                    tries: 0,
+                };
+                return self.step(&state, Action::Send(c));
+            }
+            Action::Apply(c) | Action::ApplyTwice(c) => {
+                let op = state.clients[c].call.as_ref()?.op.clone();
+                let mut answer = apply(&mut state, c as u8, &op);
+                if action == Action::ApplyTwice(c) {
+                    // A retry inside the store's client reaches the store
+                    // too; the caller gets the retry's answer.
+                    state.faults_left -= 1;
+                    answer = apply(&mut state, c as u8, &op);
+                }
+                if let Some(call) = state.clients[c].call.as_mut() {
+                    call.answer = Some(answer);
+                }
+            }
+            Action::LoseRequest(c) => {
+                state.faults_left -= 1;
+                let call = state.clients[c].call.as_mut()?;
+                call.answer = Some(Answer::Ambiguous);
+                let op = call.op.clone();
+                state.strays.push((c as u8, op));
+                state.strays.sort();
+            }
+            Action::LoseAnswer(c) => {
+                state.faults_left -= 1;
+                state.clients[c].call.as_mut()?.answer = Some(Answer::Ambiguous);
+            }
+            Action::ApplyStray(i) => {
+                let (writer, op) = state.strays.remove(i);
+                apply(&mut state, writer, &op);
+            }
+            Action::Crash(c) => {
+                state.faults_left -= 1;
+                let client = &mut state.clients[c];
+                if let Some(Call {
+                    op, answer: None, ..
+                }) = client.call.take()
+                {
+                    state.strays.push((c as u8, op));
+                    state.strays.sort();
+                }
+                client.phase = Phase::Crashed;
+            }
+            Action::Receive(c) => self.receive(&mut state, c),
+        }
+        Some(state)
     }
 
     fn send(&self, state: &mut State, c: usize, op: Op) {
@@ -939,11 +995,109 @@ impl Fleet {
 
     /// Client `c` holds the lock with `fence`.
     fn granted(&self, state: &mut State, c: usize, write: u16, confirmed: u32, fence: u64) {
+        let client = &mut state.clients[c];
+        // A max hold counts from the send of the write that acquired.
+        client.max_hold_from = client.wants_max_hold.then_some(confirmed);
         state.clients[c].phase = Phase::Holding {
             write,
             confirmed,
             fence,
             pending: Vec::new(),
         };
+    }
+}
+
+/// Every reference to a write number of client `writer` in `state`, handed
+/// to `visit` (the acquirer's `from` threshold is not one: see
+/// [`renumber_writes`]).
+fn visit_writes(state: &mut State, visit: &mut impl FnMut(u8, &mut u16)) {
+    fn op(writer: u8, op: &mut Op, visit: &mut impl FnMut(u8, &mut u16)) {
+        let Op::Put { expect, write, .. } = op;
+        visit(writer, write);
+        if let Some((owner, version)) = expect {
+            visit(*owner, version);
+        }
+    }
+    if let Some(stored) = &mut state.store {
+        visit(stored.writer, &mut stored.write);
+    }
+    for (writer, stray) in &mut state.strays {
+        op(*writer, stray, visit);
+    }
+    for (c, client) in state.clients.iter_mut().enumerate() {
+        let c = c as u8;
+        if let Some(call) = &mut client.call {
+            op(c, &mut call.op, visit);
+            if let Some(Answer::Applied(stored) | Answer::Rejected(Some(stored))) = &mut call.answer
+            {
+                visit(stored.writer, &mut stored.write);
+            }
+        }
+        match &mut client.phase {
+            Phase::Acquiring {
+                seen, unresolved, ..
+            } => {
+                if let Some(seen) = seen {
+                    visit(seen.writer, &mut seen.write);
+                }
+                for (write, _) in unresolved {
+                    visit(c, write);
+                }
+            }
+            Phase::Holding { write, pending, .. } => {
+                visit(c, write);
+                for (write, _) in pending {
+                    visit(c, write);
+                }
+            }
+            Phase::Releasing {
+                write,
+                pending,
+                own,
+                ..
+            } => {
+                visit(c, write);
+                for (write, _) in pending {
+                    visit(c, write);
+                }
+                for write in own {
+                    visit(c, write);
+                }
+            }
+            Phase::Idle | Phase::Crashed => {}
+        }
+    }
+}
+
+/// Write numbers only name writes: two states that differ only in how many
+/// writes are behind them (a heartbeat more or less, long since replaced)
+/// behave alike. So each client's numbers still referenced are renumbered
+/// 0, 1, 2, … in their order (an acquirer's `from` kept between the same
+/// ones), and its next number follows them. Equality and order between
+/// numbers, all the model and the decisions ever look at, are unchanged.
+fn renumber_writes(state: &mut State) {
+    let clients = state.clients.len();
+    let mut used: Vec<Vec<u16>> = vec![Vec::new(); clients];
+    visit_writes(state, &mut |writer, write| {
+        if let Some(list) = used.get_mut(usize::from(writer)) {
+            list.push(*write);
+        }
+    });
+    for list in &mut used {
+        list.sort_unstable();
+        list.dedup();
+    }
+    let rank = |list: &[u16], write: u16| list.partition_point(|&used| used < write) as u16;
+    visit_writes(state, &mut |writer, write| {
+        if let Some(list) = used.get(usize::from(writer)) {
+            *write = rank(list, *write);
+        }
+    });
+    for (c, client) in state.clients.iter_mut().enumerate() {
+        let list = &used[c];
+        if let Phase::Acquiring { from, .. } = &mut client.phase {
+            *from = rank(list, *from);
+        }
+        client.writes = list.len() as u16;
     }
 }

@@ -4,7 +4,8 @@
 //! deciding with this crate's own rules:
 //!
 //! * [`Timing`](crate::timing::Timing) decides whether a holder's lease is
-//!   safe, when it ends, and when a waiter may take over;
+//!   safe, when it ends, and when a waiter may take over, and
+//!   [`HoldLimits`](crate::timing::HoldLimits) when a max hold ends it;
 //! * [`Sightings`](crate::sightings::Sightings) keeps a waiter's first
 //!   sighting of a record version across polls;
 //! * [`replies`](crate::replies) decides what a read, a rejection or an
@@ -26,11 +27,11 @@
 //! advances in ticks.
 //!
 //! The properties are the invariants of docs/protocol.md, named after them:
-//! see the `properties` of [`Fleet`]. `cargo test -p lock-core model` runs
-//! the standard size (2 clients, 1 key, one fault per schedule, 9 ticks of
-//! real time: about 21 million states, a minute and a half on 2 cores) and
-//! the tests that break a rule on purpose; `LOCK_MODEL=large` adds a third
-//! client and a second fault (see docs/testing.md).
+//! see the `properties` of [`Fleet`]. `cargo test -p lock-core --lib model`
+//! runs the standard size (2 clients, 1 key, one fault per schedule, 9 ticks
+//! of real time: about 8 million states, under a minute on 2 cores), the
+//! same without faults and with max holds, and the tests that break a rule
+//! on purpose; `LOCK_MODEL=large` runs three clients (see docs/testing.md).
 
 mod fleet;
 
