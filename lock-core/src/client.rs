@@ -316,8 +316,9 @@ impl LockClient {
     /// This is an operator's tool for a stuck lock: the holder, if it is still
     /// alive, learns on its next heartbeat that its lock is gone, and until then
     /// it may still act on it (which is what fences are for). A holder that
-    /// heartbeats between the read and the write makes it fail with
-    /// [`LockError::NotOwned`]; try again.
+    /// heartbeats between the read and the write is read again and released
+    /// on its new version; one that does so five times running makes it fail
+    /// with [`LockError::NotOwned`].
     pub async fn force_release(
         &self,
         key: impl Into<LockKey>,

@@ -141,13 +141,23 @@ impl Shared {
     pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Option<LockInfo>, LockError> {
         self.ensure_running()?;
         self.validate_input(key, None)?;
-        match self.read_for_release(key).await? {
-            Some(record) if !record.released => {
-                let info = LockInfo::from_record(record.clone(), false);
-                self.write_release_of(key, record).await?;
-                Ok(Some(info))
+        let mut tries = 0;
+        loop {
+            let record = match self.read_for_release(key).await? {
+                Some(record) if !record.released => record,
+                _ => return Ok(None),
+            };
+            let info = LockInfo::from_record(record.clone(), false);
+            match self.write_release_of(key, record).await {
+                Ok(()) => return Ok(Some(info)),
+                // The holder wrote between the read and the write (a
+                // heartbeat, most likely): whoever holds it now is released,
+                // as asked, on the version read again.
+                Err(LockError::NotOwned { .. }) if tries + 1 < FORCE_RELEASE_READS => {
+                    tries += 1;
+                }
+                Err(error) => return Err(error),
             }
-            _ => Ok(None),
         }
     }
 
@@ -278,6 +288,11 @@ impl Shared {
         Ok(())
     }
 }
+
+/// How many times a force release reads the record: a holder that writes
+/// between each read and the write after it (heartbeats faster than the
+/// store's round trip) fails it with `NotOwned` after this many.
+const FORCE_RELEASE_READS: usize = 5;
 
 /// The record no longer carries the version the caller gave.
 fn not_owned(key: &LockKey, current: Option<&LockRecord>) -> LockError {

@@ -1041,6 +1041,73 @@ async fn force_release_frees_a_held_lock_and_its_holder_learns_it_is_lost() {
     assert_eq!(guard.fence(), Fence(2));
 }
 
+/// Before the first `times` conditional writes it forwards, writes the
+/// record once more as its holder would: a heartbeat landing between a
+/// read and the write that depends on it.
+#[derive(Debug)]
+struct HeartbeatsFirst {
+    times: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl StoreLayer for HeartbeatsFirst {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, lock_core::StoreError> {
+        if let StoreCall::Put {
+            key,
+            expect: Expect::Version(_),
+            ..
+        } = &call
+            && self
+                .times
+                .fetch_update(
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                    |left| left.checked_sub(1),
+                )
+                .is_ok()
+            && let Some(current) = next.get(key).await?
+        {
+            let heartbeat = NewRecord {
+                owner: current.owner.clone(),
+                rvn: Rvn::fresh(),
+                lease: current.lease,
+                released: false,
+                fence: FenceUpdate::Keep,
+                data: DataUpdate::Keep,
+                expires_at: None,
+            };
+            next.put(key, Expect::Version(current.rvn), heartbeat)
+                .await?;
+        }
+        call.send(next).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn force_release_reads_again_when_the_holder_heartbeats_between_its_read_and_write() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let _guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let racing = Layered::new(
+        HeartbeatsFirst {
+            times: std::sync::atomic::AtomicUsize::new(2),
+        },
+        store.clone(),
+    );
+    let admin = client(racing, "admin");
+    // Two heartbeats land between a read and its write: the release still
+    // happens, on the version read the third time.
+    let released = admin.force_release("job").await.unwrap().unwrap();
+    assert_eq!((released.owner.as_str(), released.fence), ("a", Fence(1)));
+    let now = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    assert!(now.released, "{now:?}");
+    assert_eq!(now.owner, "admin");
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_ambiguous_release_by_version_is_resolved_by_rvn() {
     let store = MemoryStore::new();
