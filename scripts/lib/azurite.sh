@@ -11,6 +11,7 @@
 
 : "${root:?set root to the repository root before sourcing azurite.sh}"
 source "$root/scripts/lib/npm_server.sh"
+source "$root/scripts/lib/serve.sh"
 AZURITE_DIR="$root/.azurite"
 AZURITE_VERSION='3.37.0'
 AZURITE_CONTAINER='lock-tests'
@@ -32,9 +33,9 @@ azurite_ready() {
 }
 
 azurite_start() {
-    npm_server_start Azurite "$AZURITE_DIR" azurite_launch azurite_ready || return 1
-    AZURITE_PID="$NPM_SERVER_PID"
-    LOCK_AZURITE_ENDPOINT="http://127.0.0.1:$NPM_SERVER_PORT"
+    serve_on_free_port Azurite "$AZURITE_DIR/server.log" azurite_launch azurite_ready || return 1
+    AZURITE_PID="$SERVED_PID"
+    LOCK_AZURITE_ENDPOINT="http://127.0.0.1:$SERVED_PORT"
     echo "==> Azurite $AZURITE_VERSION answering at $LOCK_AZURITE_ENDPOINT (pid $AZURITE_PID, log .azurite/server.log)"
     export LOCK_AZURITE_ENDPOINT
 }

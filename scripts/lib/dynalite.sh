@@ -13,6 +13,7 @@
 
 : "${root:?set root to the repository root before sourcing dynalite.sh}"
 source "$root/scripts/lib/npm_server.sh"
+source "$root/scripts/lib/serve.sh"
 DYNALITE_DIR="$root/.dynalite"
 DYNALITE_VERSION='3.2.2'
 DYNALITE_PID=""
@@ -38,9 +39,9 @@ dynalite_ready() {
 }
 
 dynalite_start() {
-    npm_server_start dynalite "$DYNALITE_DIR" dynalite_launch dynalite_ready || return 1
-    DYNALITE_PID="$NPM_SERVER_PID"
-    LOCK_DYNALITE_ENDPOINT="http://127.0.0.1:$NPM_SERVER_PORT"
+    serve_on_free_port dynalite "$DYNALITE_DIR/server.log" dynalite_launch dynalite_ready || return 1
+    DYNALITE_PID="$SERVED_PID"
+    LOCK_DYNALITE_ENDPOINT="http://127.0.0.1:$SERVED_PORT"
     echo "==> dynalite $DYNALITE_VERSION answering at $LOCK_DYNALITE_ENDPOINT (pid $DYNALITE_PID, log .dynalite/server.log)"
     export LOCK_DYNALITE_ENDPOINT
 }

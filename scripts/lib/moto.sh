@@ -19,6 +19,7 @@
 # moto_stop               stop both (safe to call twice)
 
 : "${root:?set root to the repository root before sourcing moto.sh}"
+source "$root/scripts/lib/serve.sh"
 MOTO_VENV="$root/.venv"
 MOTO_REQUIREMENT='moto[server]>=5,<6'
 # The reference library the DynamoDB interop tests and benchmarks run against.
@@ -60,46 +61,31 @@ s.close()
 PY
 }
 
+moto_launch() {
+    exec "$MOTO_VENV/bin/python" "$root/scripts/lib/moto_serialised.py" "$1" "${MOTO_SPAWN_MODE:-threaded}"
+}
+
+moto_ready() {
+    "$MOTO_VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=1)" \
+        "http://127.0.0.1:$1" || return 1
+    # moto loads its DynamoDB backend on the first DynamoDB request; behind
+    # the server's one lock, that first request would make the tests' first
+    # requests wait past their timeouts. Load it now.
+    if ! moto_warm_up "http://127.0.0.1:$1"; then
+        return 2
+    fi
+}
+
 # moto_spawn LOG [keep-alive]: start moto_serialised.py on a free loopback
-# port and wait until it answers and has loaded its DynamoDB backend; three
-# tries (a port taken between choosing and binding it). Sets MOTO_SPAWNED_PID
-# and MOTO_SPAWNED_ENDPOINT.
+# port and wait (at most ~30 s) until it answers and has loaded its DynamoDB
+# backend (scripts/lib/serve.sh). Sets MOTO_SPAWNED_PID and
+# MOTO_SPAWNED_ENDPOINT.
 moto_spawn() {
-    local log="$1" mode="${2:-}"
-    mkdir -p "$MOTO_LOG_DIR"
-    local attempt port
-    for attempt in 1 2 3; do
-        port="$(moto_free_port)"
-        "$MOTO_VENV/bin/python" "$root/scripts/lib/moto_serialised.py" "$port" "${mode:-threaded}" \
-            >"$MOTO_LOG_DIR/$log" 2>&1 &
-        MOTO_SPAWNED_PID=$!
-        MOTO_SPAWNED_ENDPOINT="http://127.0.0.1:$port"
-        # Wait until it answers (at most ~30 s), or until it dies (port taken).
-        local i
-        for i in $(seq 1 300); do
-            if ! kill -0 "$MOTO_SPAWNED_PID" 2>/dev/null; then
-                break
-            fi
-            if "$MOTO_VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=1)" "$MOTO_SPAWNED_ENDPOINT" 2>/dev/null; then
-                # moto loads its DynamoDB backend on the first DynamoDB request;
-                # behind the server's one lock, that first request would make the
-                # tests' first requests wait past their timeouts. Load it now.
-                if ! moto_warm_up "$MOTO_SPAWNED_ENDPOINT"; then
-                    echo "moto answered but its first DynamoDB request failed; log:" >&2
-                    tail -n 20 "$MOTO_LOG_DIR/$log" >&2 || true
-                    break
-                fi
-                return 0
-            fi
-            sleep 0.1
-        done
-        moto_kill "$MOTO_SPAWNED_PID"
-        echo "moto did not answer on port $port (attempt $attempt); log:" >&2
-        tail -n 20 "$MOTO_LOG_DIR/$log" >&2 || true
-    done
-    MOTO_SPAWNED_PID=""
-    echo "could not start moto" >&2
-    return 1
+    local log="$1"
+    MOTO_SPAWN_MODE="${2:-}"
+    serve_on_free_port moto "$MOTO_LOG_DIR/$log" moto_launch moto_ready 300 || return 1
+    MOTO_SPAWNED_PID="$SERVED_PID"
+    MOTO_SPAWNED_ENDPOINT="http://127.0.0.1:$SERVED_PORT"
 }
 
 moto_start() {

@@ -1,19 +1,13 @@
 # Sourced by the scripts of the servers the tests install from npm (dynalite,
-# Azurite): what installing and starting one has in common.
+# Azurite): what installing one has in common.
 #
 # npm_server_node                     node and npm, from Debian's nodejs and
 #                                     npm packages (apt-get) when missing
 # npm_server_install DIR PACKAGE VERSION
 #                                     npm install PACKAGE@VERSION under DIR,
 #                                     unless that version is there already
-# npm_server_start LABEL DIR LAUNCH READY
-#                                     on a free loopback port, `LAUNCH PORT`
-#                                     in the background (output in
-#                                     DIR/server.log; LAUNCH must exec the
-#                                     server, so its pid is the server's),
-#                                     until `READY PORT` succeeds (10 s), on
-#                                     up to three ports; sets NPM_SERVER_PID
-#                                     and NPM_SERVER_PORT
+#
+# Starting them is scripts/lib/serve.sh's serve_on_free_port.
 
 : "${root:?set root to the repository root before sourcing npm_server.sh}"
 
@@ -43,32 +37,4 @@ npm_server_install() {
     echo "==> installing $package $version under ${dir#"$root"/} (npm)"
     mkdir -p "$dir"
     npm install --prefix "$dir" --no-audit --no-fund --silent "$package@$version"
-}
-
-npm_server_start() {
-    local label="$1" dir="$2" launch="$3" ready="$4" attempt port i
-    mkdir -p "$dir"
-    NPM_SERVER_PID=""
-    NPM_SERVER_PORT=""
-    for attempt in 1 2 3; do
-        port="$(moto_free_port)"
-        "$launch" "$port" >"$dir/server.log" 2>&1 &
-        NPM_SERVER_PID=$!
-        for i in $(seq 1 100); do
-            if ! kill -0 "$NPM_SERVER_PID" 2>/dev/null; then
-                break
-            fi
-            if "$ready" "$port" 2>/dev/null; then
-                NPM_SERVER_PORT="$port"
-                return 0
-            fi
-            sleep 0.1
-        done
-        moto_kill "$NPM_SERVER_PID"
-        echo "$label did not answer on port $port (attempt $attempt); log:" >&2
-        tail -n 20 "$dir/server.log" >&2 || true
-    done
-    NPM_SERVER_PID=""
-    echo "could not start $label" >&2
-    return 1
 }
