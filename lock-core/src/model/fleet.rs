@@ -48,6 +48,9 @@ pub(crate) enum Break {
     /// A releasing holder keeps trusting its lease until the release is
     /// answered, instead of letting go before it sends.
     ReleaseUnsafeAfterSend,
+    /// A waiter forgets its first sighting at every poll, so its count
+    /// starts again each time.
+    ForgetsSightings,
 }
 
 /// The fleet and the store, and the limits of the exploration.
@@ -944,10 +947,23 @@ impl Fleet {
                 if mine(&stored) {
                     state.violations.own_write_misjudged = true;
                 }
-                // The crate's sightings, holding only this waiter's first
-                // sighting of the key.
+                // The first sighting of this version, as the model knows it
+                // (what the liveness property measures the decision by).
+                let first = match seen {
+                    Some(seen) if (seen.writer, seen.write) == (stored.writer, stored.write) => {
+                        seen
+                    }
+                    _ => Seen {
+                        writer: stored.writer,
+                        write: stored.write,
+                        at: now,
+                    },
+                };
+                // The crate's sightings, holding what this waiter remembers
+                // of the key: its first sighting (unless the rule is broken).
                 let sightings = Sightings::with_capacity(1);
-                if let Some(first) = &seen {
+                let remembered = Some(&first).filter(|_| self.broken != Break::ForgetsSightings);
+                if let Some(first) = remembered {
                     sightings.saw(
                         &self.record(&Stored {
                             writer: first.writer,
@@ -959,11 +975,6 @@ impl Fleet {
                 }
                 let sighting = sightings.saw(&record, self.instant(now));
                 let observation: Observation = sighting.observation;
-                let first = Seen {
-                    writer: stored.writer,
-                    write: stored.write,
-                    at: self.ms(observation.seen_at),
-                };
                 let takeover_at = self.waiter_timing().takeover_at(&observation);
                 if self.instant(now) >= takeover_at {
                     if state.clients[usize::from(stored.writer)].phase == Phase::Crashed {
@@ -978,7 +989,8 @@ impl Fleet {
                     self.send(state, c, op);
                 } else {
                     // Watched for lease × (1 + drift), counted on its own
-                    // clock from the first sighting: it must take over.
+                    // clock from its first sighting of this version (as the
+                    // model knows it): it must take over.
                     let bound = (LEASE_MS as f64 * (1.0 + DRIFT)).ceil() as u32;
                     if now >= first.at + bound {
                         state.violations.takeover_late = true;

@@ -9,6 +9,7 @@ use super::{Break, Fleet};
 const HORIZON: u32 = 9;
 const MUTUAL_EXCLUSION: &str =
     "mutual exclusion of trust: never two holders that both trust their lease";
+const LIVENESS: &str = "liveness: a released lock is taken at once, a crashed holder's within L(1+d) of the first sighting";
 
 fn explore(fleet: Fleet) -> impl Checker<Fleet> {
     let size = (fleet.clients, fleet.horizon, fleet.faults, fleet.broken);
@@ -18,7 +19,7 @@ fn explore(fleet: Fleet) -> impl Checker<Fleet> {
         // A broken rule: the first schedule with two trusted holders is the
         // answer.
         builder = builder.finish_when(stateright::HasDiscoveries::AnyOf(
-            std::collections::BTreeSet::from([MUTUAL_EXCLUSION]),
+            std::collections::BTreeSet::from([MUTUAL_EXCLUSION, LIVENESS]),
         ));
     }
     let checker = builder.spawn_bfs().join();
@@ -138,4 +139,15 @@ fn a_rejected_heartbeat_taken_as_applied_is_caught() {
 #[test]
 fn a_release_that_lets_go_after_sending_is_caught() {
     finds_two_trusted_holders(Break::ReleaseUnsafeAfterSend);
+}
+
+/// A waiter that forgets its first sighting at each poll never takes over a
+/// crashed holder: the liveness property finds the schedule.
+#[test]
+fn a_waiter_that_restarts_its_count_at_every_poll_is_caught() {
+    let checker = explore(Fleet::new(2, HORIZON, 1, 1, Break::ForgetsSightings));
+    let path = checker
+        .discovery(LIVENESS)
+        .unwrap_or_else(|| panic!("no schedule showed a late takeover"));
+    eprintln!("ForgetsSightings: counterexample\n{}", trace(path));
 }
