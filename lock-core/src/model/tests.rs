@@ -97,16 +97,22 @@ fn three_clients_when_asked() {
     assert_no_counterexample(&explore(Fleet::new(3, horizon, faults, 1, Break::Nothing)));
 }
 
+/// The shortest schedule in which `property` fails with `broken`, printed
+/// step by step; the fleet and the schedule's last state.
+fn counterexample(broken: Break, property: &'static str) -> (Fleet, State) {
+    let checker = explore(Fleet::new(2, HORIZON, 1, 1, broken));
+    let path = checker
+        .discovery(property)
+        .unwrap_or_else(|| panic!("{broken:?}: no schedule broke \"{property}\""));
+    let last = path.last_state().clone();
+    eprintln!("{broken:?}: counterexample\n{}", trace(path));
+    (checker.model().clone(), last)
+}
+
 /// Each rule, broken on purpose, lets two holders trust the lock at once in
 /// some schedule, and the checker finds it.
 fn finds_two_trusted_holders(broken: Break) {
-    let checker = explore(Fleet::new(2, HORIZON, 1, 1, broken));
-    let path = checker
-        .discovery(MUTUAL_EXCLUSION)
-        .unwrap_or_else(|| panic!("{broken:?}: no schedule broke mutual exclusion"));
-    let last = path.last_state().clone();
-    eprintln!("{broken:?}: counterexample\n{}", trace(path));
-    let fleet = checker.model();
+    let (fleet, last) = counterexample(broken, MUTUAL_EXCLUSION);
     let trusting = (0..last.clients.len())
         .filter(|&c| fleet.trusts(&last, c))
         .count();
@@ -145,9 +151,5 @@ fn a_release_that_lets_go_after_sending_is_caught() {
 /// crashed holder: the liveness property finds the schedule.
 #[test]
 fn a_waiter_that_restarts_its_count_at_every_poll_is_caught() {
-    let checker = explore(Fleet::new(2, HORIZON, 1, 1, Break::ForgetsSightings));
-    let path = checker
-        .discovery(LIVENESS)
-        .unwrap_or_else(|| panic!("no schedule showed a late takeover"));
-    eprintln!("ForgetsSightings: counterexample\n{}", trace(path));
+    counterexample(Break::ForgetsSightings, LIVENESS);
 }
