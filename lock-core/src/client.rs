@@ -337,6 +337,15 @@ impl LockClient {
     /// shutdown timeout. Later calls on this client (and a second shutdown) return
     /// [`LockError::Shutdown`].
     ///
+    /// It also writes again what a failed way out may have left held: a
+    /// release that gave up (the store out of reach until past the lease), a
+    /// dropped guard's background release, or an abandoned acquire's
+    /// clean-up that failed. Each is written conditional on the versions the
+    /// record may be at, so a record anyone wrote since is not touched; a
+    /// lock still within its min hold gets its final write (held to the min
+    /// hold's end) instead of a release. The report counts each with the
+    /// releases.
+    ///
     /// The shutdown runs to its end even if this future is dropped: a
     /// shutdown awaited inside [`with_lock`](Self::with_lock)'s work (or
     /// [`Election::lead`](crate::Election::lead)'s) cancels that work, future

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::held::Held;
-use crate::release::Leaving;
+use crate::leaving::Leaving;
 use crate::shared::Shared;
 use crate::{DetachedLock, Fence, LeaseState, LockError, LockKey, LostReason, Rvn, Takeover};
 

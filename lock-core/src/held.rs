@@ -117,6 +117,9 @@ pub(crate) struct HeldState {
     pub pending: Vec<(Rvn, Instant)>,
     /// A delete of ours failed ambiguously, so an absent record may be our doing.
     pub ambiguous_delete: bool,
+    /// The release failed and the record may still be held: the client
+    /// remembered it for shutdown to write again (see `leaving`).
+    pub left_over: bool,
 }
 
 /// What a write needs from the state, read under one lock.
@@ -173,6 +176,7 @@ impl Held {
                 release_ended: false,
                 pending: Vec::new(),
                 ambiguous_delete: false,
+                left_over: false,
             }),
             changed: OnceLock::new(),
             slot: SlotCell::default(),

@@ -98,6 +98,7 @@ mod info;
 mod key;
 mod last_handle;
 pub mod layer;
+mod leaving;
 pub mod limits;
 pub mod metrics;
 #[cfg(test)]

@@ -11,8 +11,10 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use crate::held::Held;
+use crate::leaving::{Leaving, Leftover};
 use crate::retry::{Retry, before};
 use crate::shared::{Background, Shared};
+use crate::timing::HoldLimits;
 use crate::turns::Handoff;
 use crate::write::{HeldWrite, WriteEnd};
 use crate::{
@@ -29,30 +31,13 @@ const ABANDONED_RELEASE_ATTEMPTS: u32 = 4;
 pub struct ShutdownReport {
     /// Locks released (or already gone), including those whose release was
     /// running in the background (a dropped guard, a release whose caller
-    /// stopped waiting).
+    /// stopped waiting) and those a failed release or clean-up had left held,
+    /// written again.
     pub released: Vec<LockKey>,
     /// Locks whose release failed, with the error.
     pub failed: Vec<(LockKey, LockError)>,
     /// Locks whose release did not finish within the shutdown timeout.
     pub timed_out: Vec<LockKey>,
-}
-
-/// How a lock is left: its record deleted or marked released, and the data the
-/// release writes with it (`None`: the data stays as it is).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Leaving {
-    pub delete: bool,
-    pub data: Option<Vec<u8>>,
-}
-
-impl Leaving {
-    /// As the acquisition asked: delete-on-release or not, data kept.
-    pub fn as_acquired(held: &Held) -> Self {
-        Self {
-            delete: held.delete_on_release,
-            data: None,
-        }
-    }
 }
 
 /// A release whose caller may stop waiting: if its future is dropped before the
@@ -223,16 +208,39 @@ impl Shared {
             // Released early: one final write keeps it held to the min hold's end.
             Some(lease) => HeldWrite::HoldFor {
                 lease,
-                data: leaving.data,
+                data: leaving.data.clone(),
             },
             None if leaving.delete => HeldWrite::Delete,
-            None => HeldWrite::Release(leaving.data),
+            None => HeldWrite::Release(leaving.data.clone()),
         };
         let holding = matches!(write, HeldWrite::HoldFor { .. });
-        match self
+        let end = self
             .write_held(held, write, give_up_at, now, snapshot)
-            .await
-        {
+            .await;
+        if matches!(
+            end,
+            WriteEnd::GaveUp(_) | WriteEnd::Failed(_) | WriteEnd::Throttled(_)
+        ) {
+            // The record may still show this client as holder: shutdown
+            // writes it again.
+            let rvns = {
+                let state = held.state();
+                let mut rvns = vec![state.rvn.clone()];
+                rvns.extend(state.pending.iter().map(|(rvn, _)| rvn.clone()));
+                rvns
+            };
+            let leftover = Leftover {
+                key: held.key.clone(),
+                rvns,
+                leaving,
+                lease: held.timing.lease,
+                limits: held.limits,
+            };
+            if self.left_over(leftover) {
+                held.update(|state| state.left_over = true);
+            }
+        }
+        match end {
             WriteEnd::Confirmed => {
                 if holding {
                     tracing::info!("left held until its min hold ends");
@@ -285,6 +293,10 @@ impl Shared {
                 let result = shared.write_release(&held, leaving).instrument(span).await;
                 if let Err(error) = &result {
                     tracing::debug!(%key, %error, "background release failed");
+                    if held.state().left_over {
+                        // Shutdown writes it again and reports that.
+                        return None;
+                    }
                 }
                 Some((key, result))
             }
@@ -293,6 +305,127 @@ impl Shared {
             tracing::debug!(key = %held.key, "no runtime to release on; the lease runs out");
             held.end_turn(None);
         }
+    }
+
+    /// Remember `leftover` for shutdown to write again, unless the client is
+    /// shutting down already (then the caller reports the failure): whether
+    /// it was remembered.
+    fn left_over(&self, leftover: Leftover) -> bool {
+        if self.ensure_running().is_err() {
+            return false;
+        }
+        self.leftovers.remember(leftover);
+        true
+    }
+
+    /// Write `leftover`'s way out, conditional on each of its versions in turn
+    /// (the record is at most one of them), each tried at most
+    /// [`ABANDONED_RELEASE_ATTEMPTS`] times until `give_up`. A rejection means
+    /// the version is not the record's (that write never applied, or someone
+    /// wrote since): nothing to do. `None` when nothing is left; otherwise the
+    /// leftover with the versions that could not be written, and the last
+    /// error.
+    async fn leave_versions(
+        &self,
+        leftover: Leftover,
+        give_up: crate::clock::Instant,
+    ) -> Option<(Leftover, StoreError)> {
+        let mut unwritten = Vec::new();
+        let mut last_error = None;
+        for rvn in &leftover.rvns {
+            let mut retry =
+                Retry::until(&self.backoff, give_up).at_most(ABANDONED_RELEASE_ATTEMPTS);
+            let error = loop {
+                let write = self.leave_version(&leftover, rvn);
+                let error = match before(self.clock.as_ref(), give_up, write).await {
+                    Ok(Outcome::Applied(_)) => {
+                        tracing::info!(key = %leftover.key, "released a lock left held");
+                        break None;
+                    }
+                    Ok(Outcome::Rejected { .. }) => break None,
+                    Err(error) => error,
+                };
+                match retry.after(error, self.clock.now()) {
+                    Ok(wake) => self.clock.sleep_until(wake).await,
+                    Err(error) => break Some(error),
+                }
+            };
+            if let Some(error) = error {
+                tracing::debug!(key = %leftover.key, %error, "could not release a lock left held");
+                unwritten.push(rvn.clone());
+                last_error = Some(error);
+            }
+        }
+        let error = last_error?;
+        Some((
+            Leftover {
+                rvns: unwritten,
+                ..leftover
+            },
+            error,
+        ))
+    }
+
+    /// One conditional write leaving `leftover`'s key at version `rvn`: the
+    /// final write of a min hold not over yet, else the delete or release its
+    /// way out asks for.
+    async fn leave_version(&self, leftover: &Leftover, rvn: &Rvn) -> Result<Outcome, StoreError> {
+        let expect = Expect::Version(rvn.clone());
+        let rest = leftover.limits.rest_of_min_hold(self.clock.now());
+        if rest.is_none() && leftover.leaving.delete {
+            return self.store.delete(&leftover.key, expect).await;
+        }
+        let (rvn, lease, released) = match rest {
+            Some(rest) => (self.final_hold_rvn(rest), rest, false),
+            None => (Rvn::fresh(), leftover.lease, true),
+        };
+        let new = NewRecord {
+            owner: self.config.owner.clone(),
+            rvn,
+            lease,
+            released,
+            fence: FenceUpdate::Keep,
+            data: match &leftover.leaving.data {
+                Some(data) => DataUpdate::Replace(data.clone()),
+                None => DataUpdate::Keep,
+            },
+            expires_at: None,
+        };
+        self.store.put(&leftover.key, expect, new).await
+    }
+
+    /// Start writing every leftover again, each as a release `shutdown()`
+    /// counts, within `give_up`.
+    fn leftovers_into(
+        self: &Arc<Self>,
+        running: &mut Background,
+        runtime: &tokio::runtime::Handle,
+        give_up: crate::clock::Instant,
+    ) {
+        for leftover in self.leftovers.take_all() {
+            let shared = self.clone();
+            let key = leftover.key.clone();
+            let write = async move { Some(shared.leave_again(leftover, give_up).await) };
+            running.spawn(Some(key), write, runtime);
+        }
+    }
+
+    /// Write `leftover` again at shutdown, within `give_up`: its key and how
+    /// that ended, as a release reports it.
+    async fn leave_again(
+        &self,
+        leftover: Leftover,
+        give_up: crate::clock::Instant,
+    ) -> (LockKey, Result<(), LockError>) {
+        let key = leftover.key.clone();
+        let result = match self.leave_versions(leftover, give_up).await {
+            None => Ok(()),
+            Some((_, source)) => Err(LockError::Store {
+                key: key.clone(),
+                source,
+            }),
+        };
+        (key, result)
     }
 
     /// A lock handed over that nobody took (its waiter left, or took another
@@ -319,53 +452,22 @@ impl Shared {
             // Past a lease the write, if it applied, has expired for every waiter
             // anyway; a store that hangs must not keep this task (and the client) alive.
             let give_up = shared.after(lease);
+            let leftover = Leftover {
+                key,
+                rvns,
+                leaving: Leaving::default(),
+                lease,
+                limits: HoldLimits::default(),
+            };
+            let (leftover, error) = shared.leave_versions(leftover, give_up).await?;
             // The last error of a write that could not be released: shutdown
-            // reports it (the lock may stay held until its lease ends).
-            let mut unreleased: Option<StoreError> = None;
-            for rvn in rvns {
-                let new = NewRecord {
-                    owner: shared.config.owner.clone(),
-                    rvn: Rvn::fresh(),
-                    lease,
-                    released: true,
-                    fence: FenceUpdate::Keep,
-                    data: DataUpdate::Keep,
-                    expires_at: None,
-                };
-                let mut retry =
-                    Retry::until(&shared.backoff, give_up).at_most(ABANDONED_RELEASE_ATTEMPTS);
-                let last_error = loop {
-                    let put = shared
-                        .store
-                        .put(&key, Expect::Version(rvn.clone()), new.clone());
-                    let error = match before(shared.clock.as_ref(), give_up, put).await {
-                        Ok(Outcome::Applied(_)) => {
-                            tracing::info!(%key, "released an acquisition nobody holds");
-                            break None;
-                        }
-                        // The write did not apply, or another holder has moved on.
-                        Ok(Outcome::Rejected { .. }) => break None,
-                        Err(error) => error,
-                    };
-                    match retry.after(error, shared.clock.now()) {
-                        Ok(wake) => shared.clock.sleep_until(wake).await,
-                        Err(error) => {
-                            tracing::debug!(%key, %error, "could not release an abandoned acquisition");
-                            break Some(error);
-                        }
-                    }
-                };
-                unreleased = unreleased.or(last_error);
+            // writes it again, or, when it runs already, reports it (the lock
+            // may stay held until its lease ends).
+            let key = leftover.key.clone();
+            if shared.left_over(leftover) {
+                return None;
             }
-            unreleased.map(|source| {
-                (
-                    key.clone(),
-                    Err(LockError::Store {
-                        key: key.clone(),
-                        source,
-                    }),
-                )
-            })
+            Some((key.clone(), Err(LockError::Store { key, source: error })))
         };
         // Named, so a shutdown that runs out of time lists it as not released.
         if self.in_background(Some(name), cleanup).is_err() {
@@ -396,10 +498,19 @@ impl Shared {
                 for held in &held {
                     held.leave();
                 }
+                let give_up = self.after(self.config.shutdown_timeout);
+                let mut results = Vec::new();
+                for leftover in self.leftovers.take_all() {
+                    results.push(self.leave_again(leftover, give_up).await);
+                }
                 for held in held {
-                    match self.write_release(&held, Leaving::as_acquired(&held)).await {
-                        Ok(()) => report.released.push(held.key.clone()),
-                        Err(error) => report.failed.push((held.key.clone(), error)),
+                    let result = self.write_release(&held, Leaving::as_acquired(&held)).await;
+                    results.push((held.key.clone(), result));
+                }
+                for (key, result) in results {
+                    match result {
+                        Ok(()) => report.released.push(key),
+                        Err(error) => report.failed.push((key, error)),
                     }
                 }
                 return report;
@@ -411,6 +522,8 @@ impl Shared {
                 held.releasing();
             }
             let mut running = Background::default();
+            let give_up = self.after(self.config.shutdown_timeout);
+            self.leftovers_into(&mut running, &runtime, give_up);
             for held in held {
                 let shared = self.clone();
                 let key = held.key.clone();
@@ -431,6 +544,7 @@ impl Shared {
             loop {
                 if running.tasks.is_empty() {
                     running = self.take_background();
+                    self.leftovers_into(&mut running, &runtime, give_up);
                 }
                 if running.tasks.is_empty() {
                     // Acquires still running stop at their next step; one whose

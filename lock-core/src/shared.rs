@@ -24,6 +24,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::clock::{Instant, later};
 use crate::config::ClientConfig;
 use crate::held::Held;
+use crate::leaving::Leftovers;
 use crate::metrics::{ClientMetrics, ObservedStore};
 use crate::registry::Registry;
 use crate::retry::Backoff;
@@ -122,6 +123,9 @@ pub(crate) struct Shared {
     /// Clean-up writes running in the background (releases of dropped guards and
     /// of abandoned acquisitions); shutdown waits for them.
     background: Mutex<Background>,
+    /// What a failed release or clean-up may have left held; shutdown writes
+    /// each again.
+    pub leftovers: Leftovers,
     /// The token every client clone and guard holds (see `last_handle`).
     pub handle: std::sync::OnceLock<std::sync::Weak<LastHandle>>,
     /// State that the handles of one name share on this client (a
@@ -201,6 +205,7 @@ impl Shared {
             acquire_ended: Notify::new(),
             heartbeats: Mutex::new(None),
             background: Mutex::new(Background::default()),
+            leftovers: Leftovers::default(),
             handle: std::sync::OnceLock::new(),
             named: Mutex::new(HashMap::new()),
         }

@@ -142,10 +142,7 @@ impl Shared {
                 return WriteEnd::GaveUp(retry.into_last_error());
             }
             let rvn = match write {
-                HeldWrite::HoldFor { lease, .. } => {
-                    let wall = self.clock.wall_now();
-                    Rvn::fresh_final(wall.checked_add(lease).unwrap_or(wall))
-                }
+                HeldWrite::HoldFor { lease, .. } => self.final_hold_rvn(lease),
                 _ => Rvn::fresh(),
             };
             if write.releases() {
@@ -260,6 +257,13 @@ impl Shared {
                 self.clock.sleep_until(wake).await;
             }
         }
+    }
+
+    /// The RVN of a final write that holds the lock `rest` more: it carries
+    /// that end on this client's wall clock.
+    pub(crate) fn final_hold_rvn(&self, rest: std::time::Duration) -> Rvn {
+        let wall = self.clock.wall_now();
+        Rvn::fresh_final(wall.checked_add(rest).unwrap_or(wall))
     }
 
     pub(crate) async fn set_data(

@@ -607,6 +607,162 @@ async fn shutdown_releases_everything_and_refuses_later_calls() {
     assert_eq!(store.writes(), writes, "already released by shutdown");
 }
 
+/// The record of `name` in `store`, which must exist.
+async fn record_of(store: &MemoryStore, name: &str) -> lock_core::LockRecord {
+    store.get(&LockKey::new(name)).await.unwrap().unwrap()
+}
+
+/// A release that gave up (the store unreachable until past the lease's end)
+/// returns its error and leaves the record held; `shutdown()`, the store
+/// back, releases it by its version and counts it.
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_again_a_lock_whose_release_failed() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 3);
+    let a = client(faulty.clone(), "a");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    let fence = guard.fence();
+    faulty.set_unavailable(true);
+    let started = Instant::now();
+    let failed = tokio::time::timeout(Duration::from_secs(60), guard.release())
+        .await
+        .expect("a release gives up");
+    assert!(matches!(failed, Err(LockError::Store { .. })), "{failed:?}");
+    assert!(started.elapsed() >= LEASE, "it tried until the lease's end");
+    faulty.set_unavailable(false);
+    assert!(!record_of(&store, "job").await.released, "left held");
+    let report = a.shutdown().await.unwrap();
+    assert_eq!(report.released, [LockKey::new("job")], "{report:?}");
+    assert!(report.failed.is_empty() && report.timed_out.is_empty());
+    let record = record_of(&store, "job").await;
+    assert!(record.released, "{record:?}");
+    assert_eq!(record.fence, fence, "a release keeps the fence");
+}
+
+/// The same for a dropped guard, whose release runs in the background and
+/// fails there, and for one left to delete on release: shutdown deletes it.
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_again_a_dropped_guard_whose_background_release_failed() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 4);
+    let a = client(faulty.clone(), "a");
+    let kept = a.acquire("kept", AcquireOptions::new()).await.unwrap();
+    let deleted = a
+        .acquire("deleted", AcquireOptions::new().delete_on_release(true))
+        .await
+        .unwrap();
+    faulty.set_unavailable(true);
+    drop(kept);
+    drop(deleted);
+    // Past every retry of the background releases.
+    tokio::time::sleep(LEASE * 3).await;
+    faulty.set_unavailable(false);
+    assert!(!record_of(&store, "kept").await.released, "left held");
+    assert!(!record_of(&store, "deleted").await.released, "left held");
+    let mut report = a.shutdown().await.unwrap();
+    report.released.sort();
+    assert_eq!(
+        report.released,
+        [LockKey::new("deleted"), LockKey::new("kept")],
+        "{report:?}"
+    );
+    assert!(record_of(&store, "kept").await.released);
+    assert_eq!(store.get(&LockKey::new("deleted")).await.unwrap(), None);
+}
+
+/// What shutdown releases again is conditional on the version the release
+/// left: a record another client took over meanwhile is not touched.
+#[tokio::test(start_paused = true)]
+async fn shutdown_leaves_alone_a_lock_taken_over_since_its_release_failed() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 5);
+    let a = client(faulty.clone(), "a");
+    let b = client(store.clone(), "b");
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    faulty.set_unavailable(true);
+    let _ = guard.release().await.unwrap_err();
+    let taken = b
+        .acquire("job", wait(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    faulty.set_unavailable(false);
+    let before = record_of(&store, "job").await;
+    assert_eq!((before.owner.as_str(), before.released), ("b", false));
+    let writes = store.writes();
+    a.shutdown().await.unwrap();
+    assert!(store.writes() > writes, "shutdown tried");
+    assert_eq!(
+        record_of(&store, "job").await,
+        before,
+        "b's record untouched"
+    );
+    assert!(taken.is_safe());
+    b.shutdown().await.unwrap();
+}
+
+/// A lock released within its min hold whose final write failed: shutdown,
+/// still within the min hold, writes the final write again (held to the min
+/// hold's end, no longer), not a release.
+#[tokio::test(start_paused = true)]
+async fn shutdown_within_a_min_hold_keeps_a_lock_whose_final_write_failed_held_to_its_end() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 8);
+    let a = client(faulty.clone(), "a");
+    let min_hold = Duration::from_secs(60);
+    let started = Instant::now();
+    let guard = a
+        .acquire("job", AcquireOptions::new().min_hold(min_hold))
+        .await
+        .unwrap();
+    faulty.set_unavailable(true);
+    let _ = guard.release().await.unwrap_err();
+    faulty.set_unavailable(false);
+    let report = a.shutdown().await.unwrap();
+    assert_eq!(report.released, [LockKey::new("job")], "{report:?}");
+    let record = record_of(&store, "job").await;
+    assert!(!record.released, "held to the min hold's end: {record:?}");
+    assert!(
+        record.rvn.final_until().is_some(),
+        "a final write: {record:?}"
+    );
+    let rest = min_hold - started.elapsed();
+    assert!(
+        record.lease <= rest && record.lease + Duration::from_secs(1) >= rest,
+        "held for the rest of the min hold ({rest:?}): {record:?}"
+    );
+}
+
+/// An acquire that gave up with a write in flight whose clean-up failed too
+/// (the store unreachable throughout): shutdown releases that write again.
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_again_an_abandoned_acquisition_whose_clean_up_failed() {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 6);
+    let a = client(faulty.clone(), "a");
+    // Applied, its reply lost; then nothing answers.
+    faulty.script(Op::Put, Fault::AmbiguousApplied);
+    for _ in 0..100 {
+        faulty.script(Op::Put, Fault::Unavailable);
+        faulty.script(Op::Get, Fault::Unavailable);
+    }
+    let acquire = a.acquire("job", wait(Duration::from_secs(1)));
+    let failed = tokio::time::timeout(Duration::from_secs(60), acquire)
+        .await
+        .expect("the acquire gives up");
+    assert!(failed.is_err(), "{failed:?}");
+    tokio::time::sleep(LEASE * 3).await;
+    assert!(
+        faulty.scripted() > 0,
+        "still unreachable: {}",
+        faulty.scripted()
+    );
+    faulty.clear_script();
+    assert!(!record_of(&store, "job").await.released, "left held");
+    let report = a.shutdown().await.unwrap();
+    assert_eq!(report.released, [LockKey::new("job")], "{report:?}");
+    assert!(record_of(&store, "job").await.released);
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropping_a_guard_releases_in_the_background() {
     let store = MemoryStore::new();
