@@ -65,5 +65,6 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(events::wake_events, module)?)?;
     module.add_function(wrap_pyfunction!(events::after_fork_in_child, module)?)?;
     module.add_function(wrap_pyfunction!(metrics::metrics, module)?)?;
+    module.add_function(wrap_pyfunction!(runtime::_panicking_call, module)?)?;
     Ok(())
 }

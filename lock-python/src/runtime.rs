@@ -13,7 +13,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -102,6 +102,33 @@ pub(crate) fn runtime() -> PyResult<Arc<ProcessRuntime>> {
     Ok(made)
 }
 
+/// Where a main-thread call's task puts its result, and the wake-up it owes
+/// the waiting thread. Dropped however the task ends (a result sent, a panic,
+/// an abort), it drops the sender first and then wakes the thread, which
+/// finds the result or a closed channel: never a wait nobody ends.
+struct Reply<T> {
+    sender: Option<SyncSender<T>>,
+    notifier: Option<signal_wake::Notifier>,
+}
+
+impl<T> Reply<T> {
+    fn send(mut self, value: T) {
+        if let Some(sender) = self.sender.take() {
+            // The receiver is gone only if the caller was interrupted.
+            let _ = sender.send(value);
+        }
+    }
+}
+
+impl<T> Drop for Reply<T> {
+    fn drop(&mut self) {
+        drop(self.sender.take());
+        if let Some(notifier) = &self.notifier {
+            notifier.notify();
+        }
+    }
+}
+
 impl ProcessRuntime {
     /// The process that started this runtime.
     pub(crate) fn pid(&self) -> Pid {
@@ -140,10 +167,11 @@ impl ProcessRuntime {
             .as_ref()
             .map(signal_wake::Installed::notifier);
         let task = self.runtime.spawn(async move {
-            let _ = sender.send(future.await);
-            if let Some(notifier) = notifier {
-                notifier.notify();
-            }
+            let reply = Reply {
+                sender: Some(sender),
+                notifier,
+            };
+            reply.send(future.await);
         });
         let result = match woken_by_signal.as_mut() {
             Some(installed) => self.wait_woken(py, installed, receiver, &task),
@@ -351,6 +379,19 @@ fn dropped_call() -> PyErr {
     errors::runtime_failed(
         "the lock runtime dropped a call before it ended (a bug: please report it)",
     )
+}
+
+/// `_native._panicking_call()`: a blocking call whose future panics on the
+/// runtime, so the package's tests can check that a call ending abnormally
+/// (a bug) wakes its caller with an error instead of leaving it blocked. Not
+/// part of the API; nothing else reaches a panic.
+#[pyfunction]
+pub(crate) fn _panicking_call(py: Python<'_>) -> PyResult<()> {
+    runtime()?.block_on(py, async {
+        if std::hint::black_box(true) {
+            panic!("a call that panics, for the package's tests");
+        }
+    })
 }
 
 /// `lease_lock._bridge.settle`: sets a future's result or exception unless it

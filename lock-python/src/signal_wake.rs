@@ -162,7 +162,7 @@ mod unix {
 }
 
 #[cfg(unix)]
-pub(crate) use unix::Installed;
+pub(crate) use unix::{Installed, Notifier};
 
 #[cfg(not(unix))]
 mod elsewhere {
@@ -198,4 +198,4 @@ mod elsewhere {
 }
 
 #[cfg(not(unix))]
-pub(crate) use elsewhere::Installed;
+pub(crate) use elsewhere::{Installed, Notifier};

@@ -455,6 +455,36 @@ def test_a_blocking_wait_keeps_the_programs_signal_handlers_and_wakeup_socket() 
     }, result
 
 
+def test_a_call_that_panics_on_the_runtime_raises_at_once_on_any_thread() -> None:
+    # A bug that panics a call's task must wake the caller with an error: on
+    # the main thread, whose wait is woken through a socket, as on any other.
+    result = run_script(
+        """
+        import threading, time
+        from lease_lock import _native
+
+        def call(where):
+            started = time.monotonic()
+            try:
+                _native._panicking_call()
+            except RuntimeError as error:
+                print(where, "raised after", round(time.monotonic() - started), "s:", error)
+
+        call("main")
+        thread = threading.Thread(target=call, args=("thread",))
+        thread.start()
+        thread.join()
+        """,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    for where in ("main", "thread"):
+        assert f"{where} raised after 0 s: the lock runtime dropped a call" in result.stdout, (
+            result.stdout,
+            result.stderr,
+        )
+
+
 def test_a_lock_dropped_without_release_is_released_not_left_for_its_lease() -> None:
     import gc
 
