@@ -200,6 +200,21 @@ impl Fleet {
     }
 }
 
+impl State {
+    /// Each client's clock, as a replay names it: `slow` or `fast`.
+    pub(crate) fn clock_names(&self) -> Vec<&'static str> {
+        self.clients
+            .iter()
+            .map(|client| if client.rate == SLOW { "slow" } else { "fast" })
+            .collect()
+    }
+
+    /// The client whose request is the `i`th still in the network.
+    pub(crate) fn stray_writer(&self, i: usize) -> Option<usize> {
+        self.strays.get(i).map(|(writer, _)| usize::from(*writer))
+    }
+}
+
 /// An RVN of the model: which client wrote it, and its write number.
 fn rvn(client: u8, write: u16) -> Rvn {
     Rvn::from_stored(format!("c{client}.{write}"))

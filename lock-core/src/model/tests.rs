@@ -45,6 +45,27 @@ fn trace(path: stateright::Path<State, Action>) -> String {
         .join("\n")
 }
 
+/// A counterexample as `lock-core/tests/replay.rs` replays it on real
+/// clients: each client's clock, then the steps, a stray request named by
+/// the client that sent it.
+fn step_list(path: &stateright::Path<State, Action>) -> String {
+    let steps = path.clone().into_vec();
+    let clocks = steps
+        .first()
+        .map(|(state, _)| state.clock_names().join(" "))
+        .unwrap_or_default();
+    let actions: Vec<String> = steps
+        .iter()
+        .filter_map(|(state, action)| {
+            Some(match action.as_ref()? {
+                Action::ApplyStray(i) => format!("ApplyStray({})", state.stray_writer(*i)?),
+                action => format!("{action:?}"),
+            })
+        })
+        .collect();
+    format!("clocks: {clocks}; steps: {}", actions.join(" "))
+}
+
 /// No property has a counterexample; each one found is printed step by step.
 fn assert_no_counterexample(checker: &impl Checker<Fleet>) {
     for (name, path) in checker.discoveries() {
@@ -54,8 +75,9 @@ fn assert_no_counterexample(checker: &impl Checker<Fleet>) {
                 classification,
                 stateright::DiscoveryClassification::Counterexample
             ),
-            "{name}: counterexample\n{}",
-            trace(path)
+            "{name}: counterexample\n{}\nreplay: {}",
+            trace(path.clone()),
+            step_list(&path)
         );
     }
 }
@@ -105,7 +127,11 @@ fn counterexample(broken: Break, property: &'static str) -> (Fleet, State) {
         .discovery(property)
         .unwrap_or_else(|| panic!("{broken:?}: no schedule broke \"{property}\""));
     let last = path.last_state().clone();
-    eprintln!("{broken:?}: counterexample\n{}", trace(path));
+    eprintln!(
+        "{broken:?}: counterexample\n{}\nreplay: {}",
+        trace(path.clone()),
+        step_list(&path)
+    );
     (checker.model().clone(), last)
 }
 
