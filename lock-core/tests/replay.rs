@@ -8,8 +8,10 @@
 //! * `Tick` advances real (tokio) time by one tick of the model (4 ms: the
 //!   model's clocks move 3 and 5 ms a tick, 25 % either side);
 //! * `Begin(c)` / `BeginWithMaxHold(c)` start an acquire on client `c`,
-//!   `Release(c)` releases what it holds, `Crash(c)` kills it (it trusts
-//!   nothing from then on, and what it sends is lost or left in the network);
+//!   `Release(c)` releases what it holds, `HandOff(c)` releases it while
+//!   another task of the client waits for the key (the lock is handed to
+//!   that task), `Crash(c)` kills it (it trusts nothing from then on, and
+//!   what it sends is lost or left in the network);
 //! * the network steps decide the fate of client `c`'s writes, oldest first:
 //!   `Apply`, `ApplyTwice` (a retry inside the store's client), `LoseRequest`
 //!   (the client sees a timeout; the write stays in the network until
@@ -75,6 +77,7 @@ enum Step {
     BeginWithMaxHold(usize),
     Send(usize),
     Release(usize),
+    HandOff(usize),
     Apply(usize),
     ApplyTwice(usize),
     LoseRequest(usize),
@@ -118,6 +121,7 @@ fn parse(list: &str) -> (Vec<f64>, Vec<Step>) {
                 "BeginWithMaxHold" => Step::BeginWithMaxHold(c),
                 "Send" => Step::Send(c),
                 "Release" => Step::Release(c),
+                "HandOff" => Step::HandOff(c),
                 "Apply" => Step::Apply(c),
                 "ApplyTwice" => Step::ApplyTwice(c),
                 "LoseRequest" => Step::LoseRequest(c),
@@ -296,6 +300,8 @@ impl Fleet {
                     .safety_margin(MARGIN)
                     .heartbeat_period(HEARTBEAT)
                     .refresh_period(Duration::from_millis(2))
+                    // Retries as quick as the model's re-reads: within a tick.
+                    .retry_backoff(Duration::from_millis(1), Duration::from_millis(2))
                     .max_clock_drift(drift_bound)
                     .clock(clocks[c].clone())
                     .build()
@@ -475,6 +481,13 @@ impl Fleet {
             Step::BeginWithMaxHold(c) => self.acquire(c, true),
             Step::Send(_) => {}
             Step::Release(c) => self.release(c),
+            Step::HandOff(c) => {
+                // Another task of the client waits for the key; the release
+                // hands the lock to it.
+                self.acquire(c, false);
+                self.settle().await;
+                self.release(c);
+            }
             Step::Apply(_)
             | Step::ApplyTwice(_)
             | Step::LoseRequest(_)
@@ -577,6 +590,22 @@ async fn the_broken_rules_counterexamples_leave_real_clients_safe() {
             "the second client got the lock: {list}: {found:?}"
         );
     }
+}
+
+/// A hand-off replayed: the holder's release hands the lock to another task
+/// of its client, whose write on the handed version applies but whose answer
+/// is lost; the task finds its write applied and holds the next fence.
+#[tokio::test(start_paused = true)]
+async fn a_hand_off_whose_answer_is_lost_is_replayed() {
+    let list = "clocks: slow fast; steps: Begin(0) Apply(0) Receive(0) Begin(1) Tick HandOff(0) Apply(0) LoseAnswer(0) Receive(0) Tick Tick";
+    let found = replay(list, DRIFT).await;
+    assert_eq!(found.two_trusted, None);
+    assert_eq!(found.diverged, None);
+    assert_eq!(
+        found.fences,
+        [(0, Fence(1)), (0, Fence(2))],
+        "handed to the next task, which holds the next fence: {found:?}"
+    );
 }
 
 /// The replay has teeth: clients told their clocks do not drift, on clocks

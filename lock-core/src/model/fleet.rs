@@ -67,6 +67,9 @@ pub(crate) struct Fleet {
     pub(crate) acquisitions: u8,
     /// Acquisitions may ask for a max hold (each one, with and without).
     pub(crate) max_hold: bool,
+    /// A holder may hand the lock to another task of its client (once per
+    /// client), as a release does when one waits.
+    pub(crate) hand_offs: bool,
     /// The rule broken, if any.
     pub(crate) broken: Break,
     timing: Timing,
@@ -87,6 +90,7 @@ impl Fleet {
             faults,
             acquisitions,
             max_hold: false,
+            hand_offs: false,
             broken,
             timing: Timing {
                 lease: Duration::from_millis(LEASE_MS),
@@ -101,6 +105,15 @@ impl Fleet {
     pub(crate) fn with_max_hold(self) -> Self {
         Fleet {
             max_hold: true,
+            ..self
+        }
+    }
+
+    /// The same fleet, each holder free to hand the lock to another task of
+    /// its client once.
+    pub(crate) fn with_hand_offs(self) -> Self {
+        Fleet {
+            hand_offs: true,
             ..self
         }
     }
@@ -281,11 +294,13 @@ pub(crate) enum Phase {
     /// Not trying to hold it.
     Idle,
     /// Acquiring: its first write of this acquisition is `from`; writes
-    /// whose outcome is unknown, with their send times.
+    /// whose outcome is unknown, with their send times; the version of its
+    /// own that another task of the client handed it, if any.
     Acquiring {
         from: u16,
         seen: Option<Seen>,
         unresolved: Vec<(u16, u32)>,
+        handed: Option<u16>,
     },
     /// Holding, its lease counted from `confirmed` (its clock).
     Holding {
@@ -320,6 +335,8 @@ pub(crate) struct Client {
     wants_max_hold: bool,
     /// It holds with a max hold, counted from this send time (its clock).
     max_hold_from: Option<u32>,
+    /// It has handed the lock to another of its tasks.
+    handed_off: bool,
 }
 
 /// A property's violation, recorded by the step that made it (the rest are
@@ -355,6 +372,10 @@ pub(crate) struct State {
     violations: Violations,
 }
 
+/// An acquirer's bookkeeping: its first write's number, its first sighting,
+/// its unresolved writes, the version handed to it.
+type Acquiring = (u16, Option<Seen>, Vec<(u16, u32)>, Option<u16>);
+
 /// A step of one client, the store, the network or time.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Action {
@@ -369,6 +390,9 @@ pub(crate) enum Action {
     Send(usize),
     /// The holder lets go and sends its release.
     Release(usize),
+    /// The holder lets go and hands the lock to another task of its
+    /// client, which writes on the version handed.
+    HandOff(usize),
     /// The store applies the client's request (and answers).
     Apply(usize),
     /// The store applies it, and a copy stays in the network (a retry).
@@ -403,6 +427,7 @@ impl Model for Fleet {
                     acquisitions: 0,
                     wants_max_hold: false,
                     max_hold_from: None,
+                    handed_off: false,
                 })
                 .collect();
             states.push(State {
@@ -456,6 +481,16 @@ impl Model for Fleet {
                             actions.push(Action::Send(c));
                         }
                         actions.push(Action::Release(c));
+                        // The client's release hands the lock over only while
+                        // it is safely held: not lost, no write unresolved.
+                        if self.hand_offs
+                            && !client.handed_off
+                            && !lost
+                            && !self.max_hold_reached(client, now)
+                            && matches!(&client.phase, Phase::Holding { pending, .. } if pending.is_empty())
+                        {
+                            actions.push(Action::HandOff(c));
+                        }
                     }
                     Phase::Releasing { .. } => actions.push(Action::Send(c)),
                     _ => {}
@@ -574,12 +609,14 @@ impl Fleet {
             from,
             seen,
             unresolved,
+            handed,
         } = state.clients[c].phase.clone()
         else {
             return;
         };
         let current = state.store.clone();
-        self.acquire_decides(state, c, from, seen, unresolved, current);
+        let acquiring = (from, seen, unresolved, handed);
+        self.acquire_decides(state, c, acquiring, current);
     }
 
     /// One step, before its write numbers are renumbered.
@@ -596,6 +633,7 @@ impl Fleet {
                     from: client.writes,
                     seen: None,
                     unresolved: Vec::new(),
+                    handed: None,
                 };
                 self.read(&mut state, c);
             }
@@ -643,6 +681,25 @@ impl Fleet {
                     tries: 0,
                 };
                 return self.step(&state, Action::Send(c));
+            }
+            Action::HandOff(c) => {
+                let Phase::Holding { write, .. } = state.clients[c].phase else {
+                    return None;
+                };
+                // Let go first (the holding task reads as released), then the
+                // next task writes on the version handed, for the next fence.
+                let client = &mut state.clients[c];
+                client.handed_off = true;
+                client.wants_max_hold = false;
+                client.max_hold_from = None;
+                client.phase = Phase::Acquiring {
+                    from: client.writes,
+                    seen: None,
+                    unresolved: Vec::new(),
+                    handed: Some(write),
+                };
+                let op = self.put(&mut state, c, Some((c as u8, write)), false, true);
+                self.send(&mut state, c, op);
             }
             Action::Apply(c) | Action::ApplyTwice(c) => {
                 let op = state.clients[c].call.as_ref()?.op.clone();
@@ -742,6 +799,7 @@ impl Fleet {
                 from,
                 seen,
                 mut unresolved,
+                handed,
             } => match (answer, &op) {
                 (Answer::Applied(stored), _) => {
                     self.granted(state, c, stored.write, confirmed_at(sent), stored.fence);
@@ -752,6 +810,7 @@ impl Fleet {
                         from,
                         seen,
                         unresolved,
+                        handed,
                     };
                 }
                 (Answer::Rejected(current), op) => {
@@ -765,7 +824,8 @@ impl Fleet {
                     {
                         unresolved.push((*write, sent));
                     }
-                    self.acquire_decides(state, c, from, seen, unresolved, current);
+                    let acquiring = (from, seen, unresolved, handed);
+                    self.acquire_decides(state, c, acquiring, current);
                 }
             },
             Phase::Holding {
@@ -919,19 +979,24 @@ impl Fleet {
         &self,
         state: &mut State,
         c: usize,
-        from: u16,
-        seen: Option<Seen>,
-        unresolved: Vec<(u16, u32)>,
+        (from, seen, unresolved, handed): Acquiring,
         current: Option<Stored>,
     ) {
         let now = self.clock(state, c);
         let writes = self.writes(c as u8, &unresolved);
         let mine = |stored: &Stored| stored.writer == c as u8 && stored.write >= from;
+        let handed_rvn = handed.map(|write| rvn(c as u8, write));
         match replies::acquire_finds(
             current.as_ref().map(|stored| self.record(stored)),
             &writes,
-            None,
+            handed_rvn.as_ref(),
         ) {
+            AcquireFinds::Handed(_) => {
+                // Still the version handed over: write on it again.
+                let Some(write) = handed else { return };
+                let op = self.put(state, c, Some((c as u8, write)), false, true);
+                self.send(state, c, op);
+            }
             AcquireFinds::Vacant | AcquireFinds::Released(_) => {
                 if current.as_ref().is_some_and(mine) {
                     state.violations.own_write_misjudged = true;
@@ -940,6 +1005,7 @@ impl Fleet {
                     from,
                     seen: None,
                     unresolved,
+                    handed: None,
                 };
                 let op = self.put(state, c, None, false, true);
                 self.send(state, c, op);
@@ -957,7 +1023,7 @@ impl Fleet {
                 };
                 self.granted(state, c, write, confirmed, record.fence.0);
             }
-            AcquireFinds::Held(record) | AcquireFinds::Handed(record) => {
+            AcquireFinds::Held(record) => {
                 let Some(stored) = current else { return };
                 if mine(&stored) {
                     state.violations.own_write_misjudged = true;
@@ -999,6 +1065,7 @@ impl Fleet {
                         from,
                         seen: Some(first),
                         unresolved,
+                        handed: None,
                     };
                     let op = self.put(state, c, Some((stored.writer, stored.write)), false, true);
                     self.send(state, c, op);
@@ -1014,6 +1081,7 @@ impl Fleet {
                         from,
                         seen: Some(first),
                         unresolved,
+                        handed: None,
                     };
                 }
             }
@@ -1062,10 +1130,16 @@ fn visit_writes(state: &mut State, visit: &mut impl FnMut(u8, &mut u16)) {
         }
         match &mut client.phase {
             Phase::Acquiring {
-                seen, unresolved, ..
+                seen,
+                unresolved,
+                handed,
+                ..
             } => {
                 if let Some(seen) = seen {
                     visit(seen.writer, &mut seen.write);
+                }
+                if let Some(handed) = handed {
+                    visit(c, handed);
                 }
                 for (write, _) in unresolved {
                     visit(c, write);

@@ -30,8 +30,11 @@
 //! see the `properties` of [`Fleet`]. `cargo test -p lock-core --lib model`
 //! runs the standard size (2 clients, 1 key, one fault per schedule, 9 ticks
 //! of real time: about 8 million states, under a minute on 2 cores), the
-//! same without faults and with max holds, and the tests that break a rule
-//! on purpose; `LOCK_MODEL=large` runs three clients (see docs/testing.md).
+//! same without faults with max holds and with local hand-offs, and the
+//! tests that break a rule on purpose; `LOCK_MODEL=large` runs three
+//! clients, and hand-offs with a fault (see docs/testing.md). A
+//! counterexample also prints as a step list that `tests/replay.rs` replays
+//! on real clients.
 
 mod fleet;
 

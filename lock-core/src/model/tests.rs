@@ -91,6 +91,28 @@ fn every_schedule_of_two_clients_with_faults_keeps_every_invariant() {
     checker.assert_properties();
 }
 
+/// A holder may hand the lock to another task of its client (the release's
+/// hand-off: the next task writes on the version handed, for the next
+/// fence). Without faults here; with one, `LOCK_MODEL=large`.
+#[test]
+fn every_schedule_of_two_clients_with_hand_offs_keeps_every_invariant() {
+    let checker = explore(Fleet::new(2, HORIZON, 0, 1, Break::Nothing).with_hand_offs());
+    assert_no_counterexample(&checker);
+}
+
+/// `LOCK_MODEL=large`: hand-offs with one fault per schedule (22 million
+/// states, about 2½ minutes).
+#[test]
+fn hand_offs_with_faults_when_asked() {
+    if std::env::var("LOCK_MODEL").as_deref() != Ok("large") {
+        eprintln!("skipped: LOCK_MODEL=large runs hand-offs with faults (about 2½ minutes)");
+        return;
+    }
+    assert_no_counterexample(&explore(
+        Fleet::new(2, HORIZON, 1, 1, Break::Nothing).with_hand_offs(),
+    ));
+}
+
 /// Acquisitions with and without a max hold (heartbeats stop and trust ends
 /// at it), without faults: faults on top are the large run's.
 #[test]
