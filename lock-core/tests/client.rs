@@ -607,6 +607,15 @@ async fn shutdown_releases_everything_and_refuses_later_calls() {
     assert_eq!(store.writes(), writes, "already released by shutdown");
 }
 
+/// A memory store, a view of it with faults drawn from `seed`, and client
+/// "a" on that view.
+fn on_faulty(seed: u64) -> (MemoryStore, FaultyStore<MemoryStore>, LockClient) {
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), seed);
+    let a = client(faulty.clone(), "a");
+    (store, faulty, a)
+}
+
 /// The record of `name` in `store`, which must exist.
 async fn record_of(store: &MemoryStore, name: &str) -> lock_core::LockRecord {
     store.get(&LockKey::new(name)).await.unwrap().unwrap()
@@ -617,9 +626,7 @@ async fn record_of(store: &MemoryStore, name: &str) -> lock_core::LockRecord {
 /// back, releases it by its version and counts it.
 #[tokio::test(start_paused = true)]
 async fn shutdown_releases_again_a_lock_whose_release_failed() {
-    let store = MemoryStore::new();
-    let faulty = FaultyStore::new(store.clone(), 3);
-    let a = client(faulty.clone(), "a");
+    let (store, faulty, a) = on_faulty(3);
     let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
     let fence = guard.fence();
     faulty.set_unavailable(true);
@@ -643,9 +650,7 @@ async fn shutdown_releases_again_a_lock_whose_release_failed() {
 /// fails there, and for one left to delete on release: shutdown deletes it.
 #[tokio::test(start_paused = true)]
 async fn shutdown_releases_again_a_dropped_guard_whose_background_release_failed() {
-    let store = MemoryStore::new();
-    let faulty = FaultyStore::new(store.clone(), 4);
-    let a = client(faulty.clone(), "a");
+    let (store, faulty, a) = on_faulty(4);
     let kept = a.acquire("kept", AcquireOptions::new()).await.unwrap();
     let deleted = a
         .acquire("deleted", AcquireOptions::new().delete_on_release(true))
@@ -674,9 +679,7 @@ async fn shutdown_releases_again_a_dropped_guard_whose_background_release_failed
 /// left: a record another client took over meanwhile is not touched.
 #[tokio::test(start_paused = true)]
 async fn shutdown_leaves_alone_a_lock_taken_over_since_its_release_failed() {
-    let store = MemoryStore::new();
-    let faulty = FaultyStore::new(store.clone(), 5);
-    let a = client(faulty.clone(), "a");
+    let (store, faulty, a) = on_faulty(5);
     let b = client(store.clone(), "b");
     let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
     faulty.set_unavailable(true);
@@ -705,9 +708,7 @@ async fn shutdown_leaves_alone_a_lock_taken_over_since_its_release_failed() {
 /// hold's end, no longer), not a release.
 #[tokio::test(start_paused = true)]
 async fn shutdown_within_a_min_hold_keeps_a_lock_whose_final_write_failed_held_to_its_end() {
-    let store = MemoryStore::new();
-    let faulty = FaultyStore::new(store.clone(), 8);
-    let a = client(faulty.clone(), "a");
+    let (store, faulty, a) = on_faulty(8);
     let min_hold = Duration::from_secs(60);
     let started = Instant::now();
     let guard = a
@@ -736,9 +737,7 @@ async fn shutdown_within_a_min_hold_keeps_a_lock_whose_final_write_failed_held_t
 /// (the store unreachable throughout): shutdown releases that write again.
 #[tokio::test(start_paused = true)]
 async fn shutdown_releases_again_an_abandoned_acquisition_whose_clean_up_failed() {
-    let store = MemoryStore::new();
-    let faulty = FaultyStore::new(store.clone(), 6);
-    let a = client(faulty.clone(), "a");
+    let (store, faulty, a) = on_faulty(6);
     // Applied, its reply lost; then nothing answers.
     faulty.script(Op::Put, Fault::AmbiguousApplied);
     for _ in 0..100 {
