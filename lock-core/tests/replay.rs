@@ -24,9 +24,12 @@
 //!
 //! Reads are served at once, as the model reads atomically. So is a real
 //! acquire's first write when the store already refuses it (the real client
-//! writes "if vacant" where the model reads first). After the last step
-//! every write is applied and answered at once for a while, so that what
-//! the real clients do next is seen too.
+//! writes "if vacant" where the model reads first). After the last step,
+//! what the schedule left in flight stays there (an answer not delivered, a
+//! holder's write it had no step for), an acquire's waiting write is
+//! answered (the decision the schedule ends on), and every later write is
+//! answered at once for a while, so that what the real clients do next is
+//! seen too.
 //!
 //! At every millisecond of real time and after every step the replay checks
 //! the model's safety properties on the real clients: never two of them
@@ -61,6 +64,7 @@ const LEASE: Duration = Duration::from_millis(20);
 const MARGIN: Duration = Duration::from_millis(1);
 const HEARTBEAT: Duration = Duration::from_millis(8);
 const MAX_HOLD: Duration = Duration::from_millis(12);
+const MIN_HOLD: Duration = Duration::from_millis(12);
 /// The model's drift bound, and its clocks' rates.
 const DRIFT: f64 = 0.25;
 /// Ticks run after the last step, every write answered at once.
@@ -75,6 +79,7 @@ enum Step {
     Tick,
     Begin(usize),
     BeginWithMaxHold(usize),
+    BeginWithMinHold(usize),
     Send(usize),
     Release(usize),
     HandOff(usize),
@@ -119,6 +124,7 @@ fn parse(list: &str) -> (Vec<f64>, Vec<Step>) {
             match name {
                 "Begin" => Step::Begin(c),
                 "BeginWithMaxHold" => Step::BeginWithMaxHold(c),
+                "BeginWithMinHold" => Step::BeginWithMinHold(c),
                 "Send" => Step::Send(c),
                 "Release" => Step::Release(c),
                 "HandOff" => Step::HandOff(c),
@@ -151,13 +157,18 @@ impl Write {
         }
     }
 
+    /// A write that acquires (the store gives it the next fence).
+    fn acquires(&self) -> bool {
+        matches!(self, Write::Put(_, _, new) if matches!(new.fence, FenceUpdate::Next))
+    }
+
     /// A real acquire's write "if vacant" that the store refuses now: the
     /// model reads instead, so it has no step for it.
     async fn is_refused_first_acquire(&self, store: &MemoryStore) -> bool {
-        let Write::Put(key, Expect::Vacant, new) = self else {
+        let Write::Put(key, Expect::Vacant, _) = self else {
             return false;
         };
-        if !matches!(new.fence, FenceUpdate::Next) {
+        if !self.acquires() {
             return false;
         }
         let current = store.get(key).await.unwrap();
@@ -251,8 +262,10 @@ impl StoreLayer for Gate {
 struct Found {
     /// The first instant two real clients trusted the lock at once.
     two_trusted: Option<String>,
-    /// The acquisitions' fences, in the order they were granted.
+    /// The acquisitions' fences, in the order they were granted, and when
+    /// (real time since the start).
     fences: Vec<(usize, Fence)>,
+    granted_at: Vec<Duration>,
     /// The clients that held the lock at some point.
     held: Vec<bool>,
     /// The first network step the real clients sent no write for.
@@ -399,19 +412,24 @@ impl Fleet {
         true
     }
 
-    /// After the last step: what the model left in flight stays there (a
-    /// write never applied, an answer never delivered: the schedule goes on
-    /// as it was), and every write sent from now on is applied and answered
-    /// at once.
+    /// After the last step: what the model left in flight stays there (an
+    /// answer never delivered; a holder's write the schedule had no step
+    /// for, as from a paused process), and every write sent from now on is
+    /// applied and answered at once. So is an acquire's write waiting for a
+    /// step: the decision the schedule ends on.
     fn open(&mut self) {
         let mut network = self.network.lock().unwrap();
         network.open = true;
         for c in 0..network.arrived.len() {
             let arrived: Vec<Sent> = network.arrived[c].drain(..).collect();
             let answering: Vec<_> = network.answering[c].drain(..).collect();
-            network
-                .in_flight
-                .extend(arrived.into_iter().map(|sent| sent.reply));
+            for sent in arrived {
+                if sent.write.acquires() {
+                    network.arrived[c].push_back(sent);
+                } else {
+                    network.in_flight.push(sent.reply);
+                }
+            }
             network
                 .in_flight
                 .extend(answering.into_iter().map(|(reply, _)| reply));
@@ -430,6 +448,7 @@ impl Fleet {
             if self.seen[c] != Some(guard.fence()) {
                 self.seen[c] = Some(guard.fence());
                 self.found.fences.push((c, guard.fence()));
+                self.found.granted_at.push(self.started.elapsed());
                 self.found.held[c] = true;
             }
             if !crashed[c] && guard.is_safe() {
@@ -444,14 +463,11 @@ impl Fleet {
         }
     }
 
-    fn acquire(&self, c: usize, max_hold: bool) {
+    fn acquire(&self, c: usize, options: AcquireOptions) {
         let client = self.clients[c].clone();
         let slot = self.guards[c].clone();
+        let options = options.wait(Duration::from_secs(1));
         tokio::spawn(async move {
-            let mut options = AcquireOptions::new().wait(Duration::from_secs(1));
-            if max_hold {
-                options = options.max_hold(MAX_HOLD);
-            }
             if let Ok(guard) = client.acquire("job", options).await {
                 *slot.lock().unwrap() = Some(guard);
             }
@@ -477,14 +493,15 @@ impl Fleet {
                 }
                 return;
             }
-            Step::Begin(c) => self.acquire(c, false),
-            Step::BeginWithMaxHold(c) => self.acquire(c, true),
+            Step::Begin(c) => self.acquire(c, AcquireOptions::new()),
+            Step::BeginWithMaxHold(c) => self.acquire(c, AcquireOptions::new().max_hold(MAX_HOLD)),
+            Step::BeginWithMinHold(c) => self.acquire(c, AcquireOptions::new().min_hold(MIN_HOLD)),
             Step::Send(_) => {}
             Step::Release(c) => self.release(c),
             Step::HandOff(c) => {
                 // Another task of the client waits for the key; the release
                 // hands the lock to it.
-                self.acquire(c, false);
+                self.acquire(c, AcquireOptions::new());
                 self.settle().await;
                 self.release(c);
             }
@@ -566,6 +583,7 @@ const SAFE_TIME_WITHOUT_DRIFT: &str = "clocks: slow fast; steps: Begin(0) Apply(
 const LEASE_FROM_REPLY: &str = "clocks: slow fast; steps: Begin(0) Apply(0) Begin(1) Tick Receive(0) Tick Tick Tick Tick Send(1) ApplyTwice(1) Receive(1)";
 const REJECTED_TAKEN_AS_APPLIED: &str = "clocks: slow fast; steps: Begin(0) Apply(0) Receive(0) Begin(1) Tick Tick Tick Send(0) Tick Tick Send(1) ApplyTwice(1) Apply(0) Receive(0) Receive(1)";
 const RELEASE_UNSAFE_AFTER_SEND: &str = "clocks: slow fast; steps: Begin(0) Begin(1) Apply(1) Receive(1) Release(1) ApplyTwice(1) Apply(0) Receive(0)";
+const IGNORES_FINAL_HOLD: &str = "clocks: slow fast; steps: Tick BeginWithMinHold(0) Apply(0) Receive(0) Release(0) Tick Tick Apply(0) BeginWithMinHold(1)";
 const FORGETS_SIGHTINGS: &str =
     "clocks: slow fast; steps: Begin(0) Apply(0) Begin(1) Tick Tick Tick Tick Tick Send(1)";
 
@@ -580,6 +598,7 @@ async fn the_broken_rules_counterexamples_leave_real_clients_safe() {
         REJECTED_TAKEN_AS_APPLIED,
         RELEASE_UNSAFE_AFTER_SEND,
         FORGETS_SIGHTINGS,
+        IGNORES_FINAL_HOLD,
     ] {
         let found = replay(list, DRIFT).await;
         assert_eq!(found.two_trusted, None, "{list}");
@@ -590,6 +609,27 @@ async fn the_broken_rules_counterexamples_leave_real_clients_safe() {
             "the second client got the lock: {list}: {found:?}"
         );
     }
+}
+
+/// The min-hold counterexample on real clients: the waiter that begins as
+/// the final write's min hold ends on its wall clock takes the lock at once,
+/// not after watching it for lease × (1 + drift) (20 ms of real time for
+/// its clock).
+#[tokio::test(start_paused = true)]
+async fn a_final_write_whose_min_hold_has_ended_is_taken_at_once() {
+    let found = replay(IGNORES_FINAL_HOLD, DRIFT).await;
+    assert_eq!(found.two_trusted, None);
+    let begun = 3 * TICK;
+    let taken = found
+        .fences
+        .iter()
+        .zip(&found.granted_at)
+        .find(|((c, _), _)| *c == 1)
+        .map(|(_, at)| *at);
+    assert!(
+        taken.is_some_and(|at| at <= begun + 2 * TICK),
+        "taken at {taken:?}, begun at {begun:?}: {found:?}"
+    );
 }
 
 /// A hand-off replayed: the holder's release hands the lock to another task

@@ -27,6 +27,10 @@ const HEARTBEAT_MS: u32 = 8;
 /// The max hold of an acquisition that asks for one: shorter than the lease,
 /// so it ends trust before heartbeats would have to.
 const MAX_HOLD_MS: u64 = 12;
+/// The min hold of an acquisition that asks for one (on the holder's clock):
+/// a release before it ends is a final write that keeps the lock held to its
+/// end, on the wall clock.
+const MIN_HOLD_MS: u64 = 12;
 
 /// A rule deliberately broken, for the tests that show the checker finds
 /// what each rule prevents.
@@ -51,6 +55,9 @@ pub(crate) enum Break {
     /// A waiter forgets its first sighting at every poll, so its count
     /// starts again each time.
     ForgetsSightings,
+    /// A waiter ignores the end of a final write's min hold and waits for the
+    /// holder as for a dead one.
+    IgnoresFinalHold,
 }
 
 /// The fleet and the store, and the limits of the exploration.
@@ -70,6 +77,8 @@ pub(crate) struct Fleet {
     /// A holder may hand the lock to another task of its client (once per
     /// client), as a release does when one waits.
     pub(crate) hand_offs: bool,
+    /// Acquisitions may ask for a min hold (each one, with and without).
+    pub(crate) min_hold: bool,
     /// The rule broken, if any.
     pub(crate) broken: Break,
     timing: Timing,
@@ -91,6 +100,7 @@ impl Fleet {
             acquisitions,
             max_hold: false,
             hand_offs: false,
+            min_hold: false,
             broken,
             timing: Timing {
                 lease: Duration::from_millis(LEASE_MS),
@@ -118,14 +128,42 @@ impl Fleet {
         }
     }
 
+    /// The same fleet, each acquisition with and without a min hold.
+    pub(crate) fn with_min_hold(self) -> Self {
+        Fleet {
+            min_hold: true,
+            ..self
+        }
+    }
+
     /// The hold limits of client `c`'s acquisition (the crate's own).
     fn hold_limits(&self, client: &Client) -> Option<crate::timing::HoldLimits> {
-        let acquired = client.max_hold_from?;
+        let acquired = client.max_hold_from.or(client.min_hold_from)?;
         Some(crate::timing::HoldLimits::new(
             self.instant(acquired),
-            None,
-            Some(Duration::from_millis(MAX_HOLD_MS)),
+            client
+                .min_hold_from
+                .map(|_| Duration::from_millis(MIN_HOLD_MS)),
+            client
+                .max_hold_from
+                .map(|_| Duration::from_millis(MAX_HOLD_MS)),
         ))
+    }
+
+    /// What is left of the acquisition's min hold at `now` (its clock), in
+    /// whole milliseconds.
+    fn rest_of_min_hold(&self, client: &Client, now: u32) -> Option<u32> {
+        let rest = self
+            .hold_limits(client)?
+            .rest_of_min_hold(self.instant(now))?;
+        u32::try_from(rest.as_millis()).ok()
+    }
+
+    /// Wall-clock time at `ms` on a client's clock: each client's wall clock
+    /// runs with its monotonic one, so two clients' wall clocks drift apart
+    /// as their rates do.
+    fn wall(&self, ms: u32) -> std::time::SystemTime {
+        std::time::UNIX_EPOCH + Duration::from_millis(u64::from(ms))
     }
 
     /// The acquisition's max hold is over at `now` (its clock).
@@ -170,10 +208,15 @@ impl Fleet {
     }
 
     fn record(&self, stored: &Stored) -> LockRecord {
+        let rvn = match stored.final_until {
+            // The crate's final mark: `<id>.final.<until in ms>`.
+            Some(until) => final_rvn(stored.writer, stored.write, until),
+            None => rvn(stored.writer, stored.write),
+        };
         LockRecord {
             key: LockKey::new("k"),
             owner: format!("c{}", stored.writer),
-            rvn: rvn(stored.writer, stored.write),
+            rvn,
             lease: self.timing.lease,
             released: stored.released,
             fence: Fence(stored.fence),
@@ -233,11 +276,18 @@ fn rvn(client: u8, write: u16) -> Rvn {
     Rvn::from_stored(format!("c{client}.{write}"))
 }
 
+/// The RVN of a final write of the model, held until `until` (wall clock,
+/// milliseconds): the crate's final mark on the model's name.
+fn final_rvn(client: u8, write: u16, until: u32) -> Rvn {
+    Rvn::from_stored(format!("c{client}.{write}.final.{until}"))
+}
+
 /// The writer and write number an RVN of the model names.
 fn parse_rvn(rvn: &Rvn) -> (u8, u16) {
-    let text = rvn.as_str().trim_start_matches('c');
-    let (client, write) = text.split_once('.').unwrap_or(("0", "0"));
-    (client.parse().unwrap_or(0), write.parse().unwrap_or(0))
+    let mut parts = rvn.as_str().trim_start_matches('c').split('.');
+    let client = parts.next().and_then(|part| part.parse().ok());
+    let write = parts.next().and_then(|part| part.parse().ok());
+    (client.unwrap_or(0), write.unwrap_or(0))
 }
 
 /// The record the store holds.
@@ -247,6 +297,8 @@ pub(crate) struct Stored {
     write: u16,
     released: bool,
     fence: u64,
+    /// A final write's end of the min hold (wall clock, milliseconds).
+    final_until: Option<u32>,
 }
 
 /// A write to the store (reads are one step, see [`Fleet::read`]).
@@ -259,6 +311,8 @@ pub(crate) enum Op {
         released: bool,
         /// An acquisition: the store writes the next fence.
         next_fence: bool,
+        /// A final write: held until then (wall clock, milliseconds).
+        final_until: Option<u32>,
     },
 }
 
@@ -315,8 +369,12 @@ pub(crate) enum Phase {
         confirmed: u32,
         fence: u64,
         pending: Vec<(u16, u32)>,
-        own: Vec<u16>,
+        /// The release's own writes, with their send times.
+        own: Vec<(u16, u32)>,
         tries: u8,
+        /// Released within its min hold: the final write holds the lock
+        /// this much longer (milliseconds, the holder's clock).
+        hold_for: Option<u32>,
     },
     Crashed,
 }
@@ -337,6 +395,10 @@ pub(crate) struct Client {
     max_hold_from: Option<u32>,
     /// It has handed the lock to another of its tasks.
     handed_off: bool,
+    /// This acquisition asks for a min hold.
+    wants_min_hold: bool,
+    /// It holds with a min hold, counted from this send time (its clock).
+    min_hold_from: Option<u32>,
 }
 
 /// A property's violation, recorded by the step that made it (the rest are
@@ -385,6 +447,8 @@ pub(crate) enum Action {
     Begin(usize),
     /// The same, asking for a max hold.
     BeginWithMaxHold(usize),
+    /// The same, asking for a min hold.
+    BeginWithMinHold(usize),
     /// The client sends its next request: an acquirer's read, a holder's
     /// heartbeat, a releaser's next try.
     Send(usize),
@@ -428,6 +492,8 @@ impl Model for Fleet {
                     wants_max_hold: false,
                     max_hold_from: None,
                     handed_off: false,
+                    wants_min_hold: false,
+                    min_hold_from: None,
                 })
                 .collect();
             states.push(State {
@@ -464,6 +530,9 @@ impl Model for Fleet {
                         if self.max_hold {
                             actions.push(Action::BeginWithMaxHold(c));
                         }
+                        if self.min_hold {
+                            actions.push(Action::BeginWithMinHold(c));
+                        }
                     }
                     Phase::Acquiring { .. } => actions.push(Action::Send(c)),
                     Phase::Holding { confirmed, .. } => {
@@ -487,6 +556,7 @@ impl Model for Fleet {
                             && !client.handed_off
                             && !lost
                             && !self.max_hold_reached(client, now)
+                            && self.rest_of_min_hold(client, now).is_none()
                             && matches!(&client.phase, Phase::Holding { pending, .. } if pending.is_empty())
                         {
                             actions.push(Action::HandOff(c));
@@ -573,6 +643,7 @@ fn apply(state: &mut State, writer: u8, op: &Op) -> Answer {
             write,
             released,
             next_fence,
+            final_until,
         } => {
             let holds = match (expect, store.as_ref()) {
                 (None, None) => true,
@@ -589,6 +660,7 @@ fn apply(state: &mut State, writer: u8, op: &Op) -> Answer {
                 write: *write,
                 released: *released,
                 fence: if *next_fence { fence + 1 } else { fence },
+                final_until: *final_until,
             };
             *store = Some(written.clone());
             if *next_fence {
@@ -624,11 +696,13 @@ impl Fleet {
         let mut state = last.clone();
         match action {
             Action::Tick => state.now += 1,
-            Action::Begin(c) | Action::BeginWithMaxHold(c) => {
+            Action::Begin(c) | Action::BeginWithMaxHold(c) | Action::BeginWithMinHold(c) => {
                 let client = &mut state.clients[c];
                 client.acquisitions += 1;
                 client.wants_max_hold = action == Action::BeginWithMaxHold(c);
                 client.max_hold_from = None;
+                client.wants_min_hold = action == Action::BeginWithMinHold(c);
+                client.min_hold_from = None;
                 client.phase = Phase::Acquiring {
                     from: client.writes,
                     seen: None,
@@ -647,13 +721,21 @@ impl Fleet {
                         let expect = Some((c as u8, *write));
                         self.put(&mut state, c, expect, false, false)
                     }
-                    Phase::Releasing { write, .. } => {
+                    Phase::Releasing {
+                        write, hold_for, ..
+                    } => {
                         let expect = Some((c as u8, *write));
-                        let op = self.put(&mut state, c, expect, true, false);
-                        if let (Phase::Releasing { own, .. }, Op::Put { write, .. }) =
-                            (&mut state.clients[c].phase, &op)
-                        {
-                            own.push(*write);
+                        let hold_for = *hold_for;
+                        let now = self.clock(&state, c);
+                        // Within a min hold, the final write: held, until the
+                        // min hold's end on this client's wall clock.
+                        let mut op = self.put(&mut state, c, expect, hold_for.is_none(), false);
+                        let Op::Put {
+                            write, final_until, ..
+                        } = &mut op;
+                        *final_until = hold_for.map(|rest| now + rest);
+                        if let Phase::Releasing { own, .. } = &mut state.clients[c].phase {
+                            own.push((*write, now));
                         }
                         op
                     }
@@ -672,6 +754,8 @@ impl Fleet {
                     return None;
                 };
                 // Let go first: from here on the lock reads as released.
+                let now = self.clock(&state, c);
+                let hold_for = self.rest_of_min_hold(&state.clients[c], now);
                 state.clients[c].phase = Phase::Releasing {
                     write,
                     confirmed,
@@ -679,6 +763,7 @@ impl Fleet {
                     pending,
                     own: Vec::new(),
                     tries: 0,
+                    hold_for,
                 };
                 return self.step(&state, Action::Send(c));
             }
@@ -692,6 +777,8 @@ impl Fleet {
                 client.handed_off = true;
                 client.wants_max_hold = false;
                 client.max_hold_from = None;
+                client.wants_min_hold = false;
+                client.min_hold_from = None;
                 client.phase = Phase::Acquiring {
                     from: client.writes,
                     seen: None,
@@ -773,6 +860,7 @@ impl Fleet {
             write,
             released,
             next_fence,
+            final_until: None,
         }
     }
 
@@ -913,8 +1001,9 @@ impl Fleet {
                 confirmed,
                 fence,
                 mut pending,
-                mut own,
+                own,
                 tries,
+                hold_for,
             } => {
                 let Op::Put {
                     write: sent_write, ..
@@ -934,16 +1023,41 @@ impl Fleet {
                                 pending,
                                 own,
                                 tries: tries + 1,
+                                hold_for,
                             }
                         };
                     }
                     Answer::Rejected(current) => {
                         pending.push((sent_write, sent));
-                        let writes = self.writes(c as u8, &pending);
-                        own.push(sent_write);
-                        let own_rvns: Vec<Rvn> = own.iter().map(|&w| rvn(c as u8, w)).collect();
+                        // The release's writes carry their final mark, as the
+                        // store shows them.
+                        let named = |write: u16, sent: u32| match hold_for {
+                            Some(rest) => final_rvn(c as u8, write, sent + rest),
+                            None => rvn(c as u8, write),
+                        };
+                        let writes: Vec<(Rvn, Instant)> = pending
+                            .iter()
+                            .map(|&(write, sent)| {
+                                let ours = own.iter().any(|&(own, _)| own == write);
+                                let name = if ours {
+                                    named(write, sent)
+                                } else {
+                                    rvn(c as u8, write)
+                                };
+                                (name, self.instant(sent))
+                            })
+                            .collect();
+                        let own_rvns: Vec<Rvn> = own
+                            .iter()
+                            .map(|&(write, sent)| named(write, sent))
+                            .collect();
+                        let wants = if hold_for.is_some() {
+                            Wants::FinalHold
+                        } else {
+                            Wants::Released
+                        };
                         let decided = replies::held_write_rejected(
-                            Wants::Released,
+                            wants,
                             Unresolved {
                                 pending: &writes,
                                 ambiguous_delete: false,
@@ -962,6 +1076,7 @@ impl Fleet {
                                 pending: Vec::new(),
                                 own,
                                 tries,
+                                hold_for,
                             },
                             _ => Phase::Idle,
                         };
@@ -1056,7 +1171,17 @@ impl Fleet {
                 }
                 let sighting = sightings.saw(&record, self.instant(now));
                 let observation: Observation = sighting.observation;
-                let takeover_at = self.waiter_timing().takeover_at(&observation);
+                let mut takeover_at = self.waiter_timing().takeover_at(&observation);
+                // A final write is busy until its min hold ends on this
+                // waiter's wall clock, and free from then on (the crate's
+                // rule; the model's wall clock runs with its monotonic one).
+                if let Some(until) = record.rvn.final_until()
+                    && self.broken != Break::IgnoresFinalHold
+                {
+                    let ends =
+                        crate::timing::final_hold_ends_at(self.instant(now), self.wall(now), until);
+                    takeover_at = takeover_at.min(ends);
+                }
                 if self.instant(now) >= takeover_at {
                     if state.clients[usize::from(stored.writer)].phase == Phase::Crashed {
                         state.took_over_crashed = true;
@@ -1074,7 +1199,10 @@ impl Fleet {
                     // clock from its first sighting of this version (as the
                     // model knows it): it must take over.
                     let bound = (LEASE_MS as f64 * (1.0 + DRIFT)).ceil() as u32;
-                    if now >= first.at + bound {
+                    // Or a final write whose min hold has ended on its wall
+                    // clock, as the model knows it.
+                    let hold_ended = stored.final_until.is_some_and(|until| now >= until);
+                    if now >= first.at + bound || hold_ended {
                         state.violations.takeover_late = true;
                     }
                     state.clients[c].phase = Phase::Acquiring {
@@ -1093,6 +1221,7 @@ impl Fleet {
         let client = &mut state.clients[c];
         // A max hold counts from the send of the write that acquired.
         client.max_hold_from = client.wants_max_hold.then_some(confirmed);
+        client.min_hold_from = client.wants_min_hold.then_some(confirmed);
         state.clients[c].phase = Phase::Holding {
             write,
             confirmed,
@@ -1161,7 +1290,7 @@ fn visit_writes(state: &mut State, visit: &mut impl FnMut(u8, &mut u16)) {
                 for (write, _) in pending {
                     visit(c, write);
                 }
-                for write in own {
+                for (write, _) in own {
                     visit(c, write);
                 }
             }

@@ -5,7 +5,9 @@
 //!
 //! * [`Timing`](crate::timing::Timing) decides whether a holder's lease is
 //!   safe, when it ends, and when a waiter may take over, and
-//!   [`HoldLimits`](crate::timing::HoldLimits) when a max hold ends it;
+//!   [`HoldLimits`](crate::timing::HoldLimits) when a max hold ends it and
+//!   what is left of a min hold, and `final_hold_ends_at` when a waiter may
+//!   take a record its holder left held to the end of a min hold;
 //! * [`Sightings`](crate::sightings::Sightings) keeps a waiter's first
 //!   sighting of a record version across polls;
 //! * [`replies`](crate::replies) decides what a read, a rejection or an
@@ -30,7 +32,8 @@
 //! see the `properties` of [`Fleet`]. `cargo test -p lock-core --lib model`
 //! runs the standard size (2 clients, 1 key, one fault per schedule, 9 ticks
 //! of real time: about 8 million states, under a minute on 2 cores), the
-//! same without faults with max holds and with local hand-offs, and the
+//! same without faults with max holds, with min holds and with local
+//! hand-offs, and the
 //! tests that break a rule on purpose; `LOCK_MODEL=large` runs three
 //! clients, and hand-offs with a fault (see docs/testing.md). A
 //! counterexample also prints as a step list that `tests/replay.rs` replays

@@ -91,6 +91,32 @@ fn every_schedule_of_two_clients_with_faults_keeps_every_invariant() {
     checker.assert_properties();
 }
 
+/// Acquisitions with and without a min hold: a release before it ends is a
+/// final write that keeps the lock held to its end (on the wall clock), and a
+/// waiter takes it from then on. Without faults.
+#[test]
+fn every_schedule_of_two_clients_with_min_holds_keeps_every_invariant() {
+    assert_no_counterexample(&explore(
+        Fleet::new(2, HORIZON, 0, 1, Break::Nothing).with_min_hold(),
+    ));
+}
+
+/// A waiter that ignores the end of a final write's min hold (and waits as
+/// for a dead holder) passes up a lock it may take: the liveness property
+/// finds the schedule.
+#[test]
+fn a_waiter_that_ignores_the_end_of_a_min_hold_is_caught() {
+    let checker = explore(Fleet::new(2, HORIZON, 0, 1, Break::IgnoresFinalHold).with_min_hold());
+    let path = checker
+        .discovery(LIVENESS)
+        .unwrap_or_else(|| panic!("no schedule passed up an ended min hold"));
+    eprintln!(
+        "IgnoresFinalHold: counterexample\n{}\nreplay: {}",
+        trace(path.clone()),
+        step_list(&path)
+    );
+}
+
 /// A holder may hand the lock to another task of its client (the release's
 /// hand-off: the next task writes on the version handed, for the next
 /// fence). Without faults here; with one, `LOCK_MODEL=large`.
