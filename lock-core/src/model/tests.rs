@@ -117,6 +117,28 @@ fn a_waiter_that_ignores_the_end_of_a_min_hold_is_caught() {
     );
 }
 
+/// Leader election: each candidate campaigns, leads, steps down (a
+/// resignation, or a lease in danger: the release path, deposed before the
+/// write) and campaigns again; a leader is trusted while its lease is safe
+/// and it has not stepped down (`Leadership::is_safe`), which is the trust
+/// mutual exclusion checks. Two campaigns per candidate, without faults
+/// here; with one, `LOCK_MODEL=large`.
+#[test]
+fn every_schedule_of_two_candidates_campaigning_twice_keeps_every_invariant() {
+    assert_no_counterexample(&explore(Fleet::new(2, HORIZON, 0, 2, Break::Nothing)));
+}
+
+/// `LOCK_MODEL=large`: two campaigns per candidate with one fault per
+/// schedule (44 million states, about 4 minutes).
+#[test]
+fn campaigns_with_faults_when_asked() {
+    if std::env::var("LOCK_MODEL").as_deref() != Ok("large") {
+        eprintln!("skipped: LOCK_MODEL=large runs two campaigns with faults (about 4 minutes)");
+        return;
+    }
+    assert_no_counterexample(&explore(Fleet::new(2, HORIZON, 1, 2, Break::Nothing)));
+}
+
 /// A holder may hand the lock to another task of its client (the release's
 /// hand-off: the next task writes on the version handed, for the next
 /// fence). Without faults here; with one, `LOCK_MODEL=large`.
