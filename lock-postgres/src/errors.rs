@@ -82,6 +82,18 @@ pub enum SchemaError {
         /// One line per problem.
         problems: Vec<String>,
     },
+    /// The lock table's name leaves no room for its fence table's and
+    /// function's (`<table>_fences`, `<table>_admit_fence`).
+    #[error(
+        "lock table name {table} is too long for its fence table and function (<table>_fences, <table>_admit_fence): PostgreSQL names hold {max} bytes, so the table's may have at most {}",
+        max - "_admit_fence".len()
+    )]
+    FenceNamesTooLong {
+        /// The table as configured.
+        table: String,
+        /// The longest name PostgreSQL keeps.
+        max: usize,
+    },
     /// The server could not be asked (connection, permissions, ...).
     #[error("could not check lock table {table}")]
     Store {

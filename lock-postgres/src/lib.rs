@@ -71,6 +71,7 @@
 pub struct PostgresGuideDoctests;
 
 mod errors;
+pub mod fence;
 mod row;
 mod schema;
 mod sql;
@@ -80,6 +81,7 @@ mod tls;
 /// The pool type [`PostgresStoreBuilder::build_with_pool`] takes.
 pub use deadpool_postgres;
 pub use errors::{SchemaError, StoreConfigError};
+pub use fence::{FenceError, FenceGuard};
 pub use row::{MAX_PARTITION_KEY_BYTES, MAX_RECORD_BYTES, MAX_SORT_KEY_BYTES};
 pub use store::{PostgresStore, PostgresStoreBuilder, Timeouts};
 pub use tls::{RootCertificates, SslMode};
