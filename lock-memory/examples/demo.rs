@@ -6,14 +6,13 @@
 //!
 //! Run with `cargo run -p lock-memory --example demo`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
     AcquireOptions, Expect, Fence, LeaseState, ListOptions, LockClient, LockError, LockKey,
 };
-use lock_memory::{CallResult, FaultyStore, MemoryStore};
+use lock_memory::{CallResult, FaultyStore, FenceRefused, FencedResource, MemoryStore};
 use tokio::time::Instant;
 
 const JOBS: [&str; 2] = ["job/billing", "job/reports"];
@@ -21,24 +20,6 @@ const WORKERS: usize = 4;
 const ROUNDS: usize = 3;
 /// The worker that freezes in the middle of its second job.
 const FREEZER: usize = 2;
-
-/// A resource that accepts a write only with the highest fence it has seen.
-#[derive(Default)]
-struct FencedResource {
-    highest: Mutex<HashMap<String, u64>>,
-}
-
-impl FencedResource {
-    fn write(&self, job: &str, fence: Fence) -> Result<(), u64> {
-        let mut highest = self.highest.lock().unwrap_or_else(|p| p.into_inner());
-        let seen = highest.entry(job.to_owned()).or_default();
-        if fence.get() < *seen {
-            return Err(*seen);
-        }
-        *seen = fence.get();
-        Ok(())
-    }
-}
 
 struct Log {
     start: Instant,
@@ -54,7 +35,9 @@ impl Log {
 #[tokio::main]
 async fn main() -> Result<(), LockError> {
     let store = MemoryStore::new();
-    let resource = Arc::new(FencedResource::default());
+    // The jobs' output: it takes a write only with the highest fence it has
+    // seen for the job.
+    let resource = Arc::new(FencedResource::<String>::new());
     let log = Arc::new(Log {
         start: Instant::now(),
     });
@@ -135,7 +118,7 @@ async fn worker(
     name: String,
     client: LockClient,
     link: FaultyStore<MemoryStore>,
-    resource: Arc<FencedResource>,
+    resource: Arc<FencedResource<String>>,
     log: Arc<Log>,
     mut frozen: Option<tokio::sync::oneshot::Sender<&'static str>>,
 ) -> Result<(), LockError> {
@@ -178,24 +161,25 @@ async fn worker(
                 other => format!("{other:?}"),
             };
             log.say(&name, format!("wakes up; its guard says {state}"));
-            match resource.write(job, guard.fence()) {
+            match resource.write(job, guard.key(), guard.fence(), name.clone()) {
                 Ok(()) => log.say(&name, "wrote with a stale fence (this must not happen)"),
-                Err(highest) => log.say(
+                Err(FenceRefused::Stale { highest, .. }) => log.say(
                     &name,
                     format!(
                         "tries to write with fence {} -> refused, the resource has seen fence {highest}",
                         guard.fence()
                     ),
                 ),
+                Err(other) => log.say(&name, format!("write refused: {other}")),
             }
             drop(guard);
             continue;
         }
 
         tokio::time::sleep(Duration::from_millis(400)).await;
-        match resource.write(job, guard.fence()) {
+        match resource.write(job, guard.key(), guard.fence(), name.clone()) {
             Ok(()) => log.say(&name, format!("wrote {job} with fence {}", guard.fence())),
-            Err(highest) => log.say(&name, format!("write refused (highest fence {highest})")),
+            Err(refused) => log.say(&name, format!("write refused: {refused}")),
         }
         guard.release().await?;
         log.say(&name, format!("released {job}"));
@@ -209,7 +193,7 @@ async fn stand_by(
     client: LockClient,
     store: MemoryStore,
     frozen: tokio::sync::oneshot::Receiver<&'static str>,
-    resource: Arc<FencedResource>,
+    resource: Arc<FencedResource<String>>,
     log: Arc<Log>,
 ) -> Result<(), LockError> {
     let Ok(job) = frozen.await else {
@@ -227,9 +211,9 @@ async fn stand_by(
         "w5",
         format!("holds {job} with fence {}{how}", guard.fence()),
     );
-    match resource.write(job, guard.fence()) {
+    match resource.write(job, guard.key(), guard.fence(), "w5".to_owned()) {
         Ok(()) => log.say("w5", format!("wrote {job} with fence {}", guard.fence())),
-        Err(highest) => log.say("w5", format!("write refused (highest fence {highest})")),
+        Err(refused) => log.say("w5", format!("write refused: {refused}")),
     }
     guard.release().await?;
     log.say("w5", format!("released {job}"));

@@ -1,0 +1,200 @@
+//! A resource in this process that checks fences: what a database table, an
+//! item or an object that refuses stale writers does (see `lock-postgres`'s
+//! fence guard), for tests, simulations, demos and programs whose protected
+//! state lives in one process.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use lock_core::{Fence, LockKey};
+
+/// Why a [`FencedResource`] refused a write.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FenceRefused {
+    /// A fence lower than one that wrote already: the lock was taken over
+    /// since, and this writer must stop.
+    #[error(
+        "fence {presented} for resource {resource} is stale: fence {highest} wrote already (the lock was taken over)"
+    )]
+    Stale {
+        /// The resource.
+        resource: String,
+        /// The fence presented.
+        presented: Fence,
+        /// The highest fence that wrote.
+        highest: Fence,
+    },
+    /// The resource is fenced by another lock, whose fences do not compare
+    /// with this one's.
+    #[error("resource {resource} is fenced by lock {fenced_by}, not by lock {presented_by}")]
+    OtherLock {
+        /// The resource.
+        resource: String,
+        /// The lock whose fences the resource takes.
+        fenced_by: LockKey,
+        /// The lock whose fence was presented.
+        presented_by: LockKey,
+    },
+    /// Fence 0 (no lock's), or a resource without a name.
+    #[error("{reason}")]
+    InvalidInput {
+        /// What is wrong and what to change.
+        reason: String,
+    },
+}
+
+/// Values by resource name, each written only with a fence at least as high
+/// as the highest that wrote it before, of the lock that first wrote it.
+///
+/// ```
+/// use lock_core::{Fence, LockKey};
+/// use lock_memory::{FencedResource, FenceRefused};
+///
+/// let orders = FencedResource::new();
+/// let key = LockKey::new("orders");
+/// orders.write("order/42", &key, Fence(7), "shipped").unwrap();
+/// // A holder paused past its lease comes back with its old fence:
+/// let refused = orders.write("order/42", &key, Fence(6), "cancelled");
+/// assert!(matches!(refused, Err(FenceRefused::Stale { highest: Fence(7), .. })));
+/// assert_eq!(orders.read("order/42"), Some(("shipped", Fence(7))));
+/// ```
+#[derive(Debug)]
+pub struct FencedResource<T> {
+    entries: Mutex<HashMap<String, Entry<T>>>,
+}
+
+#[derive(Debug)]
+struct Entry<T> {
+    lock: LockKey,
+    fence: Fence,
+    value: T,
+}
+
+impl<T> Default for FencedResource<T> {
+    fn default() -> Self {
+        Self {
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T> FencedResource<T> {
+    /// An empty resource.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry<T>>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Write `value` to `resource` with `fence` of the lock `lock` (a
+    /// guard's [`key`](lock_core::LockView::key) and
+    /// [`fence`](lock_core::LockView::fence)): taken when the fence is at
+    /// least the highest that wrote `resource` and of the same lock, refused
+    /// otherwise with nothing changed.
+    pub fn write(
+        &self,
+        resource: &str,
+        lock: &LockKey,
+        fence: Fence,
+        value: T,
+    ) -> Result<(), FenceRefused> {
+        if resource.is_empty() {
+            return Err(FenceRefused::InvalidInput {
+                reason: "a fenced resource needs a name".to_owned(),
+            });
+        }
+        if fence.get() == 0 {
+            return Err(FenceRefused::InvalidInput {
+                reason: format!(
+                    "fence 0 for resource {resource}: a lock's fences start at 1 (pass a held lock's fence)"
+                ),
+            });
+        }
+        let mut entries = self.entries();
+        if let Some(entry) = entries.get(resource) {
+            if entry.lock != *lock {
+                return Err(FenceRefused::OtherLock {
+                    resource: resource.to_owned(),
+                    fenced_by: entry.lock.clone(),
+                    presented_by: lock.clone(),
+                });
+            }
+            if fence < entry.fence {
+                return Err(FenceRefused::Stale {
+                    resource: resource.to_owned(),
+                    presented: fence,
+                    highest: entry.fence,
+                });
+            }
+        }
+        entries.insert(
+            resource.to_owned(),
+            Entry {
+                lock: lock.clone(),
+                fence,
+                value,
+            },
+        );
+        Ok(())
+    }
+
+    /// The highest fence that wrote `resource`, if any did.
+    pub fn highest(&self, resource: &str) -> Option<Fence> {
+        self.entries().get(resource).map(|entry| entry.fence)
+    }
+}
+
+impl<T: Clone> FencedResource<T> {
+    /// The value of `resource` and the fence that wrote it.
+    pub fn read(&self, resource: &str) -> Option<(T, Fence)> {
+        self.entries()
+            .get(resource)
+            .map(|entry| (entry.value.clone(), entry.fence))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_and_higher_fences_write_lower_ones_and_other_locks_are_refused() {
+        let resource = FencedResource::new();
+        let orders = LockKey::new("orders");
+        resource.write("o/1", &orders, Fence(3), 1).unwrap();
+        resource.write("o/1", &orders, Fence(3), 2).unwrap();
+        resource.write("o/1", &orders, Fence(5), 3).unwrap();
+        assert_eq!(
+            resource.write("o/1", &orders, Fence(4), 4),
+            Err(FenceRefused::Stale {
+                resource: "o/1".into(),
+                presented: Fence(4),
+                highest: Fence(5)
+            })
+        );
+        let invoices = LockKey::new("invoices");
+        assert!(matches!(
+            resource.write("o/1", &invoices, Fence(9), 5),
+            Err(FenceRefused::OtherLock { .. })
+        ));
+        assert_eq!(resource.read("o/1"), Some((3, Fence(5))));
+        assert_eq!(resource.highest("o/2"), None);
+    }
+
+    #[test]
+    fn fence_zero_and_a_nameless_resource_are_refused_saying_what_to_change() {
+        let resource = FencedResource::new();
+        let key = LockKey::new("orders");
+        let zero = resource.write("o/1", &key, Fence(0), ()).unwrap_err();
+        assert!(zero.to_string().contains("start at 1"), "{zero}");
+        let nameless = resource.write("", &key, Fence(1), ()).unwrap_err();
+        assert!(nameless.to_string().contains("needs a name"), "{nameless}");
+        assert_eq!(resource.highest("o/1"), None, "nothing written");
+    }
+}
