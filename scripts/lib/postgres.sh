@@ -16,6 +16,7 @@
 #                     LOCK_POSTGRES_ADMIN_URL  the superuser postgres (random
 #                                              password), database lock_test
 #                     LOCK_POSTGRES_PORT
+#                     LOCK_POSTGRES_PSQL       the server's psql
 #                   Logs go to .postgres/ (initdb.log, server.log). As root
 #                   (initdb and postgres refuse to run as root) the server runs
 #                   as the `postgres` system user, or a system user lockpg
@@ -318,6 +319,8 @@ SQL
     export LOCK_POSTGRES_URL="postgres://lock_test:lock_test@127.0.0.1:$PG_PORT/lock_test"
     export LOCK_POSTGRES_ADMIN_URL="postgres://postgres:$password@127.0.0.1:$PG_PORT/lock_test"
     export LOCK_POSTGRES_TLS_DIR="$PG_TMP_DIR/tls"
+    # The server's own psql, for tests whose commands write SQL as users do.
+    export LOCK_POSTGRES_PSQL="$PG_BIN/psql"
     local version
     version="$("$PG_BIN/postgres" -V 2>/dev/null | sed -n 's/.*(PostgreSQL) \([0-9][0-9.]*\).*/\1/p')" || true
     echo "==> PostgreSQL ${version:-?} answering at 127.0.0.1:$PG_PORT (data $PG_DATA_DIR${PG_RUN_AS:+, as $PG_RUN_AS}, log $short_log)"

@@ -122,17 +122,29 @@ async fn validate_dynamodb(global: &Global, store: &DynamoDbStore) -> Result<u8,
 
 /// `CREATE TABLE IF NOT EXISTS`, then validation: running it again on a
 /// table that fits is fine, on one that does not is an error saying what
-/// differs (the table is never altered).
+/// differs (the table is never altered). Then the fence table and function
+/// beside it, which a command run under a lock calls with its `LOCK_FENCE`
+/// (none for a table whose name leaves no room for theirs: a warning says so).
 async fn create_postgres(global: &Global, store: &PostgresStore) -> Result<u8, CliError> {
     store
         .create_schema()
         .await
         .map_err(|error| CliError::Schema { error, hint: None })?;
-    postgres_ok(
-        global,
-        store,
-        &format!("table {} is ready on PostgreSQL", store.table()),
-    )
+    let mut text = format!("table {} is ready on PostgreSQL", store.table());
+    match store.fence_guard() {
+        Ok(_) => {
+            let guard = store
+                .create_fence_guard()
+                .await
+                .map_err(|error| CliError::Schema { error, hint: None })?;
+            text.push_str(&format!(
+                "\nfences: SELECT {}(resource, lock_key, fence) in a transaction refuses a stale holder",
+                guard.function()
+            ));
+        }
+        Err(error) => text.push_str(&format!("\nwarning: no fence function: {error}")),
+    }
+    postgres_ok(global, store, &text)
 }
 
 async fn validate_postgres(global: &Global, store: &PostgresStore) -> Result<u8, CliError> {
