@@ -53,7 +53,11 @@ package_check() {
             rm -rf "$unpacked"
             return 1
         fi
-        tar -xzf "$file" -C "$unpacked"
+        # Unpacked with the time of unpacking (-m), not the archive's: the
+        # packages build in one target directory run after run, and cargo
+        # judges a path crate fresh by its files' times, so archived times
+        # older than the last build would reuse that build's stale crate.
+        tar -xzmf "$file" -C "$unpacked"
         members+=("\"$crate-$version\"")
     done
     # The packages as one workspace, on the versions this one has locked.
