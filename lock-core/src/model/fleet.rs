@@ -79,6 +79,9 @@ pub(crate) struct Fleet {
     pub(crate) hand_offs: bool,
     /// Acquisitions may ask for a min hold (each one, with and without).
     pub(crate) min_hold: bool,
+    /// Permits: 1 is a lock; more, a semaphore of that many slots, each a
+    /// lock of its own, that an acquirer polls together and takes one of.
+    pub(crate) permits: usize,
     /// The rule broken, if any.
     pub(crate) broken: Break,
     timing: Timing,
@@ -101,6 +104,7 @@ impl Fleet {
             max_hold: false,
             hand_offs: false,
             min_hold: false,
+            permits: 1,
             broken,
             timing: Timing {
                 lease: Duration::from_millis(LEASE_MS),
@@ -134,6 +138,24 @@ impl Fleet {
             min_hold: true,
             ..self
         }
+    }
+
+    /// The same fleet contending for the permits of a semaphore: each
+    /// acquirer reads every slot at once (as a poll does), takes a free one
+    /// (from any start: the client's is random), else one it may take over.
+    /// States that differ only by the names of clients or of slots are
+    /// explored once (see [`canonical`]).
+    ///
+    /// Three clients on two keys are too many states for every step the
+    /// lock runs explore, so here a write applies the instant it is sent
+    /// (the worst case for the timing rules, which count from the send and
+    /// from the sighting of the applied write), and its answer is read at
+    /// the next step unless a fault loses it or holds it back (reading an
+    /// answer changes only its reader, so its place among other clients'
+    /// steps of the tick makes no difference). What this leaves out, a
+    /// write landing after others sent later, the lock runs explore.
+    pub(crate) fn with_permits(self, permits: usize) -> Self {
+        Fleet { permits, ..self }
     }
 
     /// The hold limits of client `c`'s acquisition (the crate's own).
@@ -231,12 +253,96 @@ impl Fleet {
             .collect()
     }
 
-    /// The fence client `c` holds (or is releasing).
-    fn fence(&self, state: &State, c: usize) -> Option<u64> {
+    /// An acquirer's unresolved writes to `slot`.
+    fn writes_to(&self, client: u8, slot: u8, list: &[Unsure]) -> Vec<(Rvn, Instant)> {
+        list.iter()
+            .filter(|unsure| unsure.0 == slot)
+            .map(|&(_, write, sent)| (rvn(client, write), self.instant(sent)))
+            .collect()
+    }
+
+    /// The slot client `c` holds (or is releasing), and its fence.
+    fn fence(&self, state: &State, c: usize) -> Option<(u8, u64)> {
         match &state.clients[c].phase {
-            Phase::Holding { fence, .. } | Phase::Releasing { fence, .. } => Some(*fence),
+            Phase::Holding { slot, fence, .. } | Phase::Releasing { slot, fence, .. } => {
+                Some((*slot, *fence))
+            }
             _ => None,
         }
+    }
+
+    /// A semaphore's answer is read the step after the write it answers
+    /// (or lost, or held back, a fault): reading it changes nothing but the
+    /// reader, so where it falls among other clients' steps of the same
+    /// tick makes no difference, and one place for it is enough. The actions
+    /// then, if an answer is due.
+    fn answer_now(&self, state: &State, actions: &mut Vec<Action>) -> bool {
+        let due = state.clients.iter().position(|client| {
+            client.phase != Phase::Crashed
+                && matches!(
+                    &client.call,
+                    Some(Call {
+                        answer: Some(_),
+                        late: false,
+                        ..
+                    })
+                )
+        });
+        let Some(c) = due else {
+            return false;
+        };
+        actions.push(Action::Receive(c));
+        if state.faults_left > 0 {
+            if let Some(Call {
+                answer: Some(answer),
+                ..
+            }) = &state.clients[c].call
+                && *answer != Answer::Ambiguous
+            {
+                actions.push(Action::LoseAnswer(c));
+            }
+            actions.push(Action::DelayAnswer(c));
+        }
+        true
+    }
+
+    /// A holder's and a releaser's next steps: a heartbeat when due, a
+    /// release, a hand-off; a releaser's next try.
+    fn holder_actions(&self, state: &State, c: usize, actions: &mut Vec<Action>) {
+        let client = &state.clients[c];
+        match &client.phase {
+            Phase::Holding { confirmed, .. } => {
+                let now = self.clock(state, c);
+                let lost = matches!(
+                    self.holder_timing()
+                        .lease_state(self.instant(*confirmed), self.instant(now)),
+                    crate::LeaseState::Lost { .. }
+                );
+                // Heartbeats stop at the max hold, as the client's do.
+                if !lost && now >= confirmed + HEARTBEAT_MS && !self.max_hold_reached(client, now) {
+                    actions.push(Action::Send(c));
+                }
+                actions.push(Action::Release(c));
+                // The client's release hands the lock over only while
+                // it is safely held: not lost, no write unresolved.
+                if self.hand_offs
+                    && !client.handed_off
+                    && !lost
+                    && !self.max_hold_reached(client, now)
+                    && self.rest_of_min_hold(client, now).is_none()
+                    && matches!(&client.phase, Phase::Holding { pending, .. } if pending.is_empty())
+                {
+                    actions.push(Action::HandOff(c));
+                }
+            }
+            Phase::Releasing { .. } => actions.push(Action::Send(c)),
+            _ => {}
+        }
+    }
+
+    /// Client `c` trusts its lease on `slot` now.
+    fn trusts_slot(&self, state: &State, c: usize, slot: u8) -> bool {
+        self.fence(state, c).is_some_and(|(held, _)| held == slot) && self.trusts(state, c)
     }
 
     /// Whether client `c` trusts its lease now: what `is_safe()` says.
@@ -291,7 +397,7 @@ fn parse_rvn(rvn: &Rvn) -> (u8, u16) {
 }
 
 /// The record the store holds.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Stored {
     writer: u8,
     write: u16,
@@ -305,6 +411,8 @@ pub(crate) struct Stored {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Op {
     Put {
+        /// The slot written (always 0 for a lock).
+        slot: u8,
         /// `None`: the key vacant or released; otherwise that version.
         expect: Option<(u8, u16)>,
         write: u16,
@@ -317,7 +425,7 @@ pub(crate) enum Op {
 }
 
 /// What came back for a request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Answer {
     Applied(Stored),
     Rejected(Option<Stored>),
@@ -327,15 +435,17 @@ pub(crate) enum Answer {
 
 /// A client's call to the store: the request, when it was sent (on its
 /// clock), and the answer once there is one.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Call {
     op: Op,
     sent: u32,
     answer: Option<Answer>,
+    /// A semaphore's answer held back to a later step (a fault).
+    late: bool,
 }
 
 /// A waiter's first sighting of the record version it watches.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Seen {
     writer: u8,
     write: u16,
@@ -343,7 +453,7 @@ pub(crate) struct Seen {
 }
 
 /// Where a client is with the lock.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Phase {
     /// Not trying to hold it.
     Idle,
@@ -352,12 +462,14 @@ pub(crate) enum Phase {
     /// own that another task of the client handed it, if any.
     Acquiring {
         from: u16,
-        seen: Option<Seen>,
-        unresolved: Vec<(u16, u32)>,
+        /// Per slot.
+        seen: Vec<Option<Seen>>,
+        unresolved: Vec<Unsure>,
         handed: Option<u16>,
     },
-    /// Holding, its lease counted from `confirmed` (its clock).
+    /// Holding `slot`, its lease counted from `confirmed` (its clock).
     Holding {
+        slot: u8,
         write: u16,
         confirmed: u32,
         fence: u64,
@@ -365,6 +477,7 @@ pub(crate) enum Phase {
     },
     /// Let go; its release being written.
     Releasing {
+        slot: u8,
         write: u16,
         confirmed: u32,
         fence: u64,
@@ -380,7 +493,7 @@ pub(crate) enum Phase {
 }
 
 /// One client.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Client {
     /// Milliseconds of its clock per tick.
     rate: u32,
@@ -403,7 +516,7 @@ pub(crate) struct Client {
 
 /// A property's violation, recorded by the step that made it (the rest are
 /// read off the state).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Violations {
     /// A client took a write of its own for someone else's, or someone
     /// else's for its own.
@@ -414,19 +527,20 @@ pub(crate) struct Violations {
 }
 
 /// The state of the fleet and the store.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct State {
     /// Real time, in ticks.
     now: u32,
-    store: Option<Stored>,
+    /// Each slot's record.
+    store: Vec<Option<Stored>>,
     pub(crate) clients: Vec<Client>,
     /// Requests still in the network whose sender stopped waiting for them
     /// (a lost reply's retry, a crashed sender's write): they may apply
     /// later.
     strays: Vec<(u8, Op)>,
     faults_left: u8,
-    /// The highest fence the store granted an acquisition.
-    highest_fence: u64,
+    /// The highest fence the store granted an acquisition, per slot.
+    highest_fence: Vec<u64>,
     /// A crashed holder's lock was taken over (the model is not vacuous).
     took_over_crashed: bool,
     /// An ambiguous write was found applied and kept.
@@ -434,9 +548,31 @@ pub(crate) struct State {
     violations: Violations,
 }
 
-/// An acquirer's bookkeeping: its first write's number, its first sighting,
-/// its unresolved writes, the version handed to it.
-type Acquiring = (u16, Option<Seen>, Vec<(u16, u32)>, Option<u16>);
+/// An acquirer's write whose outcome is unknown: its slot, number and send
+/// time.
+pub(crate) type Unsure = (u8, u16, u32);
+
+/// An acquirer's bookkeeping: its first write's number, its first sighting
+/// of each slot, its unresolved writes, the version handed to it.
+type Acquiring = (u16, Vec<Option<Seen>>, Vec<Unsure>, Option<u16>);
+
+/// What an acquirer makes of one slot's record.
+enum Verdict {
+    /// A version of its own handed to it by another task: write on it.
+    Handed(u16),
+    /// A write of its own that applied: it holds the slot.
+    Ours {
+        write: u16,
+        confirmed: u32,
+        fence: u64,
+    },
+    /// Vacant or released: take it.
+    Free,
+    /// Held, and watched long enough: take it over.
+    Due(Stored),
+    /// Held: wait.
+    Wait,
+}
 
 /// A step of one client, the store, the network or time.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -471,6 +607,13 @@ pub(crate) enum Action {
     ApplyStray(usize),
     /// The client's process dies.
     Crash(usize),
+    /// A semaphore's answer is held back: the client reads it at a later
+    /// step of its choosing.
+    DelayAnswer(usize),
+    /// A semaphore's acquirer begins (if idle) or polls again: it reads
+    /// every slot at once and writes to the first it may take, in its order
+    /// from slot `start`.
+    Poll(usize, u8),
 }
 
 impl Model for Fleet {
@@ -498,11 +641,11 @@ impl Model for Fleet {
                 .collect();
             states.push(State {
                 now: 0,
-                store: None,
+                store: vec![None; self.permits],
                 clients,
                 strays: Vec::new(),
                 faults_left: self.faults,
-                highest_fence: 0,
+                highest_fence: vec![0; self.permits],
                 took_over_crashed: false,
                 recognised_own: false,
                 violations: Violations::default(),
@@ -512,6 +655,9 @@ impl Model for Fleet {
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        if self.permits > 1 && self.answer_now(state, actions) {
+            return;
+        }
         if state.now < self.horizon {
             actions.push(Action::Tick);
         }
@@ -524,6 +670,15 @@ impl Model for Fleet {
                 actions.push(Action::Crash(c));
             }
             match &client.call {
+                None if self.permits > 1 => match &client.phase {
+                    Phase::Idle if client.acquisitions >= self.acquisitions => {}
+                    Phase::Idle | Phase::Acquiring { .. } => {
+                        for start in 0..self.permits {
+                            actions.push(Action::Poll(c, start as u8));
+                        }
+                    }
+                    _ => self.holder_actions(state, c, actions),
+                },
                 None => match &client.phase {
                     Phase::Idle if client.acquisitions < self.acquisitions => {
                         actions.push(Action::Begin(c));
@@ -535,35 +690,7 @@ impl Model for Fleet {
                         }
                     }
                     Phase::Acquiring { .. } => actions.push(Action::Send(c)),
-                    Phase::Holding { confirmed, .. } => {
-                        let now = self.clock(state, c);
-                        let lost = matches!(
-                            self.holder_timing()
-                                .lease_state(self.instant(*confirmed), self.instant(now)),
-                            crate::LeaseState::Lost { .. }
-                        );
-                        // Heartbeats stop at the max hold, as the client's do.
-                        if !lost
-                            && now >= confirmed + HEARTBEAT_MS
-                            && !self.max_hold_reached(client, now)
-                        {
-                            actions.push(Action::Send(c));
-                        }
-                        actions.push(Action::Release(c));
-                        // The client's release hands the lock over only while
-                        // it is safely held: not lost, no write unresolved.
-                        if self.hand_offs
-                            && !client.handed_off
-                            && !lost
-                            && !self.max_hold_reached(client, now)
-                            && self.rest_of_min_hold(client, now).is_none()
-                            && matches!(&client.phase, Phase::Holding { pending, .. } if pending.is_empty())
-                        {
-                            actions.push(Action::HandOff(c));
-                        }
-                    }
-                    Phase::Releasing { .. } => actions.push(Action::Send(c)),
-                    _ => {}
+                    _ => self.holder_actions(state, c, actions),
                 },
                 Some(Call { answer: None, .. }) => {
                     actions.push(Action::Apply(c));
@@ -591,18 +718,23 @@ impl Model for Fleet {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut state = self.step(last, action)?;
         renumber_writes(&mut state);
+        if self.permits > 1 {
+            state = canonical(&state);
+        }
         Some(state)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(
                 "mutual exclusion of trust: never two holders that both trust their lease",
                 |model: &Fleet, state: &State| {
-                    (0..state.clients.len())
-                        .filter(|&c| model.trusts(state, c))
-                        .count()
-                        <= 1
+                    (0..model.permits).all(|slot| {
+                        (0..state.clients.len())
+                            .filter(|&c| model.trusts_slot(state, c, slot as u8))
+                            .count()
+                            <= 1
+                    })
                 },
             ),
             Property::always(
@@ -610,7 +742,9 @@ impl Model for Fleet {
                 |model: &Fleet, state: &State| {
                     (0..state.clients.len()).all(|c| {
                         !model.trusts(state, c)
-                            || model.fence(state, c) == Some(state.highest_fence)
+                            || model.fence(state, c).is_some_and(|(slot, fence)| {
+                                state.highest_fence.get(usize::from(slot)) == Some(&fence)
+                            })
                     })
                 },
             ),
@@ -630,15 +764,39 @@ impl Model for Fleet {
                 "an ambiguous write is found applied and kept",
                 |_: &Fleet, state: &State| state.recognised_own,
             ),
-        ]
+        ];
+        if self.permits > 1 {
+            properties.push(Property::always(
+                "a semaphore never has more holders that trust their permit than permits",
+                |model: &Fleet, state: &State| {
+                    (0..state.clients.len())
+                        .filter(|&c| model.trusts(state, c))
+                        .count()
+                        <= model.permits
+                },
+            ));
+            properties.push(Property::sometimes(
+                "every permit is held and trusted at once",
+                |model: &Fleet, state: &State| {
+                    (0..state.clients.len())
+                        .filter(|&c| model.trusts(state, c))
+                        .count()
+                        == model.permits
+                },
+            ));
+        }
+        properties
     }
 }
 
 /// The store applies `op` from `writer`, atomically, and answers.
 fn apply(state: &mut State, writer: u8, op: &Op) -> Answer {
-    let store = &mut state.store;
+    let Op::Put { slot, .. } = op;
+    let slot = usize::from(*slot);
+    let store = &mut state.store[slot];
     match op {
         Op::Put {
+            slot: _,
             expect,
             write,
             released,
@@ -664,7 +822,7 @@ fn apply(state: &mut State, writer: u8, op: &Op) -> Answer {
             };
             *store = Some(written.clone());
             if *next_fence {
-                state.highest_fence = state.highest_fence.max(written.fence);
+                state.highest_fence[slot] = state.highest_fence[slot].max(written.fence);
             }
             Answer::Applied(written)
         }
@@ -672,11 +830,14 @@ fn apply(state: &mut State, writer: u8, op: &Op) -> Answer {
 }
 
 impl Fleet {
-    /// An acquirer reads the record and decides. A read is one step: the
+    /// An acquirer reads every slot and decides. A read is one step: the
     /// reply arrives the instant the store reads, the earliest it can, which
     /// is the worst case for safety (a waiter counts from the reply's
-    /// arrival); a lost read is a read not made.
-    fn read(&self, state: &mut State, c: usize) {
+    /// arrival); a lost read is a read not made. A semaphore's poll reads
+    /// every slot at once, as its partition query does, judges each in its
+    /// order from `start`, and writes to the first it may take: a write of
+    /// its own that applied, else a free slot, else one it may take over.
+    fn read(&self, state: &mut State, c: usize, start: u8) {
         let Phase::Acquiring {
             from,
             seen,
@@ -686,9 +847,22 @@ impl Fleet {
         else {
             return;
         };
-        let current = state.store.clone();
-        let acquiring = (from, seen, unresolved, handed);
-        self.acquire_decides(state, c, acquiring, current);
+        let mut acquiring = (from, seen, unresolved, handed);
+        let mut chosen: Option<(u8, Verdict)> = None;
+        for i in 0..self.permits {
+            let slot = ((usize::from(start) + i) % self.permits) as u8;
+            let current = state.store[usize::from(slot)].clone();
+            let verdict = self.judge(state, c, &mut acquiring, slot, current);
+            if chosen
+                .as_ref()
+                .is_none_or(|(_, best)| verdict.rank() < best.rank())
+            {
+                chosen = Some((slot, verdict));
+            }
+        }
+        if let Some((slot, verdict)) = chosen {
+            self.act(state, c, acquiring, slot, verdict);
+        }
     }
 
     /// One step, before its write numbers are renumbered.
@@ -697,39 +871,38 @@ impl Fleet {
         match action {
             Action::Tick => state.now += 1,
             Action::Begin(c) | Action::BeginWithMaxHold(c) | Action::BeginWithMinHold(c) => {
-                let client = &mut state.clients[c];
-                client.acquisitions += 1;
-                client.wants_max_hold = action == Action::BeginWithMaxHold(c);
-                client.max_hold_from = None;
-                client.wants_min_hold = action == Action::BeginWithMinHold(c);
-                client.min_hold_from = None;
-                client.phase = Phase::Acquiring {
-                    from: client.writes,
-                    seen: None,
-                    unresolved: Vec::new(),
-                    handed: None,
-                };
-                self.read(&mut state, c);
+                self.begin(&mut state, c, &action);
+                self.read(&mut state, c, 0);
+            }
+            Action::Poll(c, start) => {
+                if state.clients[c].phase == Phase::Idle {
+                    self.begin(&mut state, c, &action);
+                }
+                self.read(&mut state, c, start);
             }
             Action::Send(c) => {
                 let op = match &state.clients[c].phase {
                     Phase::Acquiring { .. } => {
-                        self.read(&mut state, c);
+                        self.read(&mut state, c, 0);
                         return Some(state);
                     }
-                    Phase::Holding { write, .. } => {
-                        let expect = Some((c as u8, *write));
-                        self.put(&mut state, c, expect, false, false)
+                    Phase::Holding { slot, write, .. } => {
+                        let (slot, expect) = (*slot, Some((c as u8, *write)));
+                        self.put(&mut state, c, slot, expect, false, false)
                     }
                     Phase::Releasing {
-                        write, hold_for, ..
+                        slot,
+                        write,
+                        hold_for,
+                        ..
                     } => {
-                        let expect = Some((c as u8, *write));
+                        let (slot, expect) = (*slot, Some((c as u8, *write)));
                         let hold_for = *hold_for;
                         let now = self.clock(&state, c);
                         // Within a min hold, the final write: held, until the
                         // min hold's end on this client's wall clock.
-                        let mut op = self.put(&mut state, c, expect, hold_for.is_none(), false);
+                        let mut op =
+                            self.put(&mut state, c, slot, expect, hold_for.is_none(), false);
                         let Op::Put {
                             write, final_until, ..
                         } = &mut op;
@@ -745,6 +918,7 @@ impl Fleet {
             }
             Action::Release(c) => {
                 let Phase::Holding {
+                    slot,
                     write,
                     confirmed,
                     fence,
@@ -757,6 +931,7 @@ impl Fleet {
                 let now = self.clock(&state, c);
                 let hold_for = self.rest_of_min_hold(&state.clients[c], now);
                 state.clients[c].phase = Phase::Releasing {
+                    slot,
                     write,
                     confirmed,
                     fence,
@@ -768,7 +943,7 @@ impl Fleet {
                 return self.step(&state, Action::Send(c));
             }
             Action::HandOff(c) => {
-                let Phase::Holding { write, .. } = state.clients[c].phase else {
+                let Phase::Holding { slot, write, .. } = state.clients[c].phase else {
                     return None;
                 };
                 // Let go first (the holding task reads as released), then the
@@ -781,11 +956,11 @@ impl Fleet {
                 client.min_hold_from = None;
                 client.phase = Phase::Acquiring {
                     from: client.writes,
-                    seen: None,
+                    seen: vec![None; self.permits],
                     unresolved: Vec::new(),
                     handed: Some(write),
                 };
-                let op = self.put(&mut state, c, Some((c as u8, write)), false, true);
+                let op = self.put(&mut state, c, slot, Some((c as u8, write)), false, true);
                 self.send(&mut state, c, op);
             }
             Action::Apply(c) | Action::ApplyTwice(c) => {
@@ -813,6 +988,10 @@ impl Fleet {
                 state.faults_left -= 1;
                 state.clients[c].call.as_mut()?.answer = Some(Answer::Ambiguous);
             }
+            Action::DelayAnswer(c) => {
+                state.faults_left -= 1;
+                state.clients[c].call.as_mut()?.late = true;
+            }
             Action::ApplyStray(i) => {
                 let (writer, op) = state.strays.remove(i);
                 apply(&mut state, writer, &op);
@@ -836,18 +1015,40 @@ impl Fleet {
 
     fn send(&self, state: &mut State, c: usize, op: Op) {
         let sent = self.clock(state, c);
+        // A semaphore's store applies a write the instant it is sent: see
+        // `with_permits`.
+        let answer = (self.permits > 1).then(|| apply(state, c as u8, &op));
         state.clients[c].call = Some(Call {
             op,
             sent,
-            answer: None,
+            answer,
+            late: false,
         });
     }
 
-    /// A put with the client's next write number.
+    /// Client `c` begins an acquisition (asking for a max or min hold, as
+    /// `action` says).
+    fn begin(&self, state: &mut State, c: usize, action: &Action) {
+        let client = &mut state.clients[c];
+        client.acquisitions += 1;
+        client.wants_max_hold = *action == Action::BeginWithMaxHold(c);
+        client.max_hold_from = None;
+        client.wants_min_hold = *action == Action::BeginWithMinHold(c);
+        client.min_hold_from = None;
+        client.phase = Phase::Acquiring {
+            from: client.writes,
+            seen: vec![None; self.permits],
+            unresolved: Vec::new(),
+            handed: None,
+        };
+    }
+
+    /// A put to `slot` with the client's next write number.
     fn put(
         &self,
         state: &mut State,
         c: usize,
+        slot: u8,
         expect: Option<(u8, u16)>,
         released: bool,
         next_fence: bool,
@@ -856,6 +1057,7 @@ impl Fleet {
         let write = client.writes;
         client.writes += 1;
         Op::Put {
+            slot,
             expect,
             write,
             released,
@@ -869,6 +1071,7 @@ impl Fleet {
             op,
             sent,
             answer: Some(answer),
+            ..
         }) = state.clients[c].call.take()
         else {
             return;
@@ -889,11 +1092,12 @@ impl Fleet {
                 mut unresolved,
                 handed,
             } => match (answer, &op) {
-                (Answer::Applied(stored), _) => {
-                    self.granted(state, c, stored.write, confirmed_at(sent), stored.fence);
+                (Answer::Applied(stored), Op::Put { slot, .. }) => {
+                    let confirmed = confirmed_at(sent);
+                    self.granted(state, c, *slot, stored.write, confirmed, stored.fence);
                 }
-                (Answer::Ambiguous, Op::Put { write, .. }) => {
-                    unresolved.push((*write, sent));
+                (Answer::Ambiguous, Op::Put { slot, write, .. }) => {
+                    unresolved.push((*slot, *write, sent));
                     state.clients[c].phase = Phase::Acquiring {
                         from,
                         seen,
@@ -905,18 +1109,20 @@ impl Fleet {
                     // A rejection showing this very write (a store's retry
                     // of a write that applied) leaves it a candidate;
                     // otherwise it surely did not apply.
-                    let Op::Put { write, .. } = op;
+                    let Op::Put { slot, write, .. } = op;
                     if let Some(stored) = &current
                         && stored.writer == c as u8
                         && stored.write == *write
                     {
-                        unresolved.push((*write, sent));
+                        unresolved.push((*slot, *write, sent));
                     }
-                    let acquiring = (from, seen, unresolved, handed);
-                    self.acquire_decides(state, c, acquiring, current);
+                    let mut acquiring = (from, seen, unresolved, handed);
+                    let verdict = self.judge(state, c, &mut acquiring, *slot, current);
+                    self.act(state, c, acquiring, *slot, verdict);
                 }
             },
             Phase::Holding {
+                slot,
                 write,
                 confirmed,
                 fence,
@@ -928,6 +1134,7 @@ impl Fleet {
                 match answer {
                     Answer::Applied(_) => {
                         state.clients[c].phase = Phase::Holding {
+                            slot,
                             write: sent_write,
                             confirmed: confirmed_at(sent),
                             fence,
@@ -937,6 +1144,7 @@ impl Fleet {
                     Answer::Ambiguous => {
                         pending.push((sent_write, sent));
                         state.clients[c].phase = Phase::Holding {
+                            slot,
                             write,
                             confirmed,
                             fence,
@@ -968,6 +1176,7 @@ impl Fleet {
                                 }
                                 state.recognised_own = true;
                                 state.clients[c].phase = Phase::Holding {
+                                    slot,
                                     write: parse_rvn(&rvn).1,
                                     confirmed: confirmed_at(self.ms(sent)),
                                     fence,
@@ -976,6 +1185,7 @@ impl Fleet {
                             }
                             _ if self.broken == Break::RejectedTakenAsApplied => {
                                 state.clients[c].phase = Phase::Holding {
+                                    slot,
                                     write: sent_write,
                                     confirmed: sent,
                                     fence,
@@ -997,6 +1207,7 @@ impl Fleet {
                 }
             }
             Phase::Releasing {
+                slot,
                 write,
                 confirmed,
                 fence,
@@ -1017,6 +1228,7 @@ impl Fleet {
                             Phase::Idle
                         } else {
                             Phase::Releasing {
+                                slot,
                                 write,
                                 confirmed,
                                 fence,
@@ -1070,6 +1282,7 @@ impl Fleet {
                             HeldRejection::Applied {
                                 rvn, done: false, ..
                             } => Phase::Releasing {
+                                slot,
                                 write: parse_rvn(&rvn).1,
                                 confirmed,
                                 fence,
@@ -1087,65 +1300,64 @@ impl Fleet {
         }
     }
 
-    /// What an acquirer does with the record it read (or was shown by a
+    /// What an acquirer makes of `slot`'s record (read, or shown by a
     /// rejection): the crate's `acquire_finds`, then its sighting and
-    /// takeover rules.
-    fn acquire_decides(
+    /// takeover rules. It notes its sighting, and any misjudgement.
+    fn judge(
         &self,
         state: &mut State,
         c: usize,
-        (from, seen, unresolved, handed): Acquiring,
+        (from, seen, unresolved, handed): &mut Acquiring,
+        slot: u8,
         current: Option<Stored>,
-    ) {
+    ) -> Verdict {
         let now = self.clock(state, c);
-        let writes = self.writes(c as u8, &unresolved);
-        let mine = |stored: &Stored| stored.writer == c as u8 && stored.write >= from;
+        let writes = self.writes_to(c as u8, slot, unresolved);
+        let mine = |stored: &Stored| stored.writer == c as u8 && stored.write >= *from;
         let handed_rvn = handed.map(|write| rvn(c as u8, write));
+        let seen = &mut seen[usize::from(slot)];
         match replies::acquire_finds(
             current.as_ref().map(|stored| self.record(stored)),
             &writes,
             handed_rvn.as_ref(),
         ) {
-            AcquireFinds::Handed(_) => {
-                // Still the version handed over: write on it again.
-                let Some(write) = handed else { return };
-                let op = self.put(state, c, Some((c as u8, write)), false, true);
-                self.send(state, c, op);
-            }
+            // Still the version handed over: write on it again.
+            AcquireFinds::Handed(_) => handed.map_or(Verdict::Wait, Verdict::Handed),
             AcquireFinds::Vacant | AcquireFinds::Released(_) => {
                 if current.as_ref().is_some_and(mine) {
                     state.violations.own_write_misjudged = true;
                 }
-                state.clients[c].phase = Phase::Acquiring {
-                    from,
-                    seen: None,
-                    unresolved,
-                    handed: None,
-                };
-                let op = self.put(state, c, None, false, true);
-                self.send(state, c, op);
+                *seen = None;
+                *handed = None;
+                Verdict::Free
             }
             AcquireFinds::Ours { record, sent } => {
                 let (writer, write) = parse_rvn(&record.rvn);
                 if writer != c as u8 {
                     state.violations.own_write_misjudged = true;
                 }
-                state.recognised_own = true;
                 let confirmed = if self.broken == Break::LeaseFromReply {
                     now
                 } else {
                     self.ms(sent)
                 };
-                self.granted(state, c, write, confirmed, record.fence.0);
+                Verdict::Ours {
+                    write,
+                    confirmed,
+                    fence: record.fence.0,
+                }
             }
             AcquireFinds::Held(record) => {
-                let Some(stored) = current else { return };
+                let Some(stored) = current else {
+                    return Verdict::Wait;
+                };
                 if mine(&stored) {
                     state.violations.own_write_misjudged = true;
                 }
+                *handed = None;
                 // The first sighting of this version, as the model knows it
                 // (what the liveness property measures the decision by).
-                let first = match seen {
+                let first = match seen.take() {
                     Some(seen) if (seen.writer, seen.write) == (stored.writer, stored.write) => {
                         seen
                     }
@@ -1182,19 +1394,8 @@ impl Fleet {
                         crate::timing::final_hold_ends_at(self.instant(now), self.wall(now), until);
                     takeover_at = takeover_at.min(ends);
                 }
-                if self.instant(now) >= takeover_at {
-                    if state.clients[usize::from(stored.writer)].phase == Phase::Crashed {
-                        state.took_over_crashed = true;
-                    }
-                    state.clients[c].phase = Phase::Acquiring {
-                        from,
-                        seen: Some(first),
-                        unresolved,
-                        handed: None,
-                    };
-                    let op = self.put(state, c, Some((stored.writer, stored.write)), false, true);
-                    self.send(state, c, op);
-                } else {
+                let due = self.instant(now) >= takeover_at;
+                if !due {
                     // Watched for lease × (1 + drift), counted on its own
                     // clock from its first sighting of this version (as the
                     // model knows it): it must take over.
@@ -1205,29 +1406,102 @@ impl Fleet {
                     if now >= first.at + bound || hold_ended {
                         state.violations.takeover_late = true;
                     }
-                    state.clients[c].phase = Phase::Acquiring {
-                        from,
-                        seen: Some(first),
-                        unresolved,
-                        handed: None,
-                    };
+                }
+                *seen = Some(first);
+                if due {
+                    Verdict::Due(stored)
+                } else {
+                    Verdict::Wait
                 }
             }
         }
     }
 
-    /// Client `c` holds the lock with `fence`.
-    fn granted(&self, state: &mut State, c: usize, write: u16, confirmed: u32, fence: u64) {
+    /// What an acquirer does with its verdict on `slot`.
+    fn act(&self, state: &mut State, c: usize, acquiring: Acquiring, slot: u8, verdict: Verdict) {
+        let (from, seen, unresolved, handed) = acquiring;
+        match verdict {
+            Verdict::Handed(write) => {
+                let op = self.put(state, c, slot, Some((c as u8, write)), false, true);
+                self.send(state, c, op);
+            }
+            Verdict::Ours {
+                write,
+                confirmed,
+                fence,
+            } => {
+                state.recognised_own = true;
+                self.granted(state, c, slot, write, confirmed, fence);
+            }
+            Verdict::Free => {
+                state.clients[c].phase = Phase::Acquiring {
+                    from,
+                    seen,
+                    unresolved,
+                    handed,
+                };
+                let op = self.put(state, c, slot, None, false, true);
+                self.send(state, c, op);
+            }
+            Verdict::Due(stored) => {
+                if state.clients[usize::from(stored.writer)].phase == Phase::Crashed {
+                    state.took_over_crashed = true;
+                }
+                state.clients[c].phase = Phase::Acquiring {
+                    from,
+                    seen,
+                    unresolved,
+                    handed,
+                };
+                let expect = Some((stored.writer, stored.write));
+                let op = self.put(state, c, slot, expect, false, true);
+                self.send(state, c, op);
+            }
+            Verdict::Wait => {
+                state.clients[c].phase = Phase::Acquiring {
+                    from,
+                    seen,
+                    unresolved,
+                    handed,
+                };
+            }
+        }
+    }
+
+    /// Client `c` holds `slot` with `fence`.
+    fn granted(
+        &self,
+        state: &mut State,
+        c: usize,
+        slot: u8,
+        write: u16,
+        confirmed: u32,
+        fence: u64,
+    ) {
         let client = &mut state.clients[c];
         // A max hold counts from the send of the write that acquired.
         client.max_hold_from = client.wants_max_hold.then_some(confirmed);
         client.min_hold_from = client.wants_min_hold.then_some(confirmed);
         state.clients[c].phase = Phase::Holding {
+            slot,
             write,
             confirmed,
             fence,
             pending: Vec::new(),
         };
+    }
+}
+
+impl Verdict {
+    /// Which verdict a poll acts on first: a write of its own, then a free
+    /// slot, then a takeover (the lowest).
+    fn rank(&self) -> u8 {
+        match self {
+            Verdict::Handed(_) | Verdict::Ours { .. } => 0,
+            Verdict::Free => 1,
+            Verdict::Due(_) => 2,
+            Verdict::Wait => 3,
+        }
     }
 }
 
@@ -1242,7 +1516,7 @@ fn visit_writes(state: &mut State, visit: &mut impl FnMut(u8, &mut u16)) {
             visit(*owner, version);
         }
     }
-    if let Some(stored) = &mut state.store {
+    for stored in state.store.iter_mut().flatten() {
         visit(stored.writer, &mut stored.write);
     }
     for (writer, stray) in &mut state.strays {
@@ -1264,13 +1538,13 @@ fn visit_writes(state: &mut State, visit: &mut impl FnMut(u8, &mut u16)) {
                 handed,
                 ..
             } => {
-                if let Some(seen) = seen {
+                for seen in seen.iter_mut().flatten() {
                     visit(seen.writer, &mut seen.write);
                 }
                 if let Some(handed) = handed {
                     visit(c, handed);
                 }
-                for (write, _) in unresolved {
+                for (_, write, _) in unresolved {
                     visit(c, write);
                 }
             }
@@ -1330,4 +1604,131 @@ fn renumber_writes(state: &mut State) {
         }
         client.writes = list.len() as u16;
     }
+}
+
+/// The state with its clients renamed (client `c` becomes `clients[c]`) and
+/// its slots too (slot `s` becomes `slots[s]`).
+fn relabel(state: &State, clients: &[u8], slots: &[u8]) -> State {
+    let client = |c: u8| clients[usize::from(c)];
+    let slot = |s: u8| slots[usize::from(s)];
+    let op = |op: &Op| {
+        let Op::Put {
+            slot: written,
+            expect,
+            write,
+            released,
+            next_fence,
+            final_until,
+        } = op.clone();
+        Op::Put {
+            slot: slot(written),
+            expect: expect.map(|(owner, version)| (client(owner), version)),
+            write,
+            released,
+            next_fence,
+            final_until,
+        }
+    };
+    let stored = |stored: &Stored| Stored {
+        writer: client(stored.writer),
+        ..stored.clone()
+    };
+    let by_slot = |index: usize| {
+        slots
+            .iter()
+            .position(|&to| usize::from(to) == index)
+            .unwrap_or(index)
+    };
+    let mut renamed = state.clone();
+    renamed.store = (0..state.store.len())
+        .map(|s| state.store[by_slot(s)].as_ref().map(stored))
+        .collect();
+    renamed.highest_fence = (0..state.highest_fence.len())
+        .map(|s| state.highest_fence[by_slot(s)])
+        .collect();
+    renamed.strays = state
+        .strays
+        .iter()
+        .map(|(writer, sent)| (client(*writer), op(sent)))
+        .collect();
+    renamed.strays.sort();
+    for (c, old) in state.clients.iter().enumerate() {
+        let mut new = old.clone();
+        if let Some(call) = &mut new.call {
+            call.op = op(&call.op);
+            call.answer = match &call.answer {
+                Some(Answer::Applied(written)) => Some(Answer::Applied(stored(written))),
+                Some(Answer::Rejected(current)) => {
+                    Some(Answer::Rejected(current.as_ref().map(stored)))
+                }
+                other => other.clone(),
+            };
+        }
+        match &mut new.phase {
+            Phase::Acquiring {
+                seen, unresolved, ..
+            } => {
+                let old_seen = seen.clone();
+                *seen = (0..old_seen.len())
+                    .map(|s| {
+                        old_seen[by_slot(s)].as_ref().map(|sighting| Seen {
+                            writer: client(sighting.writer),
+                            ..sighting.clone()
+                        })
+                    })
+                    .collect();
+                for unsure in unresolved.iter_mut() {
+                    unsure.0 = slot(unsure.0);
+                }
+            }
+            Phase::Holding { slot: held, .. } | Phase::Releasing { slot: held, .. } => {
+                *held = slot(*held);
+            }
+            Phase::Idle | Phase::Crashed => {}
+        }
+        renamed.clients[usize::from(client(c as u8))] = new;
+    }
+    renamed
+}
+
+/// Clients are alike but for their clock and what they did; a semaphore's
+/// slots are alike but for their records. Two states that differ only by
+/// the names of clients or slots behave alike, so the checker keeps one of
+/// them: the least of the renamings that keep the slow clocks' clients
+/// first (as every initial state has them, so every state does).
+fn canonical(state: &State) -> State {
+    let rate = |c: usize| state.clients[c].rate;
+    let mut best: Option<State> = None;
+    let keep_clocks =
+        |clients: &Vec<u8>| (0..clients.len()).all(|c| rate(c) == rate(usize::from(clients[c])));
+    for clients in permutations(state.clients.len())
+        .into_iter()
+        .filter(keep_clocks)
+    {
+        for slots in permutations(state.store.len()) {
+            let renamed = relabel(state, &clients, &slots);
+            if best.as_ref().is_none_or(|best| renamed < *best) {
+                best = Some(renamed);
+            }
+        }
+    }
+    best.unwrap_or_else(|| state.clone())
+}
+
+/// Every order of `0..n`.
+fn permutations(n: usize) -> Vec<Vec<u8>> {
+    let mut all = vec![Vec::new()];
+    for next in 0..n as u8 {
+        all = all
+            .into_iter()
+            .flat_map(|partial: Vec<u8>| {
+                (0..=partial.len()).map(move |at| {
+                    let mut longer = partial.clone();
+                    longer.insert(at, next);
+                    longer
+                })
+            })
+            .collect();
+    }
+    all
 }

@@ -33,7 +33,9 @@
 //! runs the standard size (2 clients, 1 key, one fault per schedule, 9 ticks
 //! of real time: about 8 million states, under a minute on 2 cores), the
 //! same without faults with max holds, with min holds and with local
-//! hand-offs, and the
+//! hand-offs, leader election as two campaigns per candidate, a two-permit
+//! semaphore with three clients (its states reduced by symmetry, see
+//! [`Fleet::with_permits`]), and the
 //! tests that break a rule on purpose; `LOCK_MODEL=large` runs three
 //! clients, and hand-offs with a fault (see docs/testing.md). A
 //! counterexample also prints as a step list that `tests/replay.rs` replays
