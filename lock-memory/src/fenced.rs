@@ -6,46 +6,14 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use lock_core::fencing::admit;
 use lock_core::{Fence, LockKey};
 
-/// Why a [`FencedResource`] refused a write.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum FenceRefused {
-    /// A fence lower than one that wrote already: the lock was taken over
-    /// since, and this writer must stop.
-    #[error(
-        "fence {presented} for resource {resource} is stale: fence {highest} wrote already (the lock was taken over)"
-    )]
-    Stale {
-        /// The resource.
-        resource: String,
-        /// The fence presented.
-        presented: Fence,
-        /// The highest fence that wrote.
-        highest: Fence,
-    },
-    /// The resource is fenced by another lock, whose fences do not compare
-    /// with this one's.
-    #[error("resource {resource} is fenced by lock {fenced_by}, not by lock {presented_by}")]
-    OtherLock {
-        /// The resource.
-        resource: String,
-        /// The lock whose fences the resource takes.
-        fenced_by: LockKey,
-        /// The lock whose fence was presented.
-        presented_by: LockKey,
-    },
-    /// Fence 0 (no lock's), or a resource without a name.
-    #[error("{reason}")]
-    InvalidInput {
-        /// What is wrong and what to change.
-        reason: String,
-    },
-}
+pub use lock_core::FenceRefused;
 
 /// Values by resource name, each written only with a fence at least as high
-/// as the highest that wrote it before, of the lock that first wrote it.
+/// as the highest that wrote it before, of the lock that first wrote it
+/// (the rule of [`lock_core::fencing`]).
 ///
 /// ```
 /// use lock_core::{Fence, LockKey};
@@ -66,7 +34,8 @@ pub struct FencedResource<T> {
 
 #[derive(Debug)]
 struct Entry<T> {
-    lock: LockKey,
+    /// The key of the lock whose fences write the resource.
+    lock: String,
     fence: Fence,
     value: T,
 }
@@ -103,43 +72,13 @@ impl<T> FencedResource<T> {
         fence: Fence,
         value: T,
     ) -> Result<(), FenceRefused> {
-        if resource.is_empty() {
-            return Err(FenceRefused::InvalidInput {
-                reason: "a fenced resource needs a name".to_owned(),
-            });
-        }
-        if fence.get() == 0 {
-            return Err(FenceRefused::InvalidInput {
-                reason: format!(
-                    "fence 0 for resource {resource}: a lock's fences start at 1 (pass a held lock's fence)"
-                ),
-            });
-        }
+        let lock = lock.to_string();
         let mut entries = self.entries();
-        if let Some(entry) = entries.get(resource) {
-            if entry.lock != *lock {
-                return Err(FenceRefused::OtherLock {
-                    resource: resource.to_owned(),
-                    fenced_by: entry.lock.clone(),
-                    presented_by: lock.clone(),
-                });
-            }
-            if fence < entry.fence {
-                return Err(FenceRefused::Stale {
-                    resource: resource.to_owned(),
-                    presented: fence,
-                    highest: entry.fence,
-                });
-            }
-        }
-        entries.insert(
-            resource.to_owned(),
-            Entry {
-                lock: lock.clone(),
-                fence,
-                value,
-            },
-        );
+        let current = entries
+            .get(resource)
+            .map(|entry| (entry.lock.as_str(), entry.fence));
+        admit(resource, current, &lock, fence)?;
+        entries.insert(resource.to_owned(), Entry { lock, fence, value });
         Ok(())
     }
 

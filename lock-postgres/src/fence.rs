@@ -29,7 +29,8 @@
 //! the one that waited gets a serialization failure (`40001`) instead, which
 //! rolls it back too.
 
-use lock_core::{Fence, LockKey};
+use lock_core::fencing::check_input;
+use lock_core::{Fence, FenceRefused, LockKey};
 use tokio_postgres::GenericClient;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
@@ -49,36 +50,11 @@ pub const MAX_RESOURCE_BYTES: usize = 2_048;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FenceError {
-    /// A fence lower than one admitted already: the lock was taken over
-    /// since. Stop, and roll the transaction back (it is aborted).
-    #[error(
-        "fence {presented} for resource {resource} is stale: fence {highest} was admitted already (the lock was taken over); roll back"
-    )]
-    Stale {
-        /// The resource.
-        resource: String,
-        /// The fence presented.
-        presented: Fence,
-        /// The highest fence admitted.
-        highest: Fence,
-    },
-    /// The resource is fenced by another lock: pass the fence of the lock
-    /// that guards it.
-    #[error("resource {resource} is fenced by lock {fenced_by}, not by lock {presented_by}")]
-    OtherLock {
-        /// The resource.
-        resource: String,
-        /// The key of the lock whose fences the resource admits.
-        fenced_by: String,
-        /// The key of the lock whose fence was presented.
-        presented_by: String,
-    },
-    /// Refused before anything was sent: what to change.
-    #[error("{reason}")]
-    InvalidInput {
-        /// What is wrong and what to change.
-        reason: String,
-    },
+    /// The fence was refused, or refused before anything was sent (see
+    /// [`FenceRefused`]). A refusal by the function aborted the
+    /// transaction: roll it back.
+    #[error(transparent)]
+    Refused(#[from] FenceRefused),
     /// The server failed the call (no connection, no such function: run
     /// [`PostgresStore::create_fence_guard`] first, no permission).
     #[error("PostgreSQL could not check the fence of resource {resource}")]
@@ -162,17 +138,15 @@ impl FenceGuard {
         key: &LockKey,
         fence: Fence,
     ) -> Result<Fence, FenceError> {
-        check_resource(resource)?;
-        let value = i64::try_from(fence.0)
-            .ok()
-            .filter(|value| *value >= 1)
-            .ok_or_else(|| FenceError::InvalidInput {
-                reason: format!(
-                    "fence {fence} for resource {resource}: a fence is 1 or more, at most {} (pass the fence of a held lock)",
-                    i64::MAX
-                ),
-            })?;
         let lock_key = key.to_string();
+        check_input(resource, &lock_key, fence)?;
+        check_resource(resource)?;
+        let value = i64::try_from(fence.0).map_err(|_| FenceRefused::InvalidInput {
+            reason: format!(
+                "fence {fence} for resource {resource}: PostgreSQL's bigint holds fences up to {}",
+                i64::MAX
+            ),
+        })?;
         let rows = client
             .query_typed(
                 &self.admit,
@@ -193,10 +167,7 @@ impl FenceGuard {
 
 /// A resource name the fence table can hold, or what to change.
 fn check_resource(resource: &str) -> Result<(), FenceError> {
-    let reason = if resource.is_empty() {
-        "a fenced resource needs a name (the table and row, object or file the lock protects)"
-            .to_owned()
-    } else if resource.contains('\0') {
+    let reason = if resource.contains('\0') {
         format!("resource {resource:?} contains a NUL character, which PostgreSQL text cannot hold")
     } else if resource.len() > MAX_RESOURCE_BYTES {
         format!(
@@ -206,7 +177,7 @@ fn check_resource(resource: &str) -> Result<(), FenceError> {
     } else {
         return Ok(());
     };
-    Err(FenceError::InvalidInput { reason })
+    Err(FenceRefused::InvalidInput { reason }.into())
 }
 
 /// The function's refusal as a [`FenceError`], or the server's error.
@@ -214,16 +185,18 @@ fn refusal(source: tokio_postgres::Error, resource: &str, key: &str, fence: Fenc
     let db = source.as_db_error();
     let detail = db.and_then(|db| db.detail()).unwrap_or_default().to_owned();
     match source.code().map(SqlState::code) {
-        Some(STALE_FENCE) => FenceError::Stale {
+        Some(STALE_FENCE) => FenceRefused::Stale {
             resource: resource.to_owned(),
             presented: fence,
             highest: Fence(detail.parse().unwrap_or(0)),
-        },
-        Some(OTHER_LOCK) => FenceError::OtherLock {
+        }
+        .into(),
+        Some(OTHER_LOCK) => FenceRefused::OtherLock {
             resource: resource.to_owned(),
             fenced_by: detail,
             presented_by: key.to_owned(),
-        },
+        }
+        .into(),
         _ => FenceError::Postgres {
             resource: resource.to_owned(),
             source,

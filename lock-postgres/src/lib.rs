@@ -82,6 +82,7 @@ mod tls;
 pub use deadpool_postgres;
 pub use errors::{SchemaError, StoreConfigError};
 pub use fence::{FenceError, FenceGuard};
+pub use lock_core::FenceRefused;
 pub use row::{MAX_PARTITION_KEY_BYTES, MAX_RECORD_BYTES, MAX_SORT_KEY_BYTES};
 pub use store::{PostgresStore, PostgresStoreBuilder, Timeouts};
 pub use tls::{RootCertificates, SslMode};

@@ -8,7 +8,7 @@
 #[allow(dead_code)]
 mod support;
 
-use lock_core::{Fence, LockKey};
+use lock_core::{Fence, FenceRefused, LockKey};
 use lock_postgres::{FenceError, FenceGuard, PostgresStore};
 use support::{connect, fresh_store, url};
 
@@ -95,11 +95,11 @@ async fn a_stale_fence_is_refused_and_its_transaction_rolls_back() {
         .unwrap();
     let refused = fenced_write(&mut client, &guard, &writes, &orders, &key, 6).await;
     match refused {
-        Err(FenceError::Stale {
+        Err(FenceError::Refused(FenceRefused::Stale {
             resource,
             presented,
             highest,
-        }) => {
+        })) => {
             assert_eq!(
                 (resource, presented, highest),
                 (orders.clone(), Fence(6), Fence(7))
@@ -151,11 +151,11 @@ async fn a_fence_of_another_lock_is_refused() {
     )
     .await;
     match refused {
-        Err(FenceError::OtherLock {
+        Err(FenceError::Refused(FenceRefused::OtherLock {
             fenced_by,
             presented_by,
             ..
-        }) => assert_eq!(
+        })) => assert_eq!(
             (fenced_by.as_str(), presented_by.as_str()),
             ("orders", "invoices")
         ),
@@ -171,8 +171,8 @@ async fn bad_input_is_refused_before_anything_is_sent() {
     };
     let key = LockKey::new("orders");
     for (resource, fence, says) in [
-        (resource("orders"), 0, "a fence is 1 or more"),
-        (resource("orders"), u64::MAX, "a fence is 1 or more"),
+        (resource("orders"), 0, "fences start at 1"),
+        (resource("orders"), u64::MAX, "bigint holds fences up to"),
         (String::new(), 1, "needs a name"),
         ("a\0b".to_owned(), 1, "NUL"),
         ("x".repeat(3_000), 1, "at most 2048"),
@@ -182,7 +182,7 @@ async fn bad_input_is_refused_before_anything_is_sent() {
             .await
             .unwrap_err();
         assert!(
-            matches!(&error, FenceError::InvalidInput { reason } if reason.contains(says)),
+            matches!(&error, FenceError::Refused(FenceRefused::InvalidInput { reason }) if reason.contains(says)),
             "{error}"
         );
     }
@@ -221,7 +221,7 @@ async fn racing_writers_never_commit_a_lower_fence_after_a_higher_one() {
         tasks.push(tokio::spawn(async move {
             let mut client = connect(&url).await;
             match fenced_write(&mut client, &guard, &writes, &orders, &key, fence).await {
-                Ok(()) | Err(FenceError::Stale { .. }) => {}
+                Ok(()) | Err(FenceError::Refused(FenceRefused::Stale { .. })) => {}
                 Err(other) => panic!("fence {fence}: {other}"),
             }
         }));
