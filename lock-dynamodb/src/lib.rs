@@ -79,6 +79,7 @@ pub struct RecipesDoctests;
 
 mod attributes;
 mod errors;
+pub mod fence;
 mod item;
 mod layout;
 mod mapping;
@@ -86,7 +87,9 @@ mod store;
 mod table;
 
 pub use errors::{StoreConfigError, TableError};
+pub use fence::{FailedItem, Fenced, ItemFence};
 pub use item::{MAX_ITEM_BYTES, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
 pub use layout::{Layout, LeaseEncoding, ReleaseMode, ReleasedEncoding};
+pub use lock_core::FenceRefused;
 pub use store::{DynamoDbStore, DynamoDbStoreBuilder, Timeouts};
 pub use table::{Billing, TableOptions, TableReport};
