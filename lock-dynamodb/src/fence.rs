@@ -26,7 +26,7 @@
 //! ```no_run
 //! use aws_sdk_dynamodb::types::AttributeValue;
 //! use lock_core::{AcquireOptions, LockClient};
-//! use lock_dynamodb::{DynamoDbStore, Fenced, ItemFence};
+//! use lock_dynamodb::{DynamoDbStore, FailedItem, Fenced, ItemFence};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -46,7 +46,7 @@
 //!     .send()
 //!     .await;
 //! if let Err(error) = &written {
-//!     if let Some(refused) = fence.refusal(error.as_service_error().and_then(|e| e.failed_item())) {
+//!     if let Some(refused) = fence.refusal(error.as_service_error().and_then(FailedItem::failed_item)) {
 //!         eprintln!("{refused}: stop, the lock was taken over");
 //!     }
 //! }
@@ -371,6 +371,7 @@ pub fn failed_transaction_item(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
