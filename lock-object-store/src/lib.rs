@@ -65,11 +65,14 @@ mod body;
 mod bucket;
 mod builder;
 mod errors;
+pub mod fence;
 mod layout;
 mod store;
 mod versions;
 
 pub use builder::BucketStoreBuilder;
 pub use errors::{BucketError, StoreConfigError};
+pub use fence::{FencedObjects, ObjectFenceError};
+pub use lock_core::FenceRefused;
 pub use object_store;
 pub use store::BucketStore;
