@@ -138,15 +138,8 @@ impl FenceGuard {
         key: &LockKey,
         fence: Fence,
     ) -> Result<Fence, FenceError> {
+        let value = check_arguments(resource, key, fence)?;
         let lock_key = key.to_string();
-        check_input(resource, &lock_key, fence)?;
-        check_resource(resource)?;
-        let value = i64::try_from(fence.0).map_err(|_| FenceRefused::InvalidInput {
-            reason: format!(
-                "fence {fence} for resource {resource}: PostgreSQL's bigint holds fences up to {}",
-                i64::MAX
-            ),
-        })?;
         let rows = client
             .query_typed(
                 &self.admit,
@@ -165,8 +158,23 @@ impl FenceGuard {
     }
 }
 
+/// The checks [`FenceGuard::admit`] makes before it sends anything (and a
+/// caller of the SQL function in another language can make the same way):
+/// a resource the fence table can hold, a lock key, and a fence from 1 to
+/// PostgreSQL's largest `bigint`, returned as one.
+pub fn check_arguments(resource: &str, key: &LockKey, fence: Fence) -> Result<i64, FenceRefused> {
+    check_input(resource, &key.to_string(), fence)?;
+    check_resource(resource)?;
+    i64::try_from(fence.0).map_err(|_| FenceRefused::InvalidInput {
+        reason: format!(
+            "fence {fence} for resource {resource}: PostgreSQL's bigint holds fences up to {}",
+            i64::MAX
+        ),
+    })
+}
+
 /// A resource name the fence table can hold, or what to change.
-fn check_resource(resource: &str) -> Result<(), FenceError> {
+fn check_resource(resource: &str) -> Result<(), FenceRefused> {
     let reason = if resource.contains('\0') {
         format!("resource {resource:?} contains a NUL character, which PostgreSQL text cannot hold")
     } else if resource.len() > MAX_RESOURCE_BYTES {
@@ -177,7 +185,7 @@ fn check_resource(resource: &str) -> Result<(), FenceError> {
     } else {
         return Ok(());
     };
-    Err(FenceRefused::InvalidInput { reason }.into())
+    Err(FenceRefused::InvalidInput { reason })
 }
 
 /// The function's refusal as a [`FenceError`], or the server's error.

@@ -8,7 +8,7 @@
 
 use std::error::Error as StdError;
 
-use lock_core::{LockError, StoreError, StoreErrorKind};
+use lock_core::{FenceRefused, LockError, StoreError, StoreErrorKind};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -140,6 +140,58 @@ pub(crate) fn lock_error(py: Python<'_>, error: LockError) -> PyErr {
         LockError::Shutdown => raise(py, "ClientClosed", message, retryable, &[]),
         _ => raise(py, "LockError", message, retryable, &[]),
     }
+}
+
+/// The exception for a fence a resource refused (or bad input to a fenced
+/// write): `StaleFence`, `OtherLockFence` or `InvalidInput`.
+pub(crate) fn fence_refused(py: Python<'_>, refused: &FenceRefused) -> PyErr {
+    let message = refused.to_string();
+    match refused {
+        FenceRefused::Stale {
+            resource,
+            presented,
+            highest,
+        } => raise(
+            py,
+            "StaleFence",
+            message,
+            false,
+            &[
+                ("resource", object(py, resource.as_str())),
+                ("presented", object(py, presented.get())),
+                ("highest", object(py, highest.get())),
+            ],
+        ),
+        FenceRefused::OtherLock {
+            resource,
+            fenced_by,
+            presented_by,
+        } => raise(
+            py,
+            "OtherLockFence",
+            message,
+            false,
+            &[
+                ("resource", object(py, resource.as_str())),
+                ("fenced_by", object(py, fenced_by.as_str())),
+                ("presented_by", object(py, presented_by.as_str())),
+            ],
+        ),
+        FenceRefused::InvalidInput { .. } => raise(py, "InvalidInput", message, false, &[]),
+        _ => raise(py, "FenceRefused", message, false, &[]),
+    }
+}
+
+/// A store's failure during a fenced write or read: `StoreError`, its kind
+/// `other` (the object store's own errors carry no lock-store kind).
+pub(crate) fn fenced_store_error(py: Python<'_>, error: &(dyn StdError + 'static)) -> PyErr {
+    raise(
+        py,
+        "StoreError",
+        chain(error),
+        true,
+        &[("kind", object(py, "other"))],
+    )
 }
 
 fn store_error_with(

@@ -33,6 +33,7 @@ mod credentials;
 mod election;
 mod errors;
 mod events;
+mod fencing;
 mod lock;
 mod metrics;
 mod runtime;
@@ -66,5 +67,11 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(events::after_fork_in_child, module)?)?;
     module.add_function(wrap_pyfunction!(metrics::metrics, module)?)?;
     module.add_function(wrap_pyfunction!(runtime::_panicking_call, module)?)?;
+    module.add_function(wrap_pyfunction!(
+        fencing::_postgres_fence_arguments,
+        module
+    )?)?;
+    module.add_function(wrap_pyfunction!(fencing::_dynamodb_fence, module)?)?;
+    module.add_function(wrap_pyfunction!(fencing::_check_fence, module)?)?;
     Ok(())
 }

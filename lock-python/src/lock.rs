@@ -47,6 +47,11 @@ impl std::fmt::Debug for Lock {
 }
 
 impl Lock {
+    /// The lock's key and fence, as a fenced write sends them.
+    pub(crate) fn view(&self) -> &LockView {
+        &self.view
+    }
+
     pub(crate) fn new(guard: LockGuard, runtime: Arc<ProcessRuntime>) -> Self {
         Self {
             view: guard.view(),

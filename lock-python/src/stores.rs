@@ -454,6 +454,27 @@ impl PostgresStore {
         })
     }
 
+    /// The SQL function that admits a fence for a resource, quoted and
+    /// qualified as the table is (`"locks_admit_fence"`).
+    #[getter]
+    fn fence_function(&self, py: Python<'_>) -> PyResult<String> {
+        self.built
+            .store
+            .fence_guard()
+            .map(|guard| guard.function().to_owned())
+            .map_err(|error| errors::setup_error(py, &error))
+    }
+
+    /// Create the fence table and function beside the lock table, if they do
+    /// not exist; returns the function's name.
+    #[pyo3(signature = (*, is_async=false))]
+    fn create_fence_guard(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
+        self.built.setup(py, is_async, |store| async move {
+            let guard = store.create_fence_guard().await?;
+            Ok::<_, SetupFailure>(guard.function().to_owned())
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!("PostgresStore(table={:?})", self.built.store.table())
     }
@@ -550,7 +571,57 @@ impl BucketStore {
         })
     }
 
+    /// Write `data` to the object `path` (from the bucket's root, outside
+    /// the lock prefix) with `lock`'s fence: refused with `StaleFence` if a
+    /// newer holder of the lock wrote it, `OtherLockFence` if another lock's
+    /// fence did.
+    #[pyo3(signature = (path, data, lock, *, is_async=false))]
+    fn fenced_put(
+        &self,
+        py: Python<'_>,
+        path: String,
+        data: Vec<u8>,
+        lock: PyRef<'_, crate::lock::Lock>,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let view = lock.view();
+        let (key, fence) = (view.key().clone(), view.fence());
+        let objects = self.built.store.fenced_objects();
+        let future = async move { objects.put(&path, data, &key, fence).await.map(|_| ()) };
+        self.built.runtime.run(py, is_async, future, |py, written| {
+            written
+                .map(|()| py.None())
+                .map_err(|error| fence_error(py, &error))
+        })
+    }
+
+    /// The object `path` and the fence that wrote it (`None` if no fenced
+    /// write did), or `None` if there is no such object.
+    #[pyo3(signature = (path, *, is_async=false))]
+    fn fenced_get(&self, py: Python<'_>, path: String, is_async: bool) -> PyResult<Py<PyAny>> {
+        let objects = self.built.store.fenced_objects();
+        let future = async move { objects.get(&path).await };
+        self.built.runtime.run(py, is_async, future, |py, read| {
+            let read = read.map_err(|error| fence_error(py, &error))?;
+            let object = read.map(|(bytes, fence)| {
+                (
+                    pyo3::types::PyBytes::new(py, &bytes),
+                    fence.map(|fence| fence.get()),
+                )
+            });
+            Ok(object.into_pyobject(py)?.into_any().unbind())
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!("BucketStore({:?})", self.built.store.url())
+    }
+}
+
+/// The exception for a fenced object's write or read that failed.
+fn fence_error(py: Python<'_>, error: &lock_object_store::ObjectFenceError) -> PyErr {
+    match error {
+        lock_object_store::ObjectFenceError::Refused(refused) => errors::fence_refused(py, refused),
+        other => errors::fenced_store_error(py, other),
     }
 }

@@ -1,7 +1,8 @@
 # Sourced by scripts/test: the Python package lease_lock (lock-python), built
 # into the virtual environment of scripts/lib/moto.sh and tested there.
 #
-# python_package_install_tools  maturin, pytest and mypy into .venv (idempotent)
+# python_package_install_tools  maturin, pytest, mypy and psycopg (the
+#                               PostgreSQL fencing tests) into .venv (idempotent)
 # python_package_build [PROFILE] a wheel (maturin build, cargo's PROFILE:
 #                               dev unless given, in the workspace's target
 #                               directory) installed in .venv with pip, as
@@ -16,10 +17,10 @@
 
 : "${root:?set root to the repository root before sourcing python_package.sh}"
 : "${MOTO_VENV:?source scripts/lib/moto.sh first}"
-PYTHON_PACKAGE_TOOLS=('maturin>=1.9,<2' 'pytest>=8,<10' 'mypy>=1.10,<2')
+PYTHON_PACKAGE_TOOLS=('maturin>=1.9,<2' 'pytest>=8,<10' 'mypy>=1.10,<2' 'psycopg[binary]>=3.2,<4')
 
 python_package_install_tools() {
-    if ! "$MOTO_VENV/bin/python" -c 'import maturin, pytest, mypy' 2>/dev/null; then
+    if ! "$MOTO_VENV/bin/python" -c 'import maturin, pytest, mypy, psycopg' 2>/dev/null; then
         echo "==> installing ${PYTHON_PACKAGE_TOOLS[*]} into .venv"
         "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PYTHON_PACKAGE_TOOLS[@]}"
     fi

@@ -26,12 +26,15 @@ from ._errors import (
     AlreadyHeld,
     ClientClosed,
     ConfigError,
+    FenceRefused,
     ForkedError,
     InvalidInput,
     LockError,
     LockLost,
     LockNotFound,
     NotOwned,
+    OtherLockFence,
+    StaleFence,
     StoreError,
     StoreSetupError,
 )
@@ -46,6 +49,7 @@ from ._native import (
     PostgresStore,
     Semaphore,
 )
+from . import fencing
 from ._types import LeaseState, LockInfo, LostReason, Role, Seconds, Takeover
 
 try:
@@ -85,6 +89,10 @@ __all__ = [
     "StoreSetupError",
     "ClientClosed",
     "ForkedError",
+    "FenceRefused",
+    "StaleFence",
+    "OtherLockFence",
+    "fencing",
     "metrics",
     "Metric",
     "HistogramValue",

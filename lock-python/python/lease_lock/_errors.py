@@ -20,6 +20,9 @@ __all__ = [
     "StoreSetupError",
     "ClientClosed",
     "ForkedError",
+    "FenceRefused",
+    "StaleFence",
+    "OtherLockFence",
 ]
 
 
@@ -154,3 +157,43 @@ class ForkedError(LockError):
     The child has none of the parent's threads: create the store and the
     client again in the child.
     """
+
+
+class FenceRefused(LockError):
+    """A resource refused a write's fence: nothing was written.
+
+    Stop the work: the lock this fence came from no longer guards the
+    resource for this writer. ``resource`` names the resource (the row,
+    item or object).
+    """
+
+    resource: str
+
+    _fields: ClassVar[tuple[str, ...]] = ("resource",)
+
+
+class StaleFence(FenceRefused):
+    """A newer holder of the lock wrote the resource: this holder's lease ran out.
+
+    ``presented`` is the fence this write carried, ``highest`` the highest
+    fence that wrote the resource.
+    """
+
+    presented: int
+    highest: int
+
+    _fields = ("resource", "presented", "highest")
+
+
+class OtherLockFence(FenceRefused):
+    """The resource is fenced by another lock, whose fences do not compare with this one's.
+
+    ``fenced_by`` is the key of the lock that guards it (``partition`` or
+    ``partition/sort``), ``presented_by`` the key of the lock whose fence
+    was presented.
+    """
+
+    fenced_by: str
+    presented_by: str
+
+    _fields = ("resource", "fenced_by", "presented_by")

@@ -1,0 +1,247 @@
+"""Fences checked at the user's own resources, from Python: DynamoDB items
+(moto), PostgreSQL rows (psycopg) and objects in a bucket (moto's S3). A
+stale holder's write is refused and the newer one kept; another lock's fence
+is refused; bad input is refused before anything is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import lease_lock
+from lease_lock import fencing
+
+from conftest import DYNAMODB, _need, make_bucket_store, make_postgres_store
+
+
+def two_locks(store: Any, key: str) -> tuple[lease_lock.Lock, lease_lock.Lock]:
+    """Two holders of ``key`` one after the other: the first (stale once the
+    second holds) and the second."""
+    client = lease_lock.LockClient(store, owner=f"py-{uuid.uuid4().hex[:6]}")
+    try:
+        with client.lock(key) as first:
+            pass
+        second = client.acquire(key)
+        second.release()
+    finally:
+        client.close()
+    assert first.fence < second.fence
+    return first, second
+
+
+# --- DynamoDB items -------------------------------------------------------
+
+
+@pytest.fixture
+def dynamodb() -> Iterator[tuple[Any, str]]:
+    """A boto3 client on moto and a fresh table of the user's own (key ``id``)."""
+    boto3 = pytest.importorskip("boto3")
+    endpoint = _need(DYNAMODB, "LOCK_DYNAMODB_ENDPOINT")
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    table = f"orders-{uuid.uuid4().hex[:12]}"
+    client.create_table(
+        TableName=table,
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    yield client, table
+    client.delete_table(TableName=table)
+
+
+def test_a_stale_holders_dynamodb_writes_are_refused_and_the_newer_one_kept(
+    dynamodb: tuple[Any, str],
+) -> None:
+    from botocore.exceptions import ClientError
+
+    client, table = dynamodb
+    stale, fresh = two_locks(lease_lock.MemoryStore(), "orders")
+    key = {"id": {"S": "42"}}
+    client.put_item(
+        **fencing.dynamodb_put_item(
+            fresh, TableName=table, Item={**key, "status": {"S": "shipped"}}
+        )
+    )
+    item = client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+    assert item["fence"] == {"N": str(fresh.fence)}
+    assert item["fence_lock"] == {"S": "orders"}
+
+    attempts = [
+        lambda: client.put_item(
+            **fencing.dynamodb_put_item(
+                stale, TableName=table, Item={**key, "status": {"S": "cancelled"}}
+            )
+        ),
+        lambda: client.update_item(
+            **fencing.dynamodb_update_item(
+                stale,
+                TableName=table,
+                Key=key,
+                UpdateExpression="SET #s = :s",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":s": {"S": "cancelled"}},
+            )
+        ),
+        lambda: client.delete_item(**fencing.dynamodb_delete_item(stale, TableName=table, Key=key)),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ClientError) as caught:
+            attempt()
+        refused = fencing.dynamodb_refusal(stale, caught.value, resource="order 42")
+        assert isinstance(refused, lease_lock.StaleFence), caught.value
+        assert (refused.presented, refused.highest, refused.resource) == (
+            stale.fence,
+            fresh.fence,
+            "order 42",
+        )
+
+    # In a transaction, beside another item's put.
+    with pytest.raises(ClientError) as caught:
+        client.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": table, "Item": {"id": {"S": "audit-1"}}}},
+                {
+                    "Update": fencing.dynamodb_update_item(
+                        stale,
+                        TableName=table,
+                        Key=key,
+                        UpdateExpression="SET #s = :s",
+                        ExpressionAttributeNames={"#s": "status"},
+                        ExpressionAttributeValues={":s": {"S": "cancelled"}},
+                    )
+                },
+            ]
+        )
+    refused = fencing.dynamodb_refusal(stale, caught.value, item_index=1)
+    assert isinstance(refused, lease_lock.StaleFence), caught.value.response
+    assert "Item" not in client.get_item(TableName=table, Key={"id": {"S": "audit-1"}})
+
+    item = client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+    assert item["status"] == {"S": "shipped"}
+
+    # The newer holder's own condition failing is not a refused fence.
+    with pytest.raises(ClientError) as caught:
+        client.update_item(
+            **fencing.dynamodb_update_item(
+                fresh,
+                TableName=table,
+                Key=key,
+                ConditionExpression="#s = :was",
+                UpdateExpression="SET #s = :s",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":was": {"S": "new"}, ":s": {"S": "lost"}},
+            )
+        )
+    assert fencing.dynamodb_refusal(fresh, caught.value) is None
+
+
+def test_another_locks_fence_is_refused_on_dynamodb_through_the_resource_api(
+    dynamodb: tuple[Any, str],
+) -> None:
+    import boto3
+    from botocore.exceptions import ClientError
+
+    client, table_name = dynamodb
+    table = boto3.resource(
+        "dynamodb",
+        endpoint_url=client.meta.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    ).Table(table_name)
+    store = lease_lock.MemoryStore()
+    _, orders = two_locks(store, "orders")
+    _, invoices = two_locks(store, "invoices")
+    table.put_item(**fencing.dynamodb_put_item(orders, typed=False, Item={"id": "7", "status": "paid"}))
+    with pytest.raises(ClientError) as caught:
+        table.put_item(**fencing.dynamodb_put_item(invoices, typed=False, Item={"id": "7"}))
+    refused = fencing.dynamodb_refusal(invoices, caught.value)
+    assert isinstance(refused, lease_lock.OtherLockFence), caught.value.response
+    assert (refused.fenced_by, refused.presented_by) == ("orders", "invoices")
+    assert table.get_item(Key={"id": "7"}, ConsistentRead=True)["Item"]["status"] == "paid"
+
+
+def test_a_dynamodb_request_that_cannot_be_fenced_is_refused_before_sending() -> None:
+    store = lease_lock.MemoryStore()
+    _, lock = two_locks(store, "orders")
+    with pytest.raises(lease_lock.InvalidInput, match="must be a string"):
+        fencing.dynamodb_put_item(lock, TableName="t", Item={}, ConditionExpression=object())
+    with pytest.raises(lease_lock.InvalidInput, match="has no Key"):
+        fencing.dynamodb_update_item(lock, TableName="t")
+    with pytest.raises(lease_lock.InvalidInput, match="two different"):
+        fencing.dynamodb_put_item(lock, TableName="t", Item={}, fence_attribute="f", lock_attribute="f")
+    with pytest.raises(TypeError, match="held lease_lock.Lock"):
+        fencing.dynamodb_put_item("orders", TableName="t", Item={})  # type: ignore[arg-type]
+
+
+# --- PostgreSQL rows ------------------------------------------------------
+
+
+def test_a_stale_holders_postgres_transaction_is_refused_and_rolled_back() -> None:
+    psycopg = pytest.importorskip("psycopg")
+    store = make_postgres_store()
+    function = store.create_fence_guard()
+    assert function == store.fence_function
+    stale, fresh = two_locks(store, "orders")
+    url = os.environ["LOCK_POSTGRES_URL"]
+    table = f"orders_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as setup:
+        setup.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, status text, fence bigint)")
+    resource = f"{table}/42"
+    with psycopg.connect(url) as connection:
+        with connection.transaction(), connection.cursor() as cursor:
+            fencing.postgres_admit_fence(cursor, fresh, resource, function=function)
+            cursor.execute(f"INSERT INTO {table} VALUES (42, 'shipped', %s)", (fresh.fence,))
+        with pytest.raises(lease_lock.StaleFence) as caught:
+            with connection.transaction(), connection.cursor() as cursor:
+                cursor.execute(f"UPDATE {table} SET status = 'cancelled' WHERE id = 42")
+                fencing.postgres_admit_fence(cursor, stale, resource, function=function)
+        assert (caught.value.presented, caught.value.highest) == (stale.fence, fresh.fence)
+        assert isinstance(caught.value.__cause__, psycopg.Error)
+        # Another lock's fence.
+        _, invoices = two_locks(store, "invoices")
+        with pytest.raises(lease_lock.OtherLockFence) as other:
+            with connection.transaction(), connection.cursor() as cursor:
+                fencing.postgres_admit_fence(cursor, invoices, resource, function=function)
+        assert (other.value.fenced_by, other.value.presented_by) == ("orders", "invoices")
+        # Bad input, before anything is sent.
+        for bad in ("", "a\0b", "x" * 3000):
+            with pytest.raises(lease_lock.InvalidInput):
+                with connection.cursor() as cursor:
+                    fencing.postgres_admit_fence(cursor, fresh, bad, function=function)
+        row = connection.execute(f"SELECT status FROM {table} WHERE id = 42").fetchone()
+        assert row == ("shipped",), "the stale transaction rolled back"
+
+
+# --- Objects in a bucket --------------------------------------------------
+
+
+def test_a_stale_holders_object_write_is_refused_and_the_newer_one_kept() -> None:
+    store = make_bucket_store()
+    stale, fresh = two_locks(store, "reports")
+    path = f"data-{uuid.uuid4().hex[:12]}/today.csv"
+    store.fenced_put(path, b"newer", fresh)
+    with pytest.raises(lease_lock.StaleFence) as caught:
+        store.fenced_put(path, b"older", stale)
+    assert (caught.value.presented, caught.value.highest) == (stale.fence, fresh.fence)
+    assert store.fenced_get(path) == (b"newer", fresh.fence)
+    assert store.fenced_get(f"{path}.missing") is None
+
+    async def written_async() -> tuple[bytes, int | None] | None:
+        await store.fenced_put(path, b"newest", fresh, is_async=True)
+        return await store.fenced_get(path, is_async=True)
+
+    assert asyncio.run(written_async()) == (b"newest", fresh.fence)
+    with pytest.raises(lease_lock.InvalidInput, match="not a valid object path"):
+        store.fenced_put("a//b", b"x", fresh)
