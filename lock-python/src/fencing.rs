@@ -16,30 +16,32 @@ use crate::lock::Lock;
 
 /// The key of `lock`'s lock as fences name it (`partition` or
 /// `partition/sort`), and its fence.
-fn fence_of(lock: &Lock) -> (LockKey, Fence) {
+#[pyfunction]
+pub(crate) fn _fence_of(lock: PyRef<'_, Lock>) -> (String, u64) {
     let view = lock.view();
-    (view.key().clone(), view.fence())
+    (view.key().to_string(), view.fence().get())
 }
 
 /// The condition and update expression of a DynamoDB write fenced with
-/// `lock`'s fence, joined with the request's own `condition` and `update`
-/// (an update expression only when `updating`), the placeholders' names,
-/// and their values: the fence (a number, as text) and the lock's key.
+/// `fence` of the lock named `lock_key`, joined with the request's own
+/// `condition` and `update` (an update expression only when `updating`),
+/// the placeholders' names, and their values: the fence (a number, as
+/// text) and the lock's key.
 #[pyfunction]
-#[pyo3(signature = (resource, lock, fence_attribute, lock_attribute, condition, update, updating))]
-#[allow(clippy::too_many_arguments)] // a private call of the Python layer, by keyword
+#[pyo3(signature = (resource, lock_key, fence, fence_attribute, lock_attribute, condition, update, updating))]
+#[allow(clippy::too_many_arguments)] // a private call of the Python layer
 pub(crate) fn _dynamodb_fence(
     py: Python<'_>,
     resource: &str,
-    lock: PyRef<'_, Lock>,
+    lock_key: &str,
+    fence: u64,
     fence_attribute: &str,
     lock_attribute: &str,
     condition: Option<&str>,
     update: Option<&str>,
     updating: bool,
 ) -> PyResult<DynamoDbFence> {
-    let (key, fence) = fence_of(&lock);
-    let item = ItemFence::new(resource, &key, fence)
+    let item = ItemFence::new(resource, &LockKey::new(lock_key), Fence(fence))
         .and_then(|item| item.with_attributes(fence_attribute, lock_attribute))
         .map_err(|refused| errors::fence_refused(py, &refused))?;
     let values = item.values();
@@ -51,8 +53,8 @@ pub(crate) fn _dynamodb_fence(
             .iter()
             .map(|(name, attribute)| ((*name).to_owned(), (*attribute).to_owned()))
             .collect(),
-        fence_value: (values[0].0.to_owned(), fence.get().to_string()),
-        lock_value: (values[1].0.to_owned(), key.to_string()),
+        fence_value: (values[0].0.to_owned(), fence.to_string()),
+        lock_value: (values[1].0.to_owned(), lock_key.to_owned()),
     })
 }
 
@@ -68,37 +70,37 @@ pub(crate) struct DynamoDbFence {
 }
 
 /// Raise the exception for a resource last written by fence
-/// `current_fence` of the lock named `current_lock` refusing `lock`'s
-/// fence (the rule of `lock_core::fencing`); return if it admits it.
+/// `current_fence` of the lock named `current_lock` refusing `fence` of
+/// the lock named `lock_key` (the rule of `lock_core::fencing`); return if
+/// it admits it.
 #[pyfunction]
 pub(crate) fn _check_fence(
     py: Python<'_>,
     resource: &str,
     current_lock: &str,
     current_fence: u64,
-    lock: PyRef<'_, Lock>,
+    lock_key: &str,
+    fence: u64,
 ) -> PyResult<()> {
-    let (key, fence) = fence_of(&lock);
     admit(
         resource,
         Some((current_lock, Fence(current_fence))),
-        &key.to_string(),
-        fence,
+        lock_key,
+        Fence(fence),
     )
     .map_err(|refused| errors::fence_refused(py, &refused))
 }
 
-/// The arguments of the PostgreSQL fence function for `lock` and
-/// `resource` (the resource, the lock's key, its fence), checked as the
-/// Rust `FenceGuard::admit` checks them before sending.
+/// The fence function's arguments for `fence` of the lock named `lock_key`
+/// and `resource`, checked as the Rust `FenceGuard::admit` checks them
+/// before sending: the fence as a `bigint`.
 #[pyfunction]
 pub(crate) fn _postgres_fence_arguments(
     py: Python<'_>,
     resource: &str,
-    lock: PyRef<'_, Lock>,
-) -> PyResult<(String, String, i64)> {
-    let (key, fence) = fence_of(&lock);
-    let checked = lock_postgres::fence::check_arguments(resource, &key, fence)
-        .map_err(|refused| errors::fence_refused(py, &refused))?;
-    Ok((resource.to_owned(), key.to_string(), checked))
+    lock_key: &str,
+    fence: u64,
+) -> PyResult<i64> {
+    lock_postgres::fence::check_arguments(resource, &LockKey::new(lock_key), Fence(fence))
+        .map_err(|refused| errors::fence_refused(py, &refused))
 }

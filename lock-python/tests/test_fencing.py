@@ -181,8 +181,22 @@ def test_a_dynamodb_request_that_cannot_be_fenced_is_refused_before_sending() ->
         fencing.dynamodb_update_item(lock, TableName="t")
     with pytest.raises(lease_lock.InvalidInput, match="two different"):
         fencing.dynamodb_put_item(lock, TableName="t", Item={}, fence_attribute="f", lock_attribute="f")
-    with pytest.raises(TypeError, match="held lease_lock.Lock"):
+    with pytest.raises(TypeError, match="held lease_lock.Lock or a FenceToken"):
         fencing.dynamodb_put_item("orders", TableName="t", Item={})  # type: ignore[arg-type]
+    with pytest.raises(lease_lock.InvalidInput, match="start at 1"):
+        fencing.dynamodb_put_item(fencing.FenceToken("orders", 0), TableName="t", Item={})
+
+
+def test_a_fence_token_names_the_lock_as_a_held_lock_does() -> None:
+    client = lease_lock.LockClient(lease_lock.MemoryStore(), owner="a")
+    with client.lock("jobs", sort_key="nightly") as lock:
+        assert fencing.FenceToken.of(lock) == fencing.FenceToken("jobs/nightly", lock.fence)
+    client.close()
+    env = {"LOCK_KEY": "jobs", "LOCK_SORT_KEY": "nightly", "LOCK_FENCE": "7"}
+    assert fencing.FenceToken.from_env(env) == fencing.FenceToken("jobs/nightly", 7)
+    assert fencing.FenceToken.from_env({"LOCK_KEY": "jobs", "LOCK_FENCE": "7"}).key == "jobs"
+    with pytest.raises(lease_lock.InvalidInput, match="LOCK_FENCE is not set"):
+        fencing.FenceToken.from_env({"LOCK_KEY": "jobs"})
 
 
 # --- PostgreSQL rows ------------------------------------------------------

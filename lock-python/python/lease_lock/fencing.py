@@ -17,6 +17,10 @@ refuse it once a newer holder of the lock wrote:
 * **Objects in a bucket**: ``BucketStore.fenced_put`` and
   ``BucketStore.fenced_get``.
 
+Each helper takes a held :class:`~lease_lock.Lock`, or a :class:`FenceToken`
+(a lock's key and fence from elsewhere: ``FenceToken.from_env()`` in a
+command that ``lockctl run`` started).
+
 A refusal raises (or returns) :class:`StaleFence` (a newer holder wrote) or
 :class:`OtherLockFence` (another lock guards the resource), both
 :class:`FenceRefused`. Python and Rust writers of one resource agree: the
@@ -44,14 +48,17 @@ expressions, the SQL function and the rule are the Rust crates'.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Union
 
 from . import _native
 from ._errors import FenceRefused, InvalidInput, OtherLockFence, StaleFence
 from ._native import Lock
 
 __all__ = [
+    "FenceToken",
     "FENCE_ATTRIBUTE",
     "FENCE_LOCK_ATTRIBUTE",
     "FenceRefused",
@@ -76,8 +83,47 @@ STALE_FENCE_SQLSTATE = "LLF01"
 OTHER_LOCK_SQLSTATE = "LLF02"
 
 
+@dataclass(frozen=True)
+class FenceToken:
+    """A lock's key (``partition``, or ``partition/sort`` for a lock under a sort key) and a fence it granted."""
+
+    key: str
+    fence: int
+
+    @classmethod
+    def of(cls, lock: Lock) -> FenceToken:
+        """The key and fence of a held lock."""
+        key, fence = _native._fence_of(lock)
+        return cls(key, fence)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> FenceToken:
+        """The lock of the command ``lockctl run`` started: ``LOCK_KEY``, ``LOCK_SORT_KEY`` and ``LOCK_FENCE``."""
+        env = os.environ if environ is None else environ
+        try:
+            key, fence = env["LOCK_KEY"], env["LOCK_FENCE"]
+        except KeyError as missing:
+            raise InvalidInput(f"{missing.args[0]} is not set: run this under `lockctl run`") from None
+        sort = env.get("LOCK_SORT_KEY")
+        if not fence.isdigit():
+            raise InvalidInput(f"LOCK_FENCE={fence!r} is not a fence")
+        return cls(f"{key}/{sort}" if sort else key, int(fence))
+
+
+#: What a helper takes: a held lock, or a lock's key and fence.
+Fenced = Union[Lock, FenceToken]
+
+
+def _token(lock: Fenced) -> FenceToken:
+    if isinstance(lock, FenceToken):
+        return lock
+    if isinstance(lock, Lock):
+        return FenceToken.of(lock)
+    raise TypeError(f"lock must be a held lease_lock.Lock or a FenceToken, not {type(lock).__name__}")
+
+
 def dynamodb_put_item(
-    lock: Lock,
+    lock: Fenced,
     /,
     *,
     resource: str | None = None,
@@ -105,7 +151,7 @@ def dynamodb_put_item(
 
 
 def dynamodb_update_item(
-    lock: Lock,
+    lock: Fenced,
     /,
     *,
     resource: str | None = None,
@@ -124,7 +170,7 @@ def dynamodb_update_item(
 
 
 def dynamodb_delete_item(
-    lock: Lock,
+    lock: Fenced,
     /,
     *,
     resource: str | None = None,
@@ -187,8 +233,9 @@ def dynamodb_refusal(
     except ValueError:
         return None
     name = resource if resource is not None else "the item"
+    token = _token(lock)
     try:
-        _native._check_fence(name, str(fenced_by or ""), current, lock)
+        _native._check_fence(name, str(fenced_by or ""), current, token.key, token.fence)
     except FenceRefused as refused:
         return refused
     return None
@@ -196,7 +243,7 @@ def dynamodb_refusal(
 
 def postgres_admit_fence(
     cursor: Any,
-    lock: Lock,
+    lock: Fenced,
     resource: str,
     /,
     *,
@@ -213,7 +260,8 @@ def postgres_admit_fence(
     aborted: roll it back), and :class:`~lease_lock.InvalidInput` before
     sending anything for a resource the fence table cannot hold.
     """
-    arguments = _native._postgres_fence_arguments(resource, lock)
+    token = _token(lock)
+    arguments = (resource, token.key, _native._postgres_fence_arguments(resource, token.key, token.fence))
     try:
         cursor.execute(f"SELECT {function}(%s, %s, %s)", arguments)
     except Exception as error:
@@ -228,14 +276,14 @@ def postgres_admit_fence(
         else:
             raise
         try:
-            _native._check_fence(resource, refusal[0], refusal[1], lock)
+            _native._check_fence(resource, refusal[0], refusal[1], token.key, token.fence)
         except FenceRefused as refused:
             raise refused from error
         raise
 
 
 def _fence(
-    lock: Lock,
+    lock: Fenced,
     request: Mapping[str, Any],
     key_field: str,
     resource: str | None,
@@ -246,8 +294,7 @@ def _fence(
     updating: bool,
 ) -> dict[str, Any]:
     """The fence's expressions for ``request``, checked."""
-    if not isinstance(lock, Lock):
-        raise TypeError(f"lock must be a held lease_lock.Lock, not {type(lock).__name__}")
+    token = _token(lock)
     if key_field not in request:
         raise InvalidInput(f"the request has no {key_field}: pass the keyword arguments of your boto3 call")
     condition = request.get("ConditionExpression")
@@ -260,7 +307,7 @@ def _fence(
             )
     name = resource if resource is not None else str(request.get("TableName", "the item"))
     fenced: dict[str, Any] = _native._dynamodb_fence(
-        name, lock, fence_attribute, lock_attribute, condition, update, updating
+        name, token.key, token.fence, fence_attribute, lock_attribute, condition, update, updating
     )
     for placeholder, _ in fenced["names"]:
         if placeholder in _mapping(request, "ExpressionAttributeNames"):
