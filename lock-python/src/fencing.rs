@@ -14,6 +14,19 @@ use pyo3::prelude::*;
 use crate::errors;
 use crate::lock::Lock;
 
+/// The lock's key and fence of `lock`: a held `Lock`, or anything with a
+/// `key` (as fences name it) and a `fence`, as `fencing.FenceToken`.
+pub(crate) fn key_and_fence(lock: &Bound<'_, PyAny>) -> PyResult<(LockKey, Fence)> {
+    if let Ok(held) = lock.cast::<Lock>() {
+        let held = held.borrow();
+        let view = held.view();
+        return Ok((view.key().clone(), view.fence()));
+    }
+    let key: String = lock.getattr("key")?.extract()?;
+    let fence: u64 = lock.getattr("fence")?.extract()?;
+    Ok((LockKey::new(key), Fence(fence)))
+}
+
 /// The key of `lock`'s lock as fences name it (`partition` or
 /// `partition/sort`), and its fence.
 #[pyfunction]

@@ -572,7 +572,8 @@ impl BucketStore {
     }
 
     /// Write `data` to the object `path` (from the bucket's root, outside
-    /// the lock prefix) with `lock`'s fence: refused with `StaleFence` if a
+    /// the lock prefix) with `lock`'s fence (a held `Lock`, or a
+    /// `fencing.FenceToken`): refused with `StaleFence` if a
     /// newer holder of the lock wrote it, `OtherLockFence` if another lock's
     /// fence did.
     #[pyo3(signature = (path, data, lock, *, is_async=false))]
@@ -581,11 +582,10 @@ impl BucketStore {
         py: Python<'_>,
         path: String,
         data: Vec<u8>,
-        lock: PyRef<'_, crate::lock::Lock>,
+        lock: &Bound<'_, PyAny>,
         is_async: bool,
     ) -> PyResult<Py<PyAny>> {
-        let view = lock.view();
-        let (key, fence) = (view.key().clone(), view.fence());
+        let (key, fence) = crate::fencing::key_and_fence(lock)?;
         let objects = self.built.store.fenced_objects();
         let future = async move { objects.put(&path, data, &key, fence).await.map(|_| ()) };
         self.built.runtime.run(py, is_async, future, |py, written| {

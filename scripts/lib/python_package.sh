@@ -8,7 +8,8 @@
 #                               directory) installed in .venv with pip, as
 #                               users install it
 # python_package_test           pytest lock-python/tests (the DynamoDB and
-#                               PostgreSQL tests must not be skipped) and the
+#                               PostgreSQL tests must not be skipped; the
+#                               fencing drills run lockctl, built here) and the
 #                               examples in the package's docstrings
 # python_package_typecheck      mypy --strict on the package and on
 #                               lock-python/tests/typing_check.py, and
@@ -42,7 +43,10 @@ python_package_build() {
 }
 
 python_package_test() {
+    # The fencing drills run lockctl too (a no-op after the Rust tests).
+    cargo build --quiet -p lock-cli --manifest-path "$root/Cargo.toml"
     LEASE_LOCK_REQUIRE_SERVERS=1 LOCK_DYNAMODB_ENDPOINT="$MOTO_ENDPOINT" \
+        LOCKCTL="$root/target/debug/lockctl" \
         "$MOTO_VENV/bin/python" -m pytest -q -p no:cacheprovider "$root/lock-python/tests"
     # The examples in the docstrings, of the installed package (--pyargs:
     # imported by name, not from the source tree, which has no extension).

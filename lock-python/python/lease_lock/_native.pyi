@@ -8,6 +8,7 @@ from typing import Any, Literal, TypeVar, overload
 from typing_extensions import Self, deprecated, final
 
 from ._metrics import Metric
+from .fencing import FenceToken
 from ._types import LeaseState, LockInfo, LostReason, Role, Seconds, Takeover
 
 T = TypeVar("T")
@@ -101,11 +102,11 @@ class BucketStore:
     def validate_bucket(self, *, is_async: Literal[True]) -> Awaitable[None]: ...
     @overload
     def fenced_put(
-        self, path: str, data: bytes, lock: Lock, *, is_async: Literal[False] = False
+        self, path: str, data: bytes, lock: Lock | FenceToken, *, is_async: Literal[False] = False
     ) -> None: ...
     @overload
     def fenced_put(
-        self, path: str, data: bytes, lock: Lock, *, is_async: Literal[True]
+        self, path: str, data: bytes, lock: Lock | FenceToken, *, is_async: Literal[True]
     ) -> Awaitable[None]: ...
     @overload
     def fenced_get(
