@@ -17,11 +17,19 @@
 //!   moto server (`src/bin/delay_proxy.rs` adds round-trip time in front of it).
 //! * `src/bin/throttled_heartbeats.rs`: 10,000 locks on a memory store with a
 //!   write-capacity limit, in paused time: who is lost, who falls in danger.
+//! * `src/bin/fenced_writes.rs`, run by `./scripts/bench-fencing`: a fenced
+//!   write against a plain one on DynamoDB, PostgreSQL and S3.
 //! * `src/bin/store_cpu.rs`: client CPU per request through the real DynamoDB
 //!   store and the bare SDK, against the [`canned`] responder.
 #![deny(missing_docs)]
 
 pub mod canned;
+
+/// The fencing guide's code (docs/fencing.md), compiled as doctests: the
+/// code on a server compiles only, the in-memory one runs.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/fencing.md")]
+pub struct FencingGuideDoctests;
 
 use std::fmt;
 use std::sync::Arc;
