@@ -205,10 +205,7 @@ async fn postgres(url: &str) -> Result<String, BenchError> {
             "DROP TABLE {rows}; DROP TABLE {table}_fences; DROP FUNCTION {table}_admit_fence"
         ))
         .await?;
-    Ok(pair.row(
-        "PostgreSQL (local), a transaction",
-        "3 statements / 4",
-    ))
+    Ok(pair.row("PostgreSQL (local), a transaction", "3 statements / 4"))
 }
 
 async fn s3(endpoint: &str) -> Result<String, BenchError> {
@@ -230,7 +227,11 @@ async fn s3(endpoint: &str) -> Result<String, BenchError> {
             let (objects, path) = (&objects, &plain_path);
             async move {
                 objects
-                    .put_opts(path, PutPayload::from(round.to_string()), PutOptions::default())
+                    .put_opts(
+                        path,
+                        PutPayload::from(round.to_string()),
+                        PutOptions::default(),
+                    )
                     .await?;
                 Ok(())
             }
@@ -251,9 +252,14 @@ async fn s3(endpoint: &str) -> Result<String, BenchError> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), BenchError> {
-    println!("fenced against plain writes, {ROUNDS} of each interleaved, {}", machine());
+    println!(
+        "fenced against plain writes, {ROUNDS} of each interleaved, {}",
+        machine()
+    );
     println!();
-    println!("| store, write | requests (plain / fenced) | plain p50 | plain p99 | fenced p50 | fenced p99 | fenced / plain (p50) |");
+    println!(
+        "| store, write | requests (plain / fenced) | plain p50 | plain p99 | fenced p50 | fenced p99 | fenced / plain (p50) |"
+    );
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     if let Ok(endpoint) = std::env::var("LOCK_DYNAMODB_ENDPOINT") {
         println!("{}", dynamodb(&endpoint).await?);
