@@ -128,7 +128,7 @@ impl FenceGuard {
     /// caller's transaction, so that a refusal rolls back what it wrote —
     /// and return the highest fence admitted (the one presented).
     ///
-    /// Refused with [`FenceError::InvalidInput`] before anything is sent for
+    /// Refused with [`FenceRefused::InvalidInput`] (in [`FenceError::Refused`]) before anything is sent for
     /// an empty resource, one with a NUL character or longer than
     /// [`MAX_RESOURCE_BYTES`], or fence 0.
     pub async fn admit(
