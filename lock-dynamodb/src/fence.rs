@@ -192,7 +192,7 @@ impl ItemFence {
     /// The placeholders' values.
     pub fn values(&self) -> [(&'static str, AttributeValue); 2] {
         [
-            (VALUE_FENCE, AttributeValue::N(self.fence.get().to_string())),
+            (VALUE_FENCE, AttributeValue::N(self.fence.0.to_string())),
             (VALUE_LOCK, AttributeValue::S(self.lock.clone())),
         ]
     }
@@ -202,7 +202,7 @@ impl ItemFence {
         [
             (
                 self.fence_attribute.clone(),
-                AttributeValue::N(self.fence.get().to_string()),
+                AttributeValue::N(self.fence.0.to_string()),
             ),
             (
                 self.lock_attribute.clone(),
