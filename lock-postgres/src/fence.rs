@@ -321,7 +321,7 @@ mod tests {
             ("a\0b", "NUL"),
             (&"x".repeat(MAX_RESOURCE_BYTES + 1), "at most 2048"),
         ] {
-            let error = check_resource(resource).unwrap_err();
+            let error = check_arguments(resource, &LockKey::new("orders"), Fence(1)).unwrap_err();
             assert!(error.to_string().contains(says), "{error}");
         }
         assert!(check_resource(&"x".repeat(MAX_RESOURCE_BYTES)).is_ok());
