@@ -44,6 +44,8 @@ use object_store::{
 };
 use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
+use crate::store::condition_failed;
+
 /// The metadata entry an object's fence is kept in (Azure takes only
 /// identifiers: letters, digits and `_`).
 pub const FENCE_METADATA: &str = "lock_fence";
@@ -148,6 +150,7 @@ impl FencedObjects {
                 &lock,
                 fence,
             )?;
+            let updating = current.is_some();
             let mode = match current {
                 None => PutMode::Create,
                 Some(current) => PutMode::Update(current.version),
@@ -172,13 +175,8 @@ impl FencedObjects {
                 .await
             {
                 Ok(result) => return Ok(result),
-                // Written since the read: read and decide again.
-                Err(
-                    object_store::Error::Precondition { .. }
-                    | object_store::Error::AlreadyExists { .. },
-                ) => continue,
-                // S3 answers 409 when writes of one object race.
-                Err(error) if error.to_string().contains("ConditionalRequestConflict") => continue,
+                // Written (or deleted) since the read: read and decide again.
+                Err(error) if condition_failed(&error, updating) => continue,
                 Err(source) => {
                     return Err(ObjectFenceError::Store {
                         action: "write",

@@ -268,7 +268,7 @@ fn limits() -> Capabilities {
 /// Whether `error` says the PUT's condition failed: nothing was written.
 /// `updating`: the PUT was conditional on an object version, where a 404
 /// means the object is gone; for a create, a 404 means the bucket is.
-fn condition_failed(error: &object_store::Error, updating: bool) -> bool {
+pub(crate) fn condition_failed(error: &object_store::Error, updating: bool) -> bool {
     match error {
         object_store::Error::Precondition { .. }
         | object_store::Error::AlreadyExists { .. }
