@@ -184,12 +184,16 @@ pub(crate) fn fence_refused(py: Python<'_>, refused: &FenceRefused) -> PyErr {
 
 /// A store's failure during a fenced write or read: `StoreError`, its kind
 /// `other` (the object store's own errors carry no lock-store kind).
-pub(crate) fn fenced_store_error(py: Python<'_>, error: &(dyn StdError + 'static)) -> PyErr {
+pub(crate) fn fenced_store_error(
+    py: Python<'_>,
+    error: &(dyn StdError + 'static),
+    retryable: bool,
+) -> PyErr {
     raise(
         py,
         "StoreError",
         chain(error),
-        true,
+        retryable,
         &[("kind", object(py, "other"))],
     )
 }

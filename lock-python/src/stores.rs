@@ -622,6 +622,15 @@ impl BucketStore {
 fn fence_error(py: Python<'_>, error: &lock_object_store::ObjectFenceError) -> PyErr {
     match error {
         lock_object_store::ObjectFenceError::Refused(refused) => errors::fence_refused(py, refused),
-        other => errors::fenced_store_error(py, other),
+        // Contention and the service's own failures (network, 5xx) may pass;
+        // a missing bucket, refused credentials or a bad path will not.
+        lock_object_store::ObjectFenceError::Store { source, .. } => {
+            let retryable = matches!(
+                source,
+                lock_object_store::object_store::Error::Generic { .. }
+            );
+            errors::fenced_store_error(py, error, retryable)
+        }
+        other => errors::fenced_store_error(py, other, true),
     }
 }

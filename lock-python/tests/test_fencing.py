@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 import lease_lock
 from lease_lock import fencing
 
-from conftest import DYNAMODB, _need, make_bucket_store, make_postgres_store
+from conftest import BUCKET, DYNAMODB, S3, _need, make_bucket_store, make_postgres_store
 
 
 def two_locks(store: Any, key: str) -> tuple[lease_lock.Lock, lease_lock.Lock]:
@@ -259,3 +260,35 @@ def test_a_stale_holders_object_write_is_refused_and_the_newer_one_kept() -> Non
     assert asyncio.run(written_async()) == (b"newest", fresh.fence)
     with pytest.raises(lease_lock.InvalidInput, match="not a valid object path"):
         store.fenced_put("a//b", b"x", fresh)
+
+
+def test_a_fenced_write_the_store_fails_says_whether_trying_again_can_help() -> None:
+    endpoint = _need(S3, "LOCK_S3_ENDPOINT")
+    store = make_bucket_store()
+    _, lock = two_locks(store, "reports")
+    options = {
+        "aws_allow_http": "true",
+        "aws_region": "us-east-1",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
+    # A bucket that does not exist: trying again cannot help.
+    missing = lease_lock.BucketStore(
+        f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/locks",
+        options={**options, "aws_endpoint": endpoint},
+    )
+    with pytest.raises(lease_lock.StoreError) as caught:
+        missing.fenced_put("data/x", b"x", lock)
+    assert not caught.value.retryable, caught.value
+    # Nobody listening: it may pass.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    unreachable = lease_lock.BucketStore(
+        f"s3://{BUCKET}/locks",
+        options={**options, "aws_endpoint": f"http://127.0.0.1:{closed}"},
+        request_timeout=2,
+    )
+    with pytest.raises(lease_lock.StoreError) as caught:
+        unreachable.fenced_put("data/x", b"x", lock)
+    assert caught.value.retryable, caught.value
