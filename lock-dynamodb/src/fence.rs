@@ -299,17 +299,9 @@ macro_rules! fenced_delete {
     ($($builder:ty),*) => {$(
         impl Fenced for $builder {
             fn fenced(self, fence: &ItemFence) -> Self {
+                // A delete writes no attribute: only the fence's condition.
                 let condition = fence.and_condition(self.get_condition_expression().as_deref());
-                // A delete writes no attribute: only the fence's condition
-                // and its placeholders.
-                let mut builder = self.condition_expression(condition);
-                for (name, attribute) in fence.names() {
-                    builder = builder.expression_attribute_names(name, attribute);
-                }
-                for (name, value) in fence.values() {
-                    builder = builder.expression_attribute_values(name, value);
-                }
-                builder.return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                with_fence_placeholders!(self.condition_expression(condition), fence)
             }
         }
     )*};
