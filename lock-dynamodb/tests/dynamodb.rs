@@ -999,28 +999,8 @@ async fn a_table_with_the_wrong_key_schema_is_refused_precisely() {
     let Some(endpoint) = support::endpoint() else {
         return;
     };
-    let name = support::table_name("wrong");
     let sdk = aws_sdk_dynamodb::Client::from_conf(support::sdk_config(&endpoint).build());
-    sdk.create_table()
-        .table_name(&name)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("id")
-                .key_type(KeyType::Hash)
-                .build()
-                .unwrap(),
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await
-        .unwrap();
+    let name = support::id_table(&sdk, "wrong").await;
     let store = DynamoDbStore::builder(&name)
         .build_with_config(support::sdk_config(&endpoint))
         .unwrap();

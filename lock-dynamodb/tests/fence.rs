@@ -12,38 +12,14 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
-    ScalarAttributeType, TransactWriteItem, Update,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, TransactWriteItem, Update};
 use lock_core::{AcquireOptions, Fence, FenceRefused, LockClient, LockKey};
 use lock_dynamodb::fence::failed_transaction_item;
 use lock_dynamodb::{FailedItem, Fenced, ItemFence, Layout};
 
-/// A fresh table of the user's own (key `id`), and the SDK client.
+/// A fresh table of the user's own (key `id`).
 async fn user_table(sdk: &Client) -> String {
-    let name = support::table_name("orders");
-    sdk.create_table()
-        .table_name(&name)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("id")
-                .key_type(KeyType::Hash)
-                .build()
-                .unwrap(),
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await
-        .unwrap();
-    name
+    support::id_table(sdk, "orders").await
 }
 
 fn s(value: &str) -> AttributeValue {

@@ -38,6 +38,36 @@ pub fn table_name(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
 
+/// A fresh table of the user's own, not a lock table: key `id` (a string),
+/// on demand; its name starts with `prefix`.
+pub async fn id_table(sdk: &aws_sdk_dynamodb::Client, prefix: &str) -> String {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let name = table_name(prefix);
+    sdk.create_table()
+        .table_name(&name)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("a complete attribute definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("a complete key schema element"),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .expect("create the table");
+    name
+}
+
 /// A store on a fresh table of `layout`, with these extra builder settings.
 pub async fn fresh_store_with(
     layout: Layout,
