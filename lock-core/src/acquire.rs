@@ -442,6 +442,9 @@ impl Shared {
                 }
                 Reply::Failed(error) => Err(error),
             };
+            // The wall clock before the monotonic one: a credit proven at the
+            // wall reading holds at any later instant (see `ClockTrust::credit`).
+            let wall_now = self.clock.wall_now();
             let now = self.clock.now();
             let current = match seen {
                 Ok(current) => {
@@ -550,14 +553,15 @@ impl Shared {
             quick = 0;
             // Held by someone else: count from this client's first sighting of
             // this RVN, in this acquire or an earlier one.
-            let sighting = self.sightings.saw(&record, now);
+            let credit = self.config.clock_trust.credit(record.written, wall_now);
+            let sighting = self.sightings.saw(&record, now, credit);
             let mut takeover_at = timing.takeover_at(&sighting.observation);
             // A record its holder wrote for the last time, to keep the lock
             // to the end of a min hold, is busy on purpose until that end (not
             // a dead holder to watch), and free from then on.
             let mut final_hold = false;
             if let Some(until) = record.rvn.final_until() {
-                let ends = crate::timing::final_hold_ends_at(now, self.clock.wall_now(), until);
+                let ends = crate::timing::final_hold_ends_at(now, wall_now, until);
                 takeover_at = takeover_at.min(ends);
                 final_hold = now < ends;
             }

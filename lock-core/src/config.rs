@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::timing::ClockTrust;
 use crate::{Clock, ConditionalStore, ConfigError, Timing, TokioClock};
 
 /// The longest lease a client may write: a year. Longer leases are almost
@@ -24,6 +25,8 @@ pub(crate) struct ClientConfig {
     pub retry_max: Duration,
     pub shutdown_timeout: Duration,
     pub metric_key_labels: bool,
+    /// Which clocks prove a record old (see [`ClockTrust`]).
+    pub clock_trust: ClockTrust,
 }
 
 /// Builds a [`LockClient`](crate::LockClient); see
@@ -49,6 +52,7 @@ pub struct LockClientBuilder {
     retry_max: Duration,
     shutdown_timeout: Duration,
     metric_key_labels: bool,
+    clock_trust: ClockTrust,
 }
 
 impl LockClientBuilder {
@@ -67,6 +71,7 @@ impl LockClientBuilder {
             retry_max: Duration::from_secs(2),
             shutdown_timeout: Duration::from_secs(5),
             metric_key_labels: false,
+            clock_trust: ClockTrust::STORE_CLOCK,
         }
     }
 
@@ -143,6 +148,43 @@ impl LockClientBuilder {
         self
     }
 
+    /// Take over a crashed holder's lock by the store's own clock where the
+    /// store keeps one ([`StoreClock::Age`](crate::StoreClock::Age):
+    /// PostgreSQL, the in-memory store): a record whose lease has passed on
+    /// the store's clock is taken over the first time this client reads it,
+    /// instead of after watching it for `lease × (1 + drift)`. On by default.
+    ///
+    /// It assumes the store's clock runs within the drift bound and is not
+    /// stepped forward during a lease (a forward step of `s` lets a waiter take
+    /// a live holder's lock up to `s` early; fences still refuse the old
+    /// holder's writes at the resource). Turn it off to rely on no clock but
+    /// this client's monotonic one.
+    pub fn use_store_clock(mut self, yes: bool) -> Self {
+        self.clock_trust.store_age = yes;
+        self
+    }
+
+    /// Take over a crashed holder's lock by wall-clock time, on stores whose
+    /// records carry one ([`StoreClock::Wall`](crate::StoreClock::Wall):
+    /// DynamoDB stamps each write with its writer's clock; object stores keep
+    /// `Last-Modified`), trusting that no two hosts' wall clocks (writers',
+    /// waiters', the service's) differ by more than `bound`. A record is taken
+    /// over once `written + lease × (1 + drift) + bound` has passed on this
+    /// client's wall clock. Off by default: a waiter then watches the record
+    /// for `lease × (1 + drift)`, which needs no clock assumption.
+    ///
+    /// What a wrong bound breaks: a host whose clock is further ahead than
+    /// `bound` takes a live holder's lock early, by the excess; a host whose
+    /// clock is further behind stamps its writes early, so others take its
+    /// locks early by the excess. The old holder still trusts its lease until
+    /// its own monotonic clock says otherwise, so two holders may act at once:
+    /// fences ([`lock_core::fencing`](crate::fencing)) still refuse the old
+    /// holder's writes at the resource.
+    pub fn max_clock_difference(mut self, bound: Duration) -> Self {
+        self.clock_trust.max_clock_difference = Some(bound);
+        self
+    }
+
     /// The clock all timing decisions read (default [`TokioClock`]).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -179,6 +221,11 @@ impl LockClientBuilder {
         if self.heartbeat_rate_limit == Some(0) {
             return Err(ConfigError::ZeroRateLimit);
         }
+        if self.clock_trust.max_clock_difference.is_some()
+            && self.store.capabilities().clock == crate::StoreClock::None
+        {
+            return Err(ConfigError::ClockDifferenceWithoutWriteTimes);
+        }
         let owner = match &self.owner {
             Some(owner) if owner.trim().is_empty() => return Err(ConfigError::EmptyOwner),
             Some(owner) => owner.clone(),
@@ -195,6 +242,7 @@ impl LockClientBuilder {
             retry_max: self.retry_max,
             shutdown_timeout: self.shutdown_timeout,
             metric_key_labels: self.metric_key_labels,
+            clock_trust: self.clock_trust,
         })
     }
 }

@@ -202,6 +202,14 @@ pub enum ConfigError {
     /// The owner name is empty.
     #[error("owner name must not be empty")]
     EmptyOwner,
+    /// A [`max_clock_difference`](crate::LockClientBuilder::max_clock_difference)
+    /// was set for a store whose records carry no write time
+    /// ([`StoreClock::None`](crate::StoreClock::None)), where it could never
+    /// speed up a takeover.
+    #[error(
+        "max clock difference is set, but this store's records carry no write time: remove the setting"
+    )]
+    ClockDifferenceWithoutWriteTimes,
     /// [`AcquireOptions::max_hold`](crate::AcquireOptions::max_hold) is zero.
     #[error("max hold must be greater than zero (leave it unset for no limit)")]
     ZeroMaxHold,

@@ -132,10 +132,12 @@ pub use info::{LockInfo, LockPage};
 pub use key::LockKey;
 pub use limits::LimitError;
 pub use options::{AcquireOptions, ListOptions};
-pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover};
+pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover, WriteTime};
 pub use release::ShutdownReport;
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
-pub use store::{Capabilities, ConditionalStore, Cursor, Expect, Outcome, Page, RequestCosts};
+pub use store::{
+    Capabilities, ConditionalStore, Cursor, Expect, Outcome, Page, RequestCosts, StoreClock,
+};
 pub use timing::{LeaseState, LostReason, Observation, Timing};
 
 /// What [`store_via_layer!`] expands to needs, reachable from other crates.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::LockKey;
 
@@ -161,7 +161,11 @@ impl<T: Into<Vec<u8>>> From<T> for DataUpdate {
 }
 
 /// One lock record as a store keeps it.
-#[derive(Clone, PartialEq, Eq, Debug)]
+///
+/// Two records are equal when they hold the same content: `written` says
+/// when a read found it, not what it is (two reads of one version, a
+/// moment apart, report different ages), so equality leaves it out.
+#[derive(Clone, Debug)]
 pub struct LockRecord {
     /// The key this record belongs to.
     pub key: LockKey,
@@ -180,7 +184,65 @@ pub struct LockRecord {
     /// Wall-clock epoch seconds for store-side garbage collection only (for example
     /// DynamoDB TTL). Never used to decide ownership.
     pub expires_at: Option<u64>,
+    /// When this version was written, as far as the store can tell (see
+    /// [`WriteTime`]); `None` from a store without a clock, or for a record
+    /// written by a client that does not stamp its writes. Only ever lets a
+    /// waiter take a dead holder's lock sooner than watching it for
+    /// `lease × (1 + drift)` would; see [`Capabilities::clock`](crate::Capabilities::clock).
+    pub written: Option<WriteTime>,
 }
+
+/// When a record's version was written, as its store reports it on a read.
+///
+/// Both forms are bounds in the safe direction: never later than the holder
+/// sent the write that made the version. A waiter credits the record with the
+/// age they prove ([`ClockTrust::credit`](crate::timing::ClockTrust::credit)) and so
+/// takes over a crashed holder's lock as soon as its lease has passed, instead
+/// of watching the record for a whole lease first.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum WriteTime {
+    /// Measured by the store on its own clock, in the statement that read the
+    /// record: at least this long passed between the write (stamped while the
+    /// writing statement ran, so after the holder sent it) and the read.
+    /// PostgreSQL (`clock_timestamp()`) and the in-memory store report this.
+    /// Trusted by default: it assumes only that the store's clock runs within
+    /// the clients' drift bound and is not stepped forward.
+    Ago(Duration),
+    /// A wall-clock time no earlier than the write was sent: the writer's own
+    /// clock read as the request was built (DynamoDB), or the service's
+    /// `Last-Modified` plus its granularity (object stores). Used only by a
+    /// client given a
+    /// [`max_clock_difference`](crate::LockClientBuilder::max_clock_difference),
+    /// the most any two hosts' wall clocks (and the service's) may differ.
+    At(SystemTime),
+}
+
+impl PartialEq for LockRecord {
+    fn eq(&self, other: &Self) -> bool {
+        let Self {
+            key,
+            owner,
+            rvn,
+            lease,
+            released,
+            fence,
+            data,
+            expires_at,
+            written: _,
+        } = self;
+        *key == other.key
+            && *owner == other.owner
+            && *rvn == other.rvn
+            && *lease == other.lease
+            && *released == other.released
+            && *fence == other.fence
+            && *data == other.data
+            && *expires_at == other.expires_at
+    }
+}
+
+impl Eq for LockRecord {}
 
 impl LockRecord {
     /// True when the record may be acquired with [`Expect::Vacant`](crate::Expect::Vacant).
@@ -254,9 +316,35 @@ mod tests {
             released,
             data: None,
             expires_at: None,
+            written: None,
         };
         assert!(record(true).is_vacant());
         assert!(!record(false).is_vacant());
+    }
+
+    #[test]
+    fn records_are_equal_by_content_whenever_they_were_read() {
+        let first = LockRecord {
+            key: LockKey::new("k"),
+            owner: "a".into(),
+            rvn: Rvn::fresh(),
+            lease: Duration::from_secs(10),
+            fence: Fence(1),
+            released: false,
+            data: None,
+            expires_at: None,
+            written: Some(super::WriteTime::Ago(Duration::from_secs(1))),
+        };
+        let later = LockRecord {
+            written: Some(super::WriteTime::Ago(Duration::from_secs(2))),
+            ..first.clone()
+        };
+        assert_eq!(first, later);
+        let other = LockRecord {
+            fence: Fence(2),
+            ..first.clone()
+        };
+        assert_ne!(first, other);
     }
 
     #[test]

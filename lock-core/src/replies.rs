@@ -221,6 +221,7 @@ mod tests {
             fence: Fence(fence),
             data: data.map(<[u8]>::to_vec),
             expires_at: None,
+            written: None,
         }
     }
 

@@ -369,6 +369,8 @@ impl Semaphore {
                 }
             }
             let slots = self.read_slots(deadline).await?;
+            // The wall clock before the monotonic one (see `ClockTrust::credit`).
+            let wall_now = shared.clock.wall_now();
             let now = shared.clock.now();
             // Free slots first (one write each), from a random start so that
             // clients polling together spread over them.
@@ -388,13 +390,13 @@ impl Semaphore {
                         alive[slot as usize] = true;
                     }
                     Some(record) => {
-                        let sighting = shared.sightings.saw(record, now);
+                        let credit = shared.config.clock_trust.credit(record.written, wall_now);
+                        let sighting = shared.sightings.saw(record, now, credit);
                         let at = shared.config.timing.takeover_at(&sighting.observation);
                         // A holder that wrote since this client first looked, or
                         // one keeping its permit to the end of a min hold on purpose.
                         let final_hold = record.rvn.final_until().is_some_and(|until| {
-                            crate::timing::final_hold_ends_at(now, shared.clock.wall_now(), until)
-                                > now
+                            crate::timing::final_hold_ends_at(now, wall_now, until) > now
                         });
                         alive[slot as usize] |= sighting.changed || final_hold;
                         if at <= now {

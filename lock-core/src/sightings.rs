@@ -12,6 +12,7 @@
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use crate::clock::Instant;
 use crate::{LockKey, LockRecord, Observation};
@@ -57,23 +58,32 @@ impl Sightings {
         }
     }
 
-    /// `record` (held by someone else) arrived at `now`: since when has it been
-    /// seen unchanged?
-    pub(crate) fn saw(&self, record: &LockRecord, now: Instant) -> Sighting {
+    /// `record` (held by someone else) arrived at `now`, proven `credit` old
+    /// then (see [`ClockTrust::credit`](crate::timing::ClockTrust::credit)):
+    /// since when has it been seen unchanged, and how old was it then?
+    pub(crate) fn saw(&self, record: &LockRecord, now: Instant, credit: Duration) -> Sighting {
         let mut seen = self.lock();
-        match seen.get(&record.key) {
-            Some(first) if first.rvn == record.rvn => Sighting {
-                observation: first.clone(),
-                changed: false,
-            },
+        let observation = Observation {
+            rvn: record.rvn.clone(),
+            lease: record.lease,
+            owner: record.owner.clone(),
+            seen_at: now,
+            credit,
+        };
+        match seen.get_mut(&record.key) {
+            Some(first) if first.rvn == record.rvn => {
+                // The same version again: keep whichever sighting proves it
+                // older (the first, unless this read's store clock says more).
+                if !first.proves_at_least(&observation) {
+                    *first = observation;
+                }
+                Sighting {
+                    observation: first.clone(),
+                    changed: false,
+                }
+            }
             earlier => {
                 let changed = earlier.is_some();
-                let observation = Observation {
-                    rvn: record.rvn.clone(),
-                    lease: record.lease,
-                    owner: record.owner.clone(),
-                    seen_at: now,
-                };
                 seen.put(record.key.clone(), observation.clone());
                 self.any.store(true, Ordering::Release);
                 Sighting {
@@ -106,8 +116,6 @@ impl Sightings {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::{Fence, Rvn};
 
@@ -121,6 +129,7 @@ mod tests {
             fence: Fence(1),
             data: None,
             expires_at: None,
+            written: None,
         }
     }
 
@@ -129,21 +138,53 @@ mod tests {
         let sightings = Sightings::default();
         let t0 = Instant::now();
         let v1 = Rvn::fresh();
-        let first = sightings.saw(&record("k", &v1), t0);
+        let first = sightings.saw(&record("k", &v1), t0, Duration::ZERO);
         assert_eq!(first.observation.seen_at, t0);
         assert!(!first.changed);
-        let again = sightings.saw(&record("k", &v1), t0 + Duration::from_secs(5));
+        let again = sightings.saw(
+            &record("k", &v1),
+            t0 + Duration::from_secs(5),
+            Duration::ZERO,
+        );
         assert_eq!(
             again.observation.seen_at, t0,
             "counts from the first sighting"
         );
         assert!(!again.changed);
         let later = t0 + Duration::from_secs(6);
-        let v2 = sightings.saw(&record("k", &Rvn::fresh()), later);
+        let v2 = sightings.saw(&record("k", &Rvn::fresh()), later, Duration::ZERO);
         assert_eq!(v2.observation.seen_at, later);
         assert!(v2.changed, "the holder wrote: it is alive");
         sightings.forget(&LockKey::new("k"));
-        assert!(!sightings.saw(&record("k", &v1), later).changed);
+        assert!(
+            !sightings
+                .saw(&record("k", &v1), later, Duration::ZERO)
+                .changed
+        );
+    }
+
+    #[test]
+    fn a_later_sighting_proving_the_version_older_replaces_the_first() {
+        let sightings = Sightings::default();
+        let t0 = Instant::now();
+        let v1 = Rvn::fresh();
+        let first = sightings.saw(&record("k", &v1), t0, Duration::from_secs(1));
+        assert_eq!(first.observation.credit, Duration::from_secs(1));
+        // Seen 2 s later, but the store says it is 4 s old: it was written
+        // 1 s earlier than the first sighting proved.
+        let later = t0 + Duration::from_secs(2);
+        let again = sightings.saw(&record("k", &v1), later, Duration::from_secs(4));
+        assert_eq!(again.observation.seen_at, later);
+        assert_eq!(again.observation.credit, Duration::from_secs(4));
+        // Seen later with less proof than the first sighting gives: the kept
+        // sighting stands.
+        let last = sightings.saw(
+            &record("k", &v1),
+            t0 + Duration::from_secs(3),
+            Duration::ZERO,
+        );
+        assert_eq!(last.observation.seen_at, later);
+        assert_eq!(last.observation.credit, Duration::from_secs(4));
     }
 
     #[test]
@@ -152,7 +193,7 @@ mod tests {
         let t0 = Instant::now();
         let rvn = Rvn::fresh();
         for key in ["a", "b", "c"] {
-            sightings.saw(&record(key, &rvn), t0);
+            sightings.saw(&record(key, &rvn), t0, Duration::ZERO);
         }
         assert_eq!(sightings.holder(&LockKey::new("a")), None);
         assert_eq!(
@@ -161,7 +202,10 @@ mod tests {
         );
         let later = t0 + Duration::from_secs(1);
         assert_eq!(
-            sightings.saw(&record("a", &rvn), later).observation.seen_at,
+            sightings
+                .saw(&record("a", &rvn), later, Duration::ZERO)
+                .observation
+                .seen_at,
             later
         );
     }

@@ -2,6 +2,7 @@
 //! conditional writes. Everything the protocol needs from a backend is here.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -91,6 +92,34 @@ pub struct Capabilities {
     pub conditional_delete: bool,
     /// Requests to the service each kind of call costs, where it is not one.
     pub requests: RequestCosts,
+    /// What the store tells about when a record was written
+    /// ([`LockRecord::written`](crate::LockRecord::written)), and so how soon
+    /// a fresh client may take over a crashed holder's lock.
+    pub clock: StoreClock,
+}
+
+/// What a store's reads tell about when each record was written.
+///
+/// The timing rule that uses it is lock-core's
+/// ([`ClockTrust::credit`](crate::timing::ClockTrust::credit)); a store only reports.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[non_exhaustive]
+pub enum StoreClock {
+    /// Nothing: a waiter takes over a record only after watching it unchanged
+    /// for `lease × (1 + drift)` on its own monotonic clock.
+    #[default]
+    None,
+    /// Every read reports the record's age on the store's own clock
+    /// ([`WriteTime::Ago`](crate::WriteTime::Ago)): a record whose lease has passed
+    /// on the store's clock is taken over the first time a client reads it.
+    Age,
+    /// Records carry a wall-clock time ([`WriteTime::At`](crate::WriteTime::At)),
+    /// read to this granularity (already added by the store): used by clients
+    /// given a [`max_clock_difference`](crate::LockClientBuilder::max_clock_difference).
+    Wall {
+        /// How coarse the stored time is (1 s for an HTTP `Last-Modified`).
+        granularity: Duration,
+    },
 }
 
 /// Requests to the service a call costs. A store on DynamoDB or PostgreSQL
@@ -146,6 +175,7 @@ impl Default for Capabilities {
             stores_expiry: true,
             conditional_delete: true,
             requests: RequestCosts::ONE,
+            clock: StoreClock::None,
         }
     }
 }
@@ -190,6 +220,11 @@ impl Capabilities {
     /// Builder-style setter for [`Capabilities::requests`].
     pub fn with_requests(mut self, value: RequestCosts) -> Self {
         self.requests = value;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::clock`].
+    pub fn with_clock(mut self, value: StoreClock) -> Self {
+        self.clock = value;
         self
     }
 }
@@ -298,7 +333,8 @@ mod tests {
             .with_stores_expiry(false)
             .with_keeps_released_records(false)
             .with_conditional_delete(false)
-            .with_requests(RequestCosts::VERSIONED_OBJECTS);
+            .with_requests(RequestCosts::VERSIONED_OBJECTS)
+            .with_clock(super::StoreClock::Age);
         assert_eq!(
             caps,
             Capabilities {
@@ -311,6 +347,7 @@ mod tests {
                 stores_expiry: false,
                 conditional_delete: false,
                 requests: RequestCosts::VERSIONED_OBJECTS,
+                clock: super::StoreClock::Age,
             }
         );
     }

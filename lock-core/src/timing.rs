@@ -5,8 +5,9 @@
 //! with hand-picked instants and drift values, without a runtime.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use crate::WriteTime;
 use crate::clock::Instant;
 
 /// The timing parameters of one client.
@@ -70,9 +71,15 @@ impl Timing {
         }
     }
 
-    /// The instant at which a waiter may take over the observed record.
+    /// The instant at which a waiter may take over the observed record:
+    /// `lease × (1 + drift)` after it was seen, less the age the record was
+    /// proven to have when seen ([`Observation::credit`]).
     pub fn takeover_at(&self, observation: &Observation) -> Instant {
-        crate::clock::later(observation.seen_at, self.takeover_after(observation.lease))
+        crate::clock::later(
+            observation.seen_at,
+            self.takeover_after(observation.lease)
+                .saturating_sub(observation.credit),
+        )
     }
 
     /// The wait budget of an acquire that sets none: long enough to take over
@@ -170,6 +177,77 @@ pub struct Observation {
     pub owner: String,
     /// When the response carrying the record arrived.
     pub seen_at: Instant,
+    /// How old the record was proven to be at `seen_at`, as [`ClockTrust::credit`]
+    /// computes it from what the store said ([`crate::LockRecord::written`]):
+    /// zero from a store without a clock.
+    pub credit: Duration,
+}
+
+impl Observation {
+    /// Whether this observation lets a waiter take over no later than `other`
+    /// would (the same record seen twice: keep the one proving more).
+    pub fn proves_at_least(&self, other: &Observation) -> bool {
+        // seen_at − credit ≤ other.seen_at − other.credit, without subtracting
+        // from an instant.
+        crate::clock::later(self.seen_at, other.credit)
+            <= crate::clock::later(other.seen_at, self.credit)
+    }
+}
+
+/// Which clocks other than its own monotonic one a waiter trusts to prove a
+/// record old, and so take over a crashed holder sooner than watching it.
+///
+/// # Why a credited takeover is safe
+///
+/// A holder trusts its lease until at most `lease` of true time after it sent
+/// the write (its safe time is `lease × (1 − drift) − margin` on a clock
+/// running at least `1 − drift`). Every clock here runs at most `1 + drift`
+/// fast. A store stamps a write while the writing request runs, so after the
+/// holder sent it; a credit `c` at the reply's arrival therefore proves at
+/// least `c / (1 + drift)` of true time since the send. The waiter then waits
+/// `lease × (1 + drift) − c` on its monotonic clock, at least
+/// `lease − c / (1 + drift)` of true time: at least `lease` since the send in
+/// all, when the holder has stopped trusting its lease.
+///
+/// What each source assumes beyond the drift bound:
+/// * [`WriteTime::Ago`]: the store's clock is not stepped forward while a
+///   lease runs, and all replicas a store reads from share it.
+/// * [`WriteTime::At`]: no two hosts' wall clocks (the writer's, the
+///   waiter's, the service's for `Last-Modified`) differ by more than
+///   [`max_clock_difference`](Self::max_clock_difference). A host whose clock
+///   is further ahead takes a live holder's lock early; one whose clock is
+///   behind stamps its writes early, so others take its lock early. Fences
+///   still refuse the old holder's writes at the resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClockTrust {
+    /// Trust [`WriteTime::Ago`] (the store's own clock). On by default.
+    pub store_age: bool,
+    /// Trust [`WriteTime::At`] when no two hosts' wall clocks differ by more
+    /// than this. Off (`None`) by default.
+    pub max_clock_difference: Option<Duration>,
+}
+
+impl ClockTrust {
+    /// The default: the store's own clock, no wall clocks.
+    pub const STORE_CLOCK: Self = Self {
+        store_age: true,
+        max_clock_difference: None,
+    };
+
+    /// How old a record stamped `written` is proven to be at the instant this
+    /// client's wall clock said `wall_now`. Read the wall clock after the
+    /// reply arrived and no later than the instant the observation counts
+    /// from ([`Observation::seen_at`]).
+    pub fn credit(&self, written: Option<WriteTime>, wall_now: SystemTime) -> Duration {
+        match (written, self.max_clock_difference) {
+            (Some(WriteTime::Ago(age)), _) if self.store_age => age,
+            (Some(WriteTime::At(at)), Some(bound)) => wall_now
+                .duration_since(at)
+                .unwrap_or_default()
+                .saturating_sub(bound),
+            _ => Duration::ZERO,
+        }
+    }
 }
 
 /// How far a holder can trust its lease.
@@ -296,6 +374,7 @@ mod tests {
             lease: Duration::from_secs(10),
             owner: "a".into(),
             seen_at: seen,
+            credit: Duration::ZERO,
         };
         assert_eq!(t.takeover_at(&obs), seen + Duration::from_millis(10_500));
         // The observed (holder's) lease counts, not the waiter's own.
@@ -338,6 +417,97 @@ mod tests {
     }
 
     #[test]
+    fn a_credit_comes_only_from_a_trusted_clock() {
+        let wall = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let age = Some(WriteTime::Ago(Duration::from_secs(7)));
+        let stamped = Some(WriteTime::At(wall - Duration::from_secs(7)));
+        let store = ClockTrust::STORE_CLOCK;
+        assert_eq!(store.credit(age, wall), Duration::from_secs(7));
+        assert_eq!(
+            store.credit(stamped, wall),
+            Duration::ZERO,
+            "no bound declared"
+        );
+        assert_eq!(store.credit(None, wall), Duration::ZERO);
+        let neither = ClockTrust::default();
+        assert_eq!(neither.credit(age, wall), Duration::ZERO);
+        let bounded = ClockTrust {
+            max_clock_difference: Some(Duration::from_secs(2)),
+            ..ClockTrust::default()
+        };
+        assert_eq!(bounded.credit(stamped, wall), Duration::from_secs(5));
+        // A stamp from the future, or younger than the bound, proves nothing.
+        let future = Some(WriteTime::At(wall + Duration::from_secs(3)));
+        assert_eq!(bounded.credit(future, wall), Duration::ZERO);
+        let young = Some(WriteTime::At(wall - Duration::from_secs(1)));
+        assert_eq!(bounded.credit(young, wall), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_credited_observation_moves_the_takeover_earlier_by_the_credit_and_no_further() {
+        let t = timing(0.01);
+        let seen = Instant::now();
+        let obs = |credit| Observation {
+            rvn: Rvn::fresh(),
+            lease: Duration::from_secs(10),
+            owner: "a".into(),
+            seen_at: seen,
+            credit,
+        };
+        assert_eq!(
+            t.takeover_at(&obs(Duration::from_secs(4))),
+            seen + Duration::from_millis(6_100)
+        );
+        assert_eq!(t.takeover_at(&obs(Duration::from_millis(10_100))), seen);
+        assert_eq!(t.takeover_at(&obs(Duration::from_secs(3_600))), seen);
+        let a = obs(Duration::from_secs(4));
+        let b = Observation {
+            seen_at: seen + Duration::from_secs(1),
+            ..obs(Duration::from_secs(4))
+        };
+        assert!(a.proves_at_least(&b));
+        assert!(!b.proves_at_least(&a));
+        assert!(a.proves_at_least(&a));
+    }
+
+    /// The argument of [`ClockTrust`], in numbers: the holder (clock slow by
+    /// the bound) sends at true 0; the store stamps then and its clock runs
+    /// fast by the bound; a reply proving credit `c` arrives at true `r`; the
+    /// waiter (clock fast) then waits what `takeover_at` says. In true time
+    /// the takeover never comes before the holder stops trusting.
+    #[test]
+    fn a_credited_takeover_never_comes_before_the_holder_stops_trusting() {
+        for drift in [0.0, 0.01, 0.05, 0.2, 0.49] {
+            for margin in [Duration::ZERO, Duration::from_millis(500)] {
+                let t = Timing {
+                    safety_margin: margin,
+                    ..timing(drift)
+                };
+                let holder_safe_true = t.safe_time().as_secs_f64() / (1.0 - drift);
+                for read_true in [0.0, 0.3, 5.0, 9.99, 10.0, 30.0] {
+                    // The store's clock, fast, measured this age at the read;
+                    // the reply arrived at the read's instant (the earliest).
+                    let credit = Duration::from_secs_f64(read_true * (1.0 + drift));
+                    let seen = Instant::now();
+                    let obs = Observation {
+                        rvn: Rvn::fresh(),
+                        lease: t.lease,
+                        owner: "a".into(),
+                        seen_at: seen,
+                        credit,
+                    };
+                    let wait_waiter_clock = (t.takeover_at(&obs) - seen).as_secs_f64();
+                    let takeover_true = read_true + wait_waiter_clock / (1.0 + drift);
+                    assert!(
+                        takeover_true + 1e-6 >= holder_safe_true,
+                        "drift {drift}, margin {margin:?}, read at {read_true}: takeover at {takeover_true}, safe until {holder_safe_true}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn an_enormous_observed_lease_saturates() {
         let t = timing(0.01);
         assert_eq!(t.takeover_after(Duration::MAX), Duration::MAX);
@@ -346,6 +516,7 @@ mod tests {
             lease: Duration::MAX,
             owner: "a".into(),
             seen_at: Instant::now(),
+            credit: Duration::ZERO,
         };
         assert!(t.takeover_at(&obs) > Instant::now() + Duration::from_secs(1_000_000));
     }

@@ -2358,6 +2358,7 @@ impl StoreLayer for AlwaysBeaten {
                 fence: Fence(7),
                 data: None,
                 expires_at: None,
+                written: None,
             });
             return Ok(Outcome::Rejected { current }.into());
         }

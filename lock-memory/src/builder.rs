@@ -1,6 +1,6 @@
 //! [`MemoryStoreBuilder`]: the limits and behaviours of a [`MemoryStore`].
 
-use lock_core::Capabilities;
+use lock_core::{Capabilities, StoreClock};
 
 use crate::{DEFAULT_HISTORY_CAPACITY, MemoryStore};
 
@@ -16,6 +16,7 @@ use crate::{DEFAULT_HISTORY_CAPACITY, MemoryStore};
 pub struct MemoryStoreBuilder {
     caps: Capabilities,
     history_capacity: usize,
+    clock_rate: Option<f64>,
 }
 
 impl Default for MemoryStoreBuilder {
@@ -24,6 +25,7 @@ impl Default for MemoryStoreBuilder {
             // The store always keeps released records, whatever the defaults say.
             caps: Capabilities::default().with_keeps_released_records(true),
             history_capacity: DEFAULT_HISTORY_CAPACITY,
+            clock_rate: None,
         }
     }
 }
@@ -74,6 +76,25 @@ impl MemoryStoreBuilder {
         self
     }
 
+    /// Keep a clock, as PostgreSQL does, running at `rate` × tokio time (1.0:
+    /// true time; 1.01: 1 % fast, a fault): every record a read returns
+    /// carries its age on that clock
+    /// ([`WriteTime::Ago`](lock_core::WriteTime::Ago)), and the store reports
+    /// [`StoreClock::Age`], so clients take over a record whose lease has
+    /// passed on the store's clock the first time they read it. Off by
+    /// default. A rate that is not a positive number counts as 1.0.
+    /// [`MemoryStore::step_store_clock`] steps the clock forward.
+    pub fn store_clock(mut self, rate: f64) -> Self {
+        let rate = if rate.is_finite() && rate > 0.0 {
+            rate
+        } else {
+            1.0
+        };
+        self.clock_rate = Some(rate);
+        self.caps = self.caps.with_clock(StoreClock::Age);
+        self
+    }
+
     /// The capabilities the store will report and enforce.
     pub fn capabilities(&self) -> &Capabilities {
         &self.caps
@@ -81,6 +102,6 @@ impl MemoryStoreBuilder {
 
     /// An empty store with this configuration.
     pub fn build(self) -> MemoryStore {
-        MemoryStore::from_parts(self.caps, self.history_capacity)
+        MemoryStore::from_parts(self.caps, self.history_capacity, self.clock_rate)
     }
 }

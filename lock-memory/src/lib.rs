@@ -102,6 +102,7 @@ mod fenced;
 mod history;
 mod limits;
 mod store;
+mod store_clock;
 
 pub use builder::MemoryStoreBuilder;
 pub use capacity::WriteCapacity;

@@ -13,6 +13,7 @@ use lock_core::{
 use tokio::time::Instant;
 
 use crate::history::{Bounded, Call, CallResult, HistoryEntry};
+use crate::store_clock::StoreTime;
 use crate::{MemoryStoreBuilder, Op, cursor, limits};
 
 /// A linearizable, strongly consistent in-process lock store.
@@ -53,6 +54,8 @@ struct State {
     /// they stay exact when it drops entries or is off.
     counts: Counts,
     next_seq: u64,
+    /// The store's clock, when it keeps one: every record read carries its age.
+    clock: Option<StoreTime>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -93,7 +96,11 @@ impl MemoryStore {
         MemoryStoreBuilder::default()
     }
 
-    pub(crate) fn from_parts(caps: Capabilities, history_capacity: usize) -> Self {
+    pub(crate) fn from_parts(
+        caps: Capabilities,
+        history_capacity: usize,
+        clock_rate: Option<f64>,
+    ) -> Self {
         let history = Bounded::new(history_capacity);
         Self {
             keeps_history: history.keeps(),
@@ -102,6 +109,7 @@ impl MemoryStore {
                 history,
                 counts: Counts::default(),
                 next_seq: 0,
+                clock: clock_rate.map(StoreTime::new),
             })),
             caps,
         }
@@ -224,6 +232,16 @@ impl MemoryStore {
         }
     }
 
+    /// Step the store's clock forward by `by` (a store built with
+    /// [`store_clock`](MemoryStoreBuilder::store_clock); nothing otherwise):
+    /// every record reads `by` older at once, as after a server's clock was
+    /// stepped. The failure that store-clock takeover documents.
+    pub fn step_store_clock(&self, by: std::time::Duration) {
+        if let Some(clock) = &mut self.state().clock {
+            clock.step(by);
+        }
+    }
+
     fn apply_put(
         &self,
         records: &mut BTreeMap<LockKey, LockRecord>,
@@ -263,6 +281,7 @@ impl MemoryStore {
             fence,
             data,
             expires_at: new.expires_at,
+            written: None,
         };
         records.insert(key.clone(), record.clone());
         Ok(Outcome::Applied(record))
@@ -323,6 +342,31 @@ impl MemoryStore {
     }
 }
 
+/// `record` as a read returns it: with its age, when the store keeps a clock.
+fn dated(state: &State, record: LockRecord) -> LockRecord {
+    match &state.clock {
+        Some(clock) => clock.dated(record),
+        None => record,
+    }
+}
+
+/// A write's outcome as the caller sees it: an applied record stamped now (age
+/// zero), a rejection's current record with its age.
+fn date_outcome(state: &mut State, key: &LockKey, outcome: Outcome) -> Outcome {
+    let Some(clock) = state.clock.as_mut() else {
+        return outcome;
+    };
+    match outcome {
+        Outcome::Applied(record) => {
+            clock.stamp(key);
+            Outcome::Applied(clock.dated(record))
+        }
+        Outcome::Rejected { current } => Outcome::Rejected {
+            current: current.map(|record| clock.dated(record)),
+        },
+    }
+}
+
 /// Whether `expect` holds for the current record.
 fn holds(expect: &Expect, current: Option<&LockRecord>) -> bool {
     match (expect, current) {
@@ -342,7 +386,13 @@ impl ConditionalStore for MemoryStore {
             .caps
             .check_key(key)
             .map_err(StoreError::from)
-            .map(|()| state.records.get(key).cloned());
+            .map(|()| {
+                state
+                    .records
+                    .get(key)
+                    .cloned()
+                    .map(|record| dated(&state, record))
+            });
         let call = started.map(|at| (at, Call::Get { key: key.clone() }));
         Self::record_call(&mut state, Op::Get, false, call, || {
             CallResult::of_get(&result)
@@ -367,7 +417,9 @@ impl ConditionalStore for MemoryStore {
             (at, call)
         });
         let mut state = self.state();
-        let result = self.apply_put(&mut state.records, key, &expect, new);
+        let result = self
+            .apply_put(&mut state.records, key, &expect, new)
+            .map(|outcome| date_outcome(&mut state, key, outcome));
         let applied = matches!(result, Ok(Outcome::Applied(_)));
         Self::record_call(&mut state, Op::Put, applied, call, || {
             CallResult::of_write(&result)
@@ -380,6 +432,15 @@ impl ConditionalStore for MemoryStore {
         let mut state = self.state();
         let result = self.apply_delete(&mut state.records, key, &expect);
         let applied = matches!(result, Ok(Outcome::Applied(_)));
+        if let Some(clock) = state.clock.as_mut().filter(|_| applied) {
+            clock.forget(key);
+        }
+        let result = result.map(|outcome| match outcome {
+            Outcome::Rejected { current } => Outcome::Rejected {
+                current: current.map(|record| dated(&state, record)),
+            },
+            applied => applied,
+        });
         let call = started.map(|at| {
             let call = Call::Delete {
                 key: key.clone(),
@@ -401,7 +462,16 @@ impl ConditionalStore for MemoryStore {
     ) -> Result<Page, StoreError> {
         let started = self.started();
         let mut state = self.state();
-        let result = self.page(&state.records, partition, cursor.as_ref(), limit);
+        let result = self
+            .page(&state.records, partition, cursor.as_ref(), limit)
+            .map(|mut page| {
+                page.records = page
+                    .records
+                    .into_iter()
+                    .map(|record| dated(&state, record))
+                    .collect();
+                page
+            });
         let call = started.map(|at| {
             let call = Call::List {
                 partition: partition.map(str::to_owned),

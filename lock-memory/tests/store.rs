@@ -1500,3 +1500,60 @@ async fn a_delayed_call_does_not_block_other_calls() {
     let starts: Vec<Duration> = store.history().iter().map(|e| e.started - t0).collect();
     assert_eq!(starts, vec![Duration::from_secs(1), Duration::from_secs(5)]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_store_clock_reports_each_records_age_at_its_rate_and_a_step_ages_them_all() {
+    let plain = MemoryStore::new();
+    assert_eq!(plain.capabilities().clock, lock_core::StoreClock::None);
+    let key = LockKey::new("job");
+    applied(
+        plain
+            .put(&key, Expect::Vacant, acquire("a", "v1"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(plain.get(&key).await.unwrap().unwrap().written, None);
+
+    // A store clock 10 % fast.
+    let store = MemoryStore::builder().store_clock(1.1).build();
+    assert_eq!(store.capabilities().clock, lock_core::StoreClock::Age);
+    let age = |record: Option<LockRecord>| match record.and_then(|r| r.written) {
+        Some(lock_core::WriteTime::Ago(age)) => age,
+        other => panic!("no age: {other:?}"),
+    };
+    let written = applied(
+        store
+            .put(&key, Expect::Vacant, acquire("a", "v1"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(age(Some(written)), Duration::ZERO);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(age(store.get(&key).await.unwrap()), Duration::from_secs(11));
+    // A rejection's current record and a listing carry it too.
+    let current = rejected(
+        store
+            .put(&key, Expect::Vacant, acquire("b", "v2"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(age(current), Duration::from_secs(11));
+    let page = store.list(None, None, 10).await.unwrap();
+    assert_eq!(
+        age(page.records.into_iter().next()),
+        Duration::from_secs(11)
+    );
+    // A heartbeat makes it young again.
+    applied(
+        store
+            .put(&key, version("v1"), heartbeat("a", "v3"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(age(store.get(&key).await.unwrap()), Duration::ZERO);
+    // A step forward ages every record at once.
+    store.step_store_clock(Duration::from_secs(30));
+    assert_eq!(age(store.get(&key).await.unwrap()), Duration::from_secs(30));
+    // The store's own view of its records is unchanged by reads.
+    assert_eq!(store.record(&key).unwrap().written, None);
+}

@@ -102,6 +102,9 @@ impl ConditionalStore for VersionedMap {
             fence,
             data,
             expires_at: new.expires_at,
+            // A store with a clock reports each record's age on reads
+            // (`WriteTime::Ago`); this one has none.
+            written: None,
         };
         records.insert(key.clone(), record.clone());
         Ok(Outcome::Applied(record))

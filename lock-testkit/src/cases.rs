@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use lock_core::{
     ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockKey, LockRecord, NewRecord,
-    Outcome, Rvn, StoreError, StoreErrorKind,
+    Outcome, Rvn, StoreClock, StoreError, StoreErrorKind, WriteTime,
 };
 
 /// Why a conformance case failed.
@@ -880,5 +880,86 @@ pub async fn sort_keys_are_independent_locks(store: Arc<dyn ConditionalStore>) -
         b_now.is_some_and(|r| !r.released),
         "releasing jobs/a touched jobs/b"
     );
+    Ok(())
+}
+
+/// What a store says about when a record was written
+/// ([`Capabilities::clock`](lock_core::Capabilities::clock)) is never later
+/// than the write was sent, on reads, listings and rejections alike, since a
+/// waiter takes over sooner by it:
+/// * [`StoreClock::Age`]: the age a read reports is at most the time since the
+///   write was sent (this host's clock, 1 % for the rates of two clocks), and
+///   grows with time;
+/// * [`StoreClock::Wall`]: the stamp is no earlier than this host's wall clock
+///   read before the write was sent (the store's own clock, or the service's on
+///   this machine, plus its granularity).
+pub async fn write_times_are_never_later_than_the_write(
+    store: Arc<dyn ConditionalStore>,
+) -> CaseResult {
+    let clock = store.capabilities().clock;
+    if clock == StoreClock::None {
+        return Ok(());
+    }
+    let key = LockKey::new("written");
+    let sent = std::time::Instant::now();
+    let sent_wall = std::time::SystemTime::now();
+    applied(
+        "acquire",
+        store.put(&key, Expect::Vacant, acquire("o")).await?,
+    )?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let read = store
+        .get(&key)
+        .await?
+        .ok_or_else(|| CaseError::Violation("the record vanished".into()))?;
+    let read_elapsed = sent.elapsed();
+    let rejection = rejected(
+        "acquire of a held key",
+        store.put(&key, Expect::Vacant, acquire("p")).await?,
+    )?;
+    let rejection_elapsed = sent.elapsed();
+    // A fresh store: its one record is on the first page.
+    let listed = store
+        .list(None, None, 10)
+        .await?
+        .records
+        .into_iter()
+        .find(|record| record.key == key)
+        .ok_or_else(|| CaseError::Violation("the listing lost the record".into()))?;
+    let listed_elapsed = sent.elapsed();
+    let mut seen = vec![("get", read.written, read_elapsed)];
+    if let Some(current) = rejection {
+        seen.push(("rejection", current.written, rejection_elapsed));
+    }
+    seen.push(("list", listed.written, listed_elapsed));
+    for (what, written, elapsed) in seen {
+        match (clock, written) {
+            (StoreClock::Age, Some(WriteTime::Ago(age))) => {
+                ensure!(
+                    age <= elapsed.mul_f64(1.01),
+                    "{what}: age {age:?}, but the write was sent only {elapsed:?} before"
+                );
+                ensure!(
+                    age >= Duration::from_millis(150),
+                    "{what}: age {age:?} more than 200 ms after the write"
+                );
+            }
+            (StoreClock::Wall { granularity }, Some(WriteTime::At(at))) => {
+                ensure!(
+                    at >= sent_wall,
+                    "{what}: stamped {at:?}, before the write was sent at {sent_wall:?}"
+                );
+                let latest = std::time::SystemTime::now() + granularity + Duration::from_secs(1);
+                ensure!(
+                    at <= latest,
+                    "{what}: stamped {at:?}, after the read (now {latest:?} with room)"
+                );
+            }
+            (clock, written) => ensure!(
+                false,
+                "{what}: a store whose clock is {clock:?} returned write time {written:?}"
+            ),
+        }
+    }
     Ok(())
 }

@@ -103,6 +103,7 @@ impl ModelStore {
             fence,
             data: new.data.apply(current.and_then(|r| r.data.clone())),
             expires_at: new.expires_at,
+            written: None,
         };
         if record.released && !self.caps.keeps_released_records {
             self.records.remove(key);

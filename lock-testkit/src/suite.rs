@@ -55,6 +55,7 @@ macro_rules! __conformance_cases {
             compare_and_set_race,
             oversized_input_is_invalid_and_writes_nothing,
             sort_keys_are_independent_locks,
+            write_times_are_never_later_than_the_write,
         }
     };
 }

@@ -244,6 +244,7 @@ impl Fleet {
             fence: Fence(stored.fence),
             data: None,
             expires_at: None,
+            written: None,
         }
     }
 
@@ -1379,9 +1380,10 @@ impl Fleet {
                             ..stored.clone()
                         }),
                         self.instant(first.at),
+                        Duration::ZERO,
                     );
                 }
-                let sighting = sightings.saw(&record, self.instant(now));
+                let sighting = sightings.saw(&record, self.instant(now), Duration::ZERO);
                 let observation: Observation = sighting.observation;
                 let mut takeover_at = self.waiter_timing().takeover_at(&observation);
                 // A final write is busy until its min hold ends on this

@@ -796,6 +796,7 @@ mod tests {
             fence: Fence(fence),
             data: None,
             expires_at: None,
+            written: None,
         };
         world.applied_put(&key_name(0), &new, &record);
     }
@@ -811,6 +812,7 @@ mod tests {
             fence: Fence(fence),
             data: None,
             expires_at: None,
+            written: None,
         };
         world.applied_delete(&key_name(0), &record);
     }

@@ -33,6 +33,36 @@ mod memory_without_current_on_conflict {
     lock_testkit::conformance_suite!(Factory);
 }
 
+mod memory_with_store_clock {
+    struct Factory;
+
+    #[async_trait::async_trait]
+    impl lock_testkit::StoreFactory for Factory {
+        async fn create(&self) -> Result<Option<lock_testkit::FreshStore>, lock_core::StoreError> {
+            let store = lock_memory::MemoryStore::builder().store_clock(1.0).build();
+            Ok(Some(lock_testkit::FreshStore::new(store)))
+        }
+    }
+
+    lock_testkit::conformance_suite!(Factory);
+}
+
+#[tokio::test]
+async fn a_store_clock_that_overstates_ages_fails_the_write_time_case() {
+    // Running 10 % fast: ages read longer than the time since the send.
+    let fast = MemoryStore::builder().store_clock(1.1).build();
+    let e = cases::write_times_are_never_later_than_the_write(Arc::new(fast))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("was sent only"), "{e}");
+    // A clock that never moves: ages do not grow.
+    let stuck = MemoryStore::builder().store_clock(1e-9).build();
+    let e = cases::write_times_are_never_later_than_the_write(Arc::new(stuck))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("more than 200 ms after"), "{e}");
+}
+
 mod faulty_memory_with_retries {
     lock_testkit::conformance_suite!(lock_testkit::FaultyMemoryFactory::new());
 }
@@ -40,7 +70,7 @@ mod faulty_memory_with_retries {
 #[tokio::test]
 async fn run_all_runs_every_case_in_one_test() {
     lock_testkit::run_all(&MemoryFactory).await;
-    assert_eq!(lock_testkit::CASES.len(), 12);
+    assert_eq!(lock_testkit::CASES.len(), 13);
     assert!(lock_testkit::CASES.contains(&"data_is_kept_replaced_and_cleared"));
 }
 
