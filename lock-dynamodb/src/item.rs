@@ -210,6 +210,20 @@ pub(crate) fn record_from_item(
             .or_else(|| n.trim().parse::<f64>().ok().map(|f| f.max(0.0) as u64)),
         _ => None,
     });
+    // Stored to the millisecond, truncated: one more millisecond is never
+    // earlier than the writer's clock read when it built the request. A
+    // stamp beside another RVN was left by a writer that does not stamp.
+    let written = layout.written().and_then(|name| match item.get(name) {
+        Some(AttributeValue::S(stamp)) => match stamp.split_once(' ') {
+            Some((ms, stamped_rvn)) if stamped_rvn == rvn => {
+                ms.parse::<u64>().ok().and_then(|ms| {
+                    std::time::UNIX_EPOCH.checked_add(Duration::from_millis(ms.saturating_add(1)))
+                })
+            }
+            _ => None,
+        },
+        _ => None,
+    });
     Ok(LockRecord {
         key,
         owner,
@@ -219,7 +233,17 @@ pub(crate) fn record_from_item(
         fence: Fence(fence),
         data,
         expires_at,
+        written: written.map(lock_core::WriteTime::At),
     })
+}
+
+/// The writer's wall clock now, as the write-time attribute stores it: epoch
+/// milliseconds (truncated), a space, and the RVN written with it.
+pub(crate) fn written_now(rvn: &str) -> AttributeValue {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis());
+    AttributeValue::S(format!("{ms} {rvn}"))
 }
 
 /// Seconds since the Unix epoch, for default expiry times.

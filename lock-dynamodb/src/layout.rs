@@ -72,6 +72,8 @@ pub struct Layout {
     pub(crate) data_as_attributes: bool,
     pub(crate) expires_at: Option<String>,
     pub(crate) default_expiry: Option<Duration>,
+    /// The writer's wall-clock time of each write (see [`Layout::with_written`]).
+    pub(crate) written: Option<String>,
     pub(crate) name: &'static str,
 }
 
@@ -95,6 +97,7 @@ impl Layout {
     /// | fence | `fence` | `N` |
     /// | data | `data` | `B` |
     /// | expires at | `expires_at` | `N`, epoch seconds, written only when the caller gives one |
+    /// | written | `written_at` | `S`, epoch milliseconds on the writer's wall clock and the RVN they belong to, every write |
     ///
     /// Release marks the record released and keeps it, so fences stay monotonic.
     pub fn native() -> Self {
@@ -114,6 +117,7 @@ impl Layout {
             data_as_attributes: false,
             expires_at: Some("expires_at".into()),
             default_expiry: None,
+            written: Some("written_at".into()),
             name: "native",
         }
     }
@@ -126,8 +130,9 @@ impl Layout {
     /// `record_version_number`, `expiry_time` (`N`, epoch seconds; written on every
     /// write, now + 1 hour unless the caller gives a time, because the Python library
     /// cannot read an item without it). The fence is stored in an extra `fence`
-    /// attribute and data in `data` (`B`), both of which the Python library keeps as
-    /// "additional attributes".
+    /// attribute, data in `data` (`B`) and the writer's wall-clock time in
+    /// `written_at`, all of which the Python library keeps as "additional
+    /// attributes".
     ///
     /// There is no released attribute: **release deletes the item**, conditionally
     /// on the RVN, like the Python library. This resets the fence history of the key.
@@ -148,6 +153,7 @@ impl Layout {
             data_as_attributes: false,
             expires_at: Some("expiry_time".into()),
             default_expiry: Some(Duration::from_secs(3600)),
+            written: Some("written_at".into()),
             name: "python-dynamodb-lock",
         }
     }
@@ -158,7 +164,8 @@ impl Layout {
     /// [`with_sort_key`](Self::with_sort_key)), `ownerName`, `leaseDuration` (`S`,
     /// milliseconds), `recordVersionNumber`, `isReleased` (the string `"1"` when
     /// released, absent otherwise), `data` (`B`). The fence is an extra `fence`
-    /// attribute. No TTL attribute.
+    /// attribute, the writer's wall-clock time an extra `writtenAt`. No TTL
+    /// attribute.
     ///
     /// Release marks the item released (`isReleased = "1"`), which the Java client
     /// honours, and keeps the fence; use
@@ -181,6 +188,7 @@ impl Layout {
             data_as_attributes: false,
             expires_at: None,
             default_expiry: None,
+            written: Some("writtenAt".into()),
             name: "java",
         }
     }
@@ -339,6 +347,34 @@ impl Layout {
         self
     }
 
+    /// Set the attribute each write stamps with its writer's wall-clock time
+    /// (`S`: epoch milliseconds, read when the request is built, so after the
+    /// client counted its lease from the send, then a space and the RVN
+    /// written with it). A stamp is believed only beside its own RVN: a
+    /// library that updates the item without knowing the attribute (the Java
+    /// client's heartbeats, python-dynamodb-lock's) changes the RVN and so
+    /// leaves a stamp nobody trusts. A client given a
+    /// [`max_clock_difference`](lock_core::LockClientBuilder::max_clock_difference)
+    /// takes over a crashed holder's record once
+    /// `written + lease × (1 + drift) + bound` has passed on its own wall
+    /// clock; other clients ignore it. A record without it (written by another
+    /// library, or before this attribute existed) is taken over by watching it.
+    pub fn with_written(mut self, name: impl Into<String>) -> Self {
+        self.written = Some(name.into());
+        self
+    }
+
+    /// Stamp no write time: waiters always watch a record for its lease.
+    pub fn without_written(mut self) -> Self {
+        self.written = None;
+        self
+    }
+
+    /// The write-time attribute, if the layout stamps writes.
+    pub fn written(&self) -> Option<&str> {
+        self.written.as_deref()
+    }
+
     /// The partition key attribute.
     pub fn partition_key(&self) -> &str {
         &self.partition_key
@@ -448,6 +484,9 @@ impl Layout {
         }
         if let Some(expires) = &self.expires_at {
             out.push(("expires at", expires));
+        }
+        if let Some(written) = &self.written {
+            out.push(("written", written));
         }
         out
     }

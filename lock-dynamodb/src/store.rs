@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use lock_core::{
     Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, Fence, FenceUpdate, LockKey,
-    LockRecord, NewRecord, Outcome, Page, StoreError,
+    LockRecord, NewRecord, Outcome, Page, StoreClock, StoreError,
 };
 
 use crate::errors::StoreConfigError;
@@ -444,6 +444,9 @@ impl DynamoDbStore {
         if let (Some(name), Some(at)) = (layout.expires_at(), self.expiry(new)) {
             attributes.push((name, AttributeValue::N(at.to_string())));
         }
+        if let Some(name) = layout.written() {
+            attributes.push((name, item::written_now(new.rvn.as_str())));
+        }
         Ok(key_item
             .iter()
             .map(|(name, value)| item::attribute_size(name, value))
@@ -602,6 +605,7 @@ impl DynamoDbStore {
                     fence,
                     data,
                     expires_at: new.expires_at,
+                    written: None,
                 }))
             }
             Err(err) => {
@@ -863,6 +867,15 @@ impl DynamoDbStore {
                 None => remove.push(placeholder),
             }
         }
+        // Read last, after the client counted its lease from the send.
+        let written = layout
+            .written()
+            .map(|name| (name, item::written_now(new.rvn.as_str())));
+        if let Some((name, value)) = &written {
+            set.push(format!("{} = :written", expr.name("#written", name)));
+            expr.value(":written", value.clone());
+            sized.push((name, value));
+        }
         self.check_size(key, &key_item, &sized, true)?;
 
         let mut update = format!("SET {}", set.join(", "));
@@ -1089,6 +1102,12 @@ impl ConditionalStore for DynamoDbStore {
             .with_returns_current_on_conflict(true)
             .with_keeps_released_records(layout.release_mode() == ReleaseMode::MarkReleased)
             .with_stores_expiry(layout.expires_at.is_some())
+            .with_clock(match layout.written() {
+                Some(_) => StoreClock::Wall {
+                    granularity: Duration::from_millis(1),
+                },
+                None => StoreClock::None,
+            })
     }
 }
 

@@ -268,7 +268,9 @@ async fn the_stored_item_has_the_documented_attributes() {
     let mut new = write("a", false, FenceUpdate::Next);
     new.data = DataUpdate::Replace(vec![1, 2, 3]);
     new.expires_at = Some(4_000_000_000);
+    let before = epoch_ms();
     applied(store.put(&key, Expect::Vacant, new.clone()).await.unwrap());
+    let after = epoch_ms();
     let item = raw_item(&store, &[("lock_key", "job")]).await.unwrap();
     assert_eq!(item.get("owner"), Some(&AttributeValue::S("a".into())));
     assert_eq!(
@@ -289,7 +291,33 @@ async fn the_stored_item_has_the_documented_attributes() {
         item.get("expires_at"),
         Some(&AttributeValue::N("4000000000".into()))
     );
-    assert_eq!(item.len(), 8, "{item:?}");
+    // The writer's wall clock, read while the request was built.
+    let Some(AttributeValue::S(written)) = item.get("written_at") else {
+        panic!("no written_at: {item:?}");
+    };
+    let (written, rvn) = written.split_once(' ').unwrap();
+    assert_eq!(rvn, new.rvn.as_str(), "the stamp names its version");
+    let written: u128 = written.parse().unwrap();
+    assert!(
+        (before..=after).contains(&written),
+        "{before} ≤ {written} ≤ {after}"
+    );
+    assert_eq!(item.len(), 9, "{item:?}");
+    // Read back one millisecond later than stored: never before the write.
+    let read = store.get(&key).await.unwrap().unwrap();
+    assert_eq!(
+        read.written,
+        Some(lock_core::WriteTime::At(
+            std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(written).unwrap() + 1)
+        ))
+    );
+}
+
+fn epoch_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
 }
 
 #[tokio::test]
@@ -1587,4 +1615,159 @@ fn a_lock_without_data_costs_one_write_unit_per_write_on_every_layout() {
             );
         }
     }
+}
+
+/// A client that declared how far hosts' clocks may differ, made afresh (a
+/// cron run, a Lambda invocation): its one attempt, and the calls it made.
+async fn bounded_fresh_attempt(
+    store: &DynamoDbStore,
+    owner: &str,
+    lease: Duration,
+    bound: Option<Duration>,
+) -> (Option<lock_core::LockGuard>, usize) {
+    let counted = FaultyStore::new(store.clone(), 9);
+    let mut builder = lock_core::LockClient::builder(counted.clone())
+        .owner(owner)
+        .lease(lease);
+    if let Some(bound) = bound {
+        builder = builder.max_clock_difference(bound);
+    }
+    let fresh = builder.build().unwrap();
+    let got = tokio::time::timeout(
+        Duration::from_secs(30),
+        fresh.try_acquire("job", AcquireOptions::new()),
+    )
+    .await
+    .expect("bounded")
+    .unwrap();
+    (got, counted.calls())
+}
+
+/// With a declared clock bound, a fresh process takes a crashed holder's
+/// lock once `written + lease × (1 + drift) + bound` has passed on its wall
+/// clock, in one refused write and one takeover, on every layout; without
+/// one it watches the record, as before.
+#[tokio::test]
+async fn with_a_clock_bound_a_fresh_process_takes_a_crashed_holders_lock_by_the_written_time() {
+    let lease = Duration::from_millis(1000);
+    let bound = Duration::from_millis(200);
+    for layout in [
+        Layout::native(),
+        Layout::python_dynamodb_lock(),
+        Layout::java_lock_client(),
+    ] {
+        let name = layout.preset_name();
+        let Some(store) = fresh_store(layout).await else {
+            return;
+        };
+        assert!(
+            matches!(
+                store.capabilities().clock,
+                lock_core::StoreClock::Wall { .. }
+            ),
+            "{name}"
+        );
+        let crashed = client(store.clone(), "crashed", lease);
+        let sent = tokio::time::Instant::now();
+        let detached = crashed
+            .acquire("job", AcquireOptions::new())
+            .await
+            .unwrap()
+            .detach()
+            .await
+            .unwrap();
+        let (young, _) = bounded_fresh_attempt(&store, "early", lease, Some(bound)).await;
+        assert!(young.is_none(), "{name}: a young record is busy");
+        tokio::time::sleep_until(sent + lease.mul_f64(1.01) + bound + Duration::from_millis(20))
+            .await;
+        let (watching, _) = bounded_fresh_attempt(&store, "watcher", lease, None).await;
+        assert!(
+            watching.is_none(),
+            "{name}: without a bound the record is watched"
+        );
+        let (taken, calls) = bounded_fresh_attempt(&store, "cron", lease, Some(bound)).await;
+        let taken = taken.unwrap_or_else(|| panic!("{name}: not taken over"));
+        assert_eq!(calls, 2, "{name}: one refused write and the takeover");
+        assert_eq!(taken.took_over().unwrap().owner, "crashed", "{name}");
+        assert!(taken.fence() > detached.fence(), "{name}");
+        taken.release().await.unwrap();
+        crashed.shutdown().await.unwrap();
+    }
+}
+
+/// A record written by python-dynamodb-lock carries no write time: a client
+/// with a clock bound watches it for its lease, as any waiter.
+#[tokio::test]
+async fn a_record_without_a_write_time_is_watched_even_with_a_clock_bound() {
+    let Some(store) = fresh_store(Layout::python_dynamodb_lock()).await else {
+        return;
+    };
+    put_python_item(&store, "python-host-1234", "0f8e6c3a-python", &[]).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (got, _) = bounded_fresh_attempt(
+        &store,
+        "cron",
+        Duration::from_secs(1),
+        Some(Duration::from_millis(100)),
+    )
+    .await;
+    assert!(
+        got.is_none(),
+        "no write time: nothing proves the record old"
+    );
+}
+
+/// The Java client heartbeats (and takes over released locks) with an
+/// `UpdateItem` that knows nothing of the write-time attribute: the stamp a
+/// version of ours left stays, beside the Java client's new RVN. It is not
+/// believed, so a live Java holder is never taken over by it.
+#[tokio::test]
+async fn a_stamp_left_beside_another_writers_version_is_not_believed() {
+    let Some(store) = fresh_store(Layout::java_lock_client()).await else {
+        return;
+    };
+    let lease = Duration::from_millis(1000);
+    let ours = client(store.clone(), "ours", lease);
+    let detached = ours
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    // A Java client's heartbeat: a new RVN and owner, the rest left alone.
+    store
+        .client()
+        .update_item()
+        .table_name(store.table())
+        .key("key", AttributeValue::S("job".into()))
+        .update_expression("SET recordVersionNumber = :rvn, ownerName = :owner")
+        .expression_attribute_values(":rvn", AttributeValue::S("java-rvn-2".into()))
+        .expression_attribute_values(":owner", AttributeValue::S("java-host".into()))
+        .send()
+        .await
+        .unwrap();
+    let item = raw_item(&store, &[("key", "job")]).await.unwrap();
+    assert!(
+        item.contains_key("writtenAt"),
+        "the old stamp stays: {item:?}"
+    );
+    tokio::time::sleep(lease * 2).await;
+    let (got, _) =
+        bounded_fresh_attempt(&store, "cron", lease, Some(Duration::from_millis(100))).await;
+    assert!(
+        got.is_none(),
+        "the Java holder's version has no stamp of its own"
+    );
+    assert!(
+        store
+            .get(&LockKey::new("job"))
+            .await
+            .unwrap()
+            .unwrap()
+            .written
+            .is_none()
+    );
+    drop(detached);
+    ours.shutdown().await.unwrap();
 }

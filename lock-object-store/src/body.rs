@@ -85,6 +85,7 @@ pub(crate) fn decode(path: &str, bytes: &[u8]) -> Result<LockRecord, StoreError>
         fence: Fence(body.fence),
         data,
         expires_at: body.expires_at,
+        written: None,
     })
 }
 
@@ -103,6 +104,7 @@ mod tests {
             fence: Fence(u64::MAX),
             data,
             expires_at: Some(1_700_000_000),
+            written: None,
         }
     }
 

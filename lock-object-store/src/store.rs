@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt as _;
 use lock_core::{
     Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, LockKey, LockRecord,
-    NewRecord, Outcome, Page, RequestCosts, StoreError,
+    NewRecord, Outcome, Page, RequestCosts, StoreClock, StoreError, WriteTime,
 };
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
@@ -153,11 +153,18 @@ impl BucketStore {
             e_tag: result.meta.e_tag.clone(),
             version: result.meta.version.clone(),
         };
+        let last_modified = result.meta.last_modified;
         let bytes = result
             .bytes()
             .await
             .map_err(|error| classify(Call::Read, &format!("read {path}"), error))?;
-        let record = body::decode(path.as_ref(), &bytes)?;
+        let mut record = body::decode(path.as_ref(), &bytes)?;
+        // The service's time of the write: after the writer sent it, on the
+        // service's clock, to the second (S3 and Azure send `Last-Modified`
+        // in whole seconds, truncated): one second more is never earlier.
+        record.written = std::time::SystemTime::from(last_modified)
+            .checked_add(LAST_MODIFIED_GRANULARITY)
+            .map(WriteTime::At);
         if inner.layout.path(&record.key) != *path {
             return Err(StoreError::other(format!(
                 "the object {path} holds the record of lock {}, which belongs elsewhere; move it out of the lock prefix",
@@ -242,6 +249,7 @@ fn next_record(
         fence,
         data: new.data.apply(base.and_then(|base| base.data.clone())),
         expires_at: new.expires_at,
+        written: None,
     })
 }
 
@@ -437,5 +445,11 @@ impl ConditionalStore for BucketStore {
         limits()
             .with_conditional_delete(false)
             .with_requests(RequestCosts::VERSIONED_OBJECTS)
+            .with_clock(StoreClock::Wall {
+                granularity: LAST_MODIFIED_GRANULARITY,
+            })
     }
 }
+
+/// How coarse an object's `Last-Modified` is: HTTP dates are whole seconds.
+const LAST_MODIFIED_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(1);

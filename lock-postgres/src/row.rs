@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use lock_core::{
-    Capabilities, DataUpdate, Fence, FenceUpdate, LockKey, LockRecord, NewRecord, Rvn, StoreError,
+    Capabilities, DataUpdate, Fence, FenceUpdate, LockKey, LockRecord, NewRecord, Rvn, StoreClock,
+    StoreError, WriteTime,
 };
 use tokio_postgres::Row;
 
@@ -31,6 +32,7 @@ pub(crate) fn limits() -> Capabilities {
         .with_sort_keys(true)
         .with_key_limits(MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES)
         .with_max_record_bytes(MAX_RECORD_BYTES)
+        .with_clock(StoreClock::Age)
 }
 
 /// Refuse a key the table cannot hold, before anything is sent.
@@ -106,7 +108,7 @@ impl<'a> WriteValues<'a> {
 }
 
 /// Read a record from a row whose columns start at `first` in the order of
-/// [`COLUMNS`](crate::sql::COLUMNS).
+/// [`COLUMNS`](crate::sql::COLUMNS), followed by the record's age.
 pub(crate) fn record(row: &Row, first: usize) -> Result<LockRecord, StoreError> {
     let column = |offset: usize| first + offset;
     let get = |error: tokio_postgres::Error| {
@@ -123,6 +125,9 @@ pub(crate) fn record(row: &Row, first: usize) -> Result<LockRecord, StoreError> 
     let fence: i64 = row.try_get(column(6)).map_err(get)?;
     let data: Option<Vec<u8>> = row.try_get(column(7)).map_err(get)?;
     let expires_at: Option<i64> = row.try_get(column(8)).map_err(get)?;
+    // The age on the server's clock; a clock stepped back since the write
+    // makes it negative, which proves nothing.
+    let age_us: Option<i64> = row.try_get(column(9)).map_err(get)?;
     let key = if sort.is_empty() {
         LockKey::new(partition)
     } else {
@@ -144,6 +149,8 @@ pub(crate) fn record(row: &Row, first: usize) -> Result<LockRecord, StoreError> 
             .map(u64::try_from)
             .transpose()
             .map_err(|_| negative("expiry"))?,
+        written: age_us
+            .map(|us| WriteTime::Ago(Duration::from_micros(u64::try_from(us).unwrap_or(0)))),
         key,
     })
 }

@@ -20,14 +20,25 @@
 //! lock first and `current` is read only when nothing was written.)
 //! docs/postgres.md gives the whole argument.
 //!
-//! `written_at` (the server's time of the last write) is for clean-up jobs
-//! and operators only; it is never read back and never decides ownership.
+//! `written_at` is the server's time of the last write (`now()`: the start of
+//! the writing statement's transaction, so after the holder sent it). Every
+//! statement that returns a record also returns its age on the server's clock
+//! (`clock_timestamp() - written_at`, taken as the row is returned): the
+//! client credits a record with that age and so takes over a crashed
+//! holder's lock as soon as its lease has passed on the server's clock
+//! (`lock_core::timing::ClockTrust`).
 
 use crate::errors::StoreConfigError;
 
-/// The columns of a record, in the order every statement returns them.
+/// The columns of a record, in the order every statement returns them (then
+/// the record's age, see [`AGE`]).
 pub(crate) const COLUMNS: &str =
     "partition_key, sort_key, owner, rvn, lease_ms, released, fence, data, expires_at";
+
+/// The record's age on the server's clock, in whole microseconds (rounded
+/// down), from a row that has `written_at`: the last column every statement
+/// returns.
+const AGE: &str = "floor(extract(epoch FROM clock_timestamp() - written_at) * 1000000)::int8";
 
 /// A validated table name: `table` or `schema.table`, each a plain identifier.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -87,16 +98,17 @@ const FENCE: &str = "CASE WHEN $7::bool THEN t.fence + 1 ELSE t.fence END";
 impl Statements {
     pub(crate) fn new(table: &TableName) -> Self {
         let t = &table.quoted;
-        let current =
-            format!("current AS MATERIALIZED (SELECT {COLUMNS} FROM {t} WHERE {KEY} FOR UPDATE)");
+        let current = format!(
+            "current AS MATERIALIZED (SELECT {COLUMNS}, written_at FROM {t} WHERE {KEY} FOR UPDATE)"
+        );
         let outcome = |written: &str| {
             format!(
-                "SELECT true AS applied, {COLUMNS} FROM {written} \
+                "SELECT true AS applied, {COLUMNS}, {AGE} FROM {written} \
                  UNION ALL \
-                 SELECT false, {COLUMNS} FROM current WHERE NOT EXISTS (SELECT 1 FROM {written})"
+                 SELECT false, {COLUMNS}, {AGE} FROM current WHERE NOT EXISTS (SELECT 1 FROM {written})"
             )
         };
-        let returning = format!("RETURNING {}", qualified("t"));
+        let returning = format!("RETURNING {}, t.written_at", qualified("t"));
         // A vacant key: absent (insert, fence 1 or 0) or released (update). The
         // conflict branch locks the row and decides on its latest version.
         let put_vacant = format!(
@@ -135,7 +147,7 @@ impl Statements {
             )
         };
         Self {
-            get: format!("SELECT {COLUMNS} FROM {t} WHERE {KEY}"),
+            get: format!("SELECT {COLUMNS}, {AGE} FROM {t} WHERE {KEY}"),
             put_vacant,
             put_version,
             delete_vacant: delete("current.released"),
@@ -143,17 +155,17 @@ impl Statements {
             // Keyset paging: $1/$2 the last key of the previous page ('' and ''
             // before the first: every partition key is longer than '').
             list_all: format!(
-                "SELECT {COLUMNS} FROM {t} WHERE (partition_key, sort_key) > ($1, $2) \
+                "SELECT {COLUMNS}, {AGE} FROM {t} WHERE (partition_key, sort_key) > ($1, $2) \
                  ORDER BY partition_key, sort_key LIMIT $3"
             ),
             list_partition: format!(
-                "SELECT {COLUMNS} FROM {t} WHERE partition_key = $1 AND sort_key > $2 \
+                "SELECT {COLUMNS}, {AGE} FROM {t} WHERE partition_key = $1 AND sort_key > $2 \
                  ORDER BY sort_key LIMIT $3"
             ),
             // The first page of a partition includes its key without a sort
             // key (stored as '').
             list_partition_first: format!(
-                "SELECT {COLUMNS} FROM {t} WHERE partition_key = $1 AND sort_key >= $2 \
+                "SELECT {COLUMNS}, {AGE} FROM {t} WHERE partition_key = $1 AND sort_key >= $2 \
                  ORDER BY sort_key LIMIT $3"
             ),
             create: format!(
@@ -218,6 +230,25 @@ mod tests {
                 .contains("ON CONFLICT (partition_key, sort_key)")
         );
         assert!(statements.delete_version.contains("current.rvn = $3"));
-        assert!(statements.get.starts_with(&format!("SELECT {COLUMNS} ")));
+        assert!(
+            statements
+                .get
+                .starts_with(&format!("SELECT {COLUMNS}, {AGE} "))
+        );
+        // Every statement returning records returns their age last.
+        for statement in [
+            &statements.put_vacant,
+            &statements.put_version,
+            &statements.delete_vacant,
+            &statements.delete_version,
+            &statements.list_all,
+            &statements.list_partition,
+            &statements.list_partition_first,
+        ] {
+            assert!(
+                statement.contains(&format!("{COLUMNS}, {AGE} FROM")),
+                "{statement}"
+            );
+        }
     }
 }

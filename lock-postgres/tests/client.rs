@@ -97,7 +97,11 @@ async fn end_to_end_heartbeats_takeover_release_and_shutdown() {
     .await
     .expect("bounded")
     .unwrap();
-    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
+    // The store's clock proves the record's age, so the lease counts from
+    // the holder's last heartbeat, at most one heartbeat period before the
+    // cut; the holder has stopped trusting it by then (checked below).
+    let waited = started.elapsed();
+    assert!(waited >= lease - Duration::from_millis(200), "{waited:?}");
     assert_eq!(taken.fence(), Fence(2));
     assert!(
         !guard.is_safe(),
@@ -297,4 +301,58 @@ async fn a_semaphore_under_failed_exchanges_never_has_more_safe_holders_than_per
         seed: drills::drill_seed(),
     };
     drills::semaphore_under_faults(store, via, &proxy, faults).await;
+}
+
+/// A crashed holder's lock is taken over by a fresh process the first time it
+/// looks once the lease has passed on the server's clock, in one refused
+/// "if vacant" write (which returns the record and its age) and one takeover:
+/// no lease of watching.
+#[tokio::test]
+async fn a_fresh_process_takes_a_crashed_holders_lock_by_the_servers_clock() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    assert_eq!(store.capabilities().clock, lock_core::StoreClock::Age);
+    let lease = Duration::from_millis(1000);
+    let crashed = client(store.clone(), "crashed", lease);
+    let detached = crashed
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    let written = Instant::now();
+    // A fresh process's one attempt, and the calls it made.
+    let attempt = |owner: &'static str| {
+        let counted = FaultyStore::new(store.clone(), 5);
+        let fresh = LockClient::builder(counted.clone())
+            .owner(owner)
+            .lease(lease)
+            .build()
+            .unwrap();
+        async move {
+            let got = timeout(LIMIT, fresh.try_acquire("job", AcquireOptions::new()))
+                .await
+                .expect("bounded")
+                .unwrap();
+            (got, counted.calls(), fresh)
+        }
+    };
+    let (young, calls, _) = attempt("early").await;
+    assert!(young.is_none(), "a record younger than its lease is busy");
+    assert_eq!(calls, 1);
+    // Past lease × (1 + drift) since the write, with room for the statement.
+    tokio::time::sleep_until(written + lease.mul_f64(1.01) + Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let (taken, calls, fresh) = attempt("cron").await;
+    let taken = taken.expect("the lease has passed on the server's clock");
+    assert!(started.elapsed() < lease / 2, "{:?}", started.elapsed());
+    assert_eq!(calls, 2, "one refused write and the takeover");
+    assert_eq!(taken.fence(), Fence(2));
+    assert_eq!(taken.took_over().unwrap().owner, "crashed");
+    drop(detached);
+    taken.release().await.unwrap();
+    fresh.shutdown().await.unwrap();
+    crashed.shutdown().await.unwrap();
 }
