@@ -10,8 +10,8 @@ mod support;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, ConditionalStore, Expect, Fence, FenceUpdate, LockKey, NewRecord, Outcome,
-    StoreErrorKind,
+    AcquireOptions, ConditionalStore, Expect, Fence, FenceUpdate, LockClient, LockKey, NewRecord,
+    Outcome, StoreErrorKind,
 };
 use lock_object_store::{BucketError, BucketStore};
 use lock_testkit::drills;
@@ -195,4 +195,62 @@ async fn a_semaphore_under_failed_exchanges_never_has_more_safe_holders_than_per
         seed: drills::drill_seed(),
     };
     drills::semaphore_under_faults(store, via, &proxy, faults).await;
+}
+
+/// With a declared clock bound, a fresh process takes a crashed holder's
+/// lock once `Last-Modified + 1 s + lease × (1 + drift) + bound` has passed
+/// on its wall clock (S3 gives whole seconds; moto's clock is this
+/// machine's), in one read and one write; without one it watches the record.
+#[tokio::test]
+async fn with_a_clock_bound_a_fresh_process_takes_a_crashed_holders_lock_by_last_modified() {
+    let Some(store) = fresh_s3_store().await else {
+        return;
+    };
+    assert!(matches!(
+        store.capabilities().clock,
+        lock_core::StoreClock::Wall { granularity } if granularity == Duration::from_secs(1)
+    ));
+    let lease = Duration::from_millis(1000);
+    let bound = Duration::from_millis(200);
+    let crashed = support::client(store.clone(), "crashed", lease);
+    let sent = Instant::now();
+    let detached = crashed
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    let attempt = |owner: &'static str, bound: Option<Duration>| {
+        let fresh_store = support::another_process(&store);
+        async move {
+            let counted = lock_memory::FaultyStore::new(fresh_store, 4);
+            let mut builder = LockClient::builder(counted.clone())
+                .owner(owner)
+                .lease(lease);
+            if let Some(bound) = bound {
+                builder = builder.max_clock_difference(bound);
+            }
+            let fresh = builder.build().unwrap();
+            let got = timeout(LIMIT, fresh.try_acquire("job", AcquireOptions::new()))
+                .await
+                .expect("bounded")
+                .unwrap();
+            (got, counted.calls())
+        }
+    };
+    // One second of granularity on top of the lease and the bound.
+    tokio::time::sleep_until(
+        sent + Duration::from_secs(1) + lease.mul_f64(1.01) + bound + Duration::from_millis(50),
+    )
+    .await;
+    let (watching, _) = attempt("watcher", None).await;
+    assert!(watching.is_none(), "without a bound the record is watched");
+    let (taken, calls) = attempt("cron", Some(bound)).await;
+    let taken = taken.expect("taken over by Last-Modified");
+    assert_eq!(calls, 2, "one refused write and the takeover");
+    assert_eq!(taken.took_over().unwrap().owner, "crashed");
+    assert!(taken.fence() > detached.fence());
+    taken.release().await.unwrap();
+    crashed.shutdown().await.unwrap();
 }
