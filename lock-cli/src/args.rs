@@ -81,6 +81,21 @@ pub struct Global {
     #[arg(long, global = true, env = "LOCKCTL_OWNER", value_parser = text())]
     pub owner: Option<String>,
 
+    /// The most any two hosts' wall clocks (and the service's) differ: with
+    /// it, a crashed holder's lock on DynamoDB or a bucket is taken over once
+    /// its last write's time + lease × 1.01 + this has passed, the first time
+    /// lockctl looks, instead of after watching it for a lease. A host whose
+    /// clock is off by more can take a live holder's lock early (fences still
+    /// refuse the old holder) [default: off]
+    #[arg(long, global = true, env = "LOCKCTL_MAX_CLOCK_DIFFERENCE", value_parser = parse_duration, value_name = "DURATION")]
+    pub max_clock_difference: Option<Duration>,
+
+    /// Do not take a crashed holder's lock over by the store's own clock
+    /// (PostgreSQL's): watch it unchanged for a lease instead, which relies on
+    /// no clock but this machine's
+    #[arg(long, global = true, env = "LOCKCTL_NO_STORE_CLOCK")]
+    pub no_store_clock: bool,
+
     /// Output format of what goes to stdout
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,

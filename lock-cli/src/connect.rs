@@ -209,6 +209,10 @@ impl Global {
         if let Some(owner) = &self.owner {
             builder = builder.owner(owner.clone());
         }
+        if let Some(bound) = self.max_clock_difference {
+            builder = builder.max_clock_difference(bound);
+        }
+        builder = builder.use_store_clock(!self.no_store_clock);
         if let Some(lease) = lease {
             builder = builder.lease(lease);
         }

@@ -72,7 +72,7 @@ impl Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (store, owner=None, lease=None, heartbeat=None, refresh=None, max_clock_drift=None, safety_margin=None, shutdown_timeout=None, heartbeat_rate_limit=None))]
+    #[pyo3(signature = (store, owner=None, lease=None, heartbeat=None, refresh=None, max_clock_drift=None, safety_margin=None, shutdown_timeout=None, heartbeat_rate_limit=None, max_clock_difference=None, use_store_clock=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -85,6 +85,8 @@ impl Client {
         safety_margin: Option<f64>,
         shutdown_timeout: Option<f64>,
         heartbeat_rate_limit: Option<u32>,
+        max_clock_difference: Option<f64>,
+        use_store_clock: bool,
     ) -> PyResult<Self> {
         let parts = stores::parts(py, store)?;
         let mut builder = LockClient::builder_shared(parts.store);
@@ -112,6 +114,10 @@ impl Client {
         if let Some(per_second) = heartbeat_rate_limit {
             builder = builder.heartbeat_rate_limit(per_second);
         }
+        if let Some(bound) = convert::optional(py, "max_clock_difference", max_clock_difference)? {
+            builder = builder.max_clock_difference(bound);
+        }
+        builder = builder.use_store_clock(use_store_clock);
         let client = {
             let _entered = parts.runtime.handle().enter();
             builder

@@ -139,6 +139,10 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for SetupFailure {
 /// For tests of what your code does in an outage, `set_unavailable(True)`
 /// makes every call fail as an unreachable store would (heartbeats fail, the
 /// lease falls into danger, then expires), until `set_unavailable(False)`.
+///
+/// `clock=True` makes it keep time as PostgreSQL does: every read carries the
+/// record's age, so a crashed holder's lock is taken over by whoever looks
+/// once its lease has passed, instead of after watching it for a lease.
 #[pyclass(module = "lease_lock._native", name = "MemoryStore", frozen)]
 #[derive(Debug)]
 pub(crate) struct MemoryStore {
@@ -148,11 +152,18 @@ pub(crate) struct MemoryStore {
 #[pymethods]
 impl MemoryStore {
     #[new]
-    fn new() -> Self {
+    #[pyo3(signature = (clock=false))]
+    fn new(clock: bool) -> Self {
+        let builder = lock_memory::MemoryStore::builder();
+        let builder = if clock {
+            builder.store_clock(1.0)
+        } else {
+            builder
+        };
         // No faults unless asked: the seed only matters for random faults,
         // which this store never injects.
         Self {
-            store: Arc::new(FaultyStore::new(lock_memory::MemoryStore::new(), 0)),
+            store: Arc::new(FaultyStore::new(builder.build(), 0)),
         }
     }
 

@@ -71,6 +71,18 @@ class LockClient:
     the heartbeats this client starts per second (default: no cap), to
     bound the write rate of a client holding many locks.
 
+    A crashed holder's lock is taken over once its lease has passed, counted
+    from its last write. Where the store keeps time (PostgreSQL, and
+    ``MemoryStore(clock=True)``) the store's clock says so, and a fresh
+    process takes the lock the first time it looks (``use_store_clock=False``
+    turns this off). DynamoDB and bucket stores stamp writes with a
+    wall-clock time, which this client believes only when told
+    ``max_clock_difference``: the most any two hosts' clocks (and the
+    service's) differ. Without either, a waiter watches the record unchanged
+    for ``lease × (1 + max_clock_drift)`` first, which needs no clock
+    assumption. A host whose clock is off by more than the bound can take a
+    live holder's lock early; fences still refuse the old holder's writes.
+
     One client per process is enough: share it between threads and tasks.
     Its acquires of one key queue inside it, first come first served. Close
     it (``close()``, or use it as a context manager) to release what it still
@@ -96,7 +108,13 @@ class LockClient:
         safety_margin: Seconds | None = None,
         shutdown_timeout: Seconds | None = None,
         heartbeat_rate_limit: int | None = None,
+        max_clock_difference: Seconds | None = None,
+        use_store_clock: bool = True,
     ) -> None:
+        if not isinstance(use_store_clock, bool):
+            raise TypeError(
+                f"use_store_clock must be True or False, not {type(use_store_clock).__name__}"
+            )
         if heartbeat_rate_limit is not None and (
             isinstance(heartbeat_rate_limit, bool) or not isinstance(heartbeat_rate_limit, int)
         ):
@@ -120,6 +138,8 @@ class LockClient:
             _seconds("safety_margin", safety_margin),
             _seconds("shutdown_timeout", shutdown_timeout),
             heartbeat_rate_limit,
+            _seconds("max_clock_difference", max_clock_difference),
+            use_store_clock,
         )
         _events.register(self)
 
