@@ -16,10 +16,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::schedule::{Event, Release, SEMAPHORE, Workload};
+use super::schedule::{Event, Release, SEMAPHORE, StoreTime, Workload};
 use lock_core::layer::Layered;
 
 use super::store::{ClientLink, Recorder, ReusesFences};
+use super::wall::{SimClock, Stamper, Stamps, WallClock, WallStamps};
 use super::world::{World, key_name, keys_of};
 use super::{Breakage, Schedule, SimReport, Violation};
 
@@ -39,12 +40,31 @@ struct Run {
     world: Arc<World>,
     memory: MemoryStore,
     shared: Arc<dyn ConditionalStore>,
+    /// The stamps of every version, in a run on wall clocks.
+    stamps: Option<Stamps>,
+    /// When the run started: every wall clock counts from it.
+    started: Instant,
     stop: watch::Sender<bool>,
     processes: Vec<Option<Process>>,
     incarnations: Vec<u64>,
 }
 
 impl Run {
+    /// Client `client`'s wall clock (true time unless the run has wall clocks
+    /// off it).
+    fn wall_clock(&self, client: usize) -> WallClock {
+        let offset_ms = match &self.world.schedule.store_time {
+            StoreTime::WallClocks { offsets_ms, .. } => {
+                offsets_ms.get(client).copied().unwrap_or_default()
+            }
+            _ => 0,
+        };
+        WallClock {
+            start: self.started,
+            offset_ms,
+        }
+    }
+
     fn start_process(&mut self, client: usize) -> Result<(), LockError> {
         let world = &self.world;
         let schedule = &world.schedule;
@@ -57,6 +77,10 @@ impl Run {
                 incarnation,
                 gate: world.gate(client),
                 calls: Mutex::new(HashMap::new()),
+                stamper: self.stamps.as_ref().map(|stamps| Stamper {
+                    stamps: stamps.clone(),
+                    wall: self.wall_clock(client),
+                }),
             },
             self.shared.clone(),
         );
@@ -69,7 +93,14 @@ impl Run {
             // The liveness bounds are computed from this period: set it, rather
             // than rely on the client's default matching `Schedule::refresh`.
             .refresh_period(schedule.refresh())
-            .clock(Arc::new(DriftingClock::new(schedule.rates[client])));
+            .clock(Arc::new(SimClock {
+                monotonic: DriftingClock::new(schedule.rates[client]),
+                wall: self.wall_clock(client),
+            }));
+        match &schedule.store_time {
+            StoreTime::WallClocks { bound, .. } => builder = builder.max_clock_difference(*bound),
+            StoreTime::StoreClock { .. } | StoreTime::None => {}
+        }
         match schedule.breakage {
             // `Schedule::from_seed` gives every client a zero margin for this.
             Some(Breakage::IgnoresDrift) => {}
@@ -331,25 +362,42 @@ pub(crate) async fn simulate(schedule: Schedule) -> Result<SimReport, Violation>
     // The run learns the store's truth from its own recording layer at the instant
     // each write applies, and reads the records at the end: the store's history
     // of every call would only cost time and memory.
-    let memory = MemoryStore::builder().history_capacity(0).build();
-    let shared: Arc<dyn ConditionalStore> = match schedule.breakage {
-        Some(Breakage::ReusedFence) => Arc::new(Layered::new(
-            Recorder {
-                world: world.clone(),
-            },
-            Layered::new(ReusesFences, memory.clone()),
-        )),
-        _ => Arc::new(Layered::new(
-            Recorder {
-                world: world.clone(),
-            },
-            memory.clone(),
-        )),
+    let memory = match &schedule.store_time {
+        StoreTime::StoreClock { rate } => MemoryStore::builder()
+            .history_capacity(0)
+            .store_clock(*rate)
+            .build(),
+        _ => MemoryStore::builder().history_capacity(0).build(),
     };
+    let stamps: Option<Stamps> =
+        matches!(schedule.store_time, StoreTime::WallClocks { .. }).then(Stamps::default);
+    // The store below the recorder: the memory store, maybe breaking fences,
+    // maybe returning each version's wall-clock stamp.
+    let below: Arc<dyn ConditionalStore> = match schedule.breakage {
+        Some(Breakage::ReusedFence) => Arc::new(Layered::new(ReusesFences, memory.clone())),
+        _ => Arc::new(memory.clone()),
+    };
+    let below: Arc<dyn ConditionalStore> = match &stamps {
+        Some(stamps) => Arc::new(Layered::new(
+            WallStamps {
+                stamps: stamps.clone(),
+            },
+            below,
+        )),
+        None => below,
+    };
+    let shared: Arc<dyn ConditionalStore> = Arc::new(Layered::new(
+        Recorder {
+            world: world.clone(),
+        },
+        below,
+    ));
     let mut run = Run {
         world: world.clone(),
         memory,
         shared,
+        stamps,
+        started: Instant::now(),
         stop: watch::channel(false).0,
         processes: (0..schedule.clients).map(|_| None).collect(),
         incarnations: vec![0; schedule.clients],

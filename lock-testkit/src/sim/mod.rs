@@ -20,9 +20,10 @@ use std::time::Duration;
 mod actors;
 mod schedule;
 mod store;
+mod wall;
 mod world;
 
-pub use schedule::{Event, Holds, Release, Schedule, Workload};
+pub use schedule::{Event, Holds, Release, Schedule, StoreTime, Workload};
 
 /// A deliberate bug, to show that the checks catch one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

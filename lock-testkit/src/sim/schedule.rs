@@ -59,6 +59,35 @@ pub struct Schedule {
     /// not with delete-on-release, which refuses one) and a
     /// [`max_hold`](lock_core::AcquireOptions::max_hold) (half a lease to three).
     pub holds: Vec<Holds>,
+    /// What the store tells about when each record was written, and so how
+    /// soon a waiter may take a crashed holder's lock: nothing in a drawn
+    /// schedule (waiters watch records); see [`Schedule::with_store_time`].
+    pub store_time: StoreTime,
+}
+
+/// What the simulated store says about when a record was written.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub enum StoreTime {
+    /// Nothing: a waiter watches a record for `lease × (1 + drift)`.
+    #[default]
+    None,
+    /// The store keeps a clock running at `rate` × true time and reports
+    /// each record's age on reads, as PostgreSQL does; clients trust it.
+    StoreClock {
+        /// The store clock's rate (within `1 ± max_drift` for a correct run).
+        rate: f64,
+    },
+    /// Each write is stamped with its writer's wall clock, as DynamoDB's are;
+    /// client `i`'s wall clock is `offsets_ms[i]` milliseconds off true time,
+    /// and every client trusts that no two differ by more than `bound`.
+    WallClocks {
+        /// Each client's wall-clock offset from true time, in milliseconds.
+        offsets_ms: Vec<i64>,
+        /// The bound the clients are configured with
+        /// ([`max_clock_difference`](lock_core::LockClientBuilder::max_clock_difference)).
+        bound: Duration,
+    },
 }
 
 /// What the simulated workers coordinate with.
@@ -266,7 +295,14 @@ impl Schedule {
             releases,
             holds,
             workload: Workload::Locks,
+            store_time: StoreTime::None,
         }
+    }
+
+    /// The same schedule on a store that tells when records were written.
+    pub fn with_store_time(mut self, store_time: StoreTime) -> Self {
+        self.store_time = store_time;
+        self
     }
 
     /// The same schedule with another workload: one key for an election, the

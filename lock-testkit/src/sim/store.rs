@@ -12,6 +12,7 @@ use lock_core::{ConditionalStore, FenceUpdate, StoreError};
 use lock_memory::Fault;
 use tokio::sync::watch;
 
+use super::wall::Stamper;
 use super::world::World;
 
 /// Reports every applied write to the [`World`] at the instant it applies.
@@ -78,6 +79,9 @@ pub(crate) struct ClientLink {
     pub(crate) incarnation: u64,
     pub(crate) gate: watch::Receiver<bool>,
     pub(crate) calls: Mutex<HashMap<String, u64>>,
+    /// Stamps this client's writes with its wall clock, in a run on wall
+    /// clocks.
+    pub(crate) stamper: Option<Stamper>,
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -139,6 +143,11 @@ impl StoreLayer for ClientLink {
         };
         self.wait_awake().await;
         self.alive()?;
+        // Stamped as the request is built, after the client read its send
+        // instant and before the request travels.
+        if let Some(stamper) = &self.stamper {
+            stamper.stamp(&call);
+        }
         let (fault, before, after) = self.draw(&stream);
         tokio::time::sleep(before).await;
         self.alive()?;
