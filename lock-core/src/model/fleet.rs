@@ -84,6 +84,11 @@ pub(crate) struct Fleet {
     pub(crate) permits: usize,
     /// The rule broken, if any.
     pub(crate) broken: Break,
+    /// The store keeps a clock running this many milliseconds per tick (4 is
+    /// true time; 3 and 5 the drift bound's ends) and reports each record's
+    /// age on reads, as PostgreSQL does; waiters credit it. `None`: waiters
+    /// watch records.
+    pub(crate) store_clock: Option<u32>,
     timing: Timing,
     base: Instant,
 }
@@ -106,6 +111,7 @@ impl Fleet {
             min_hold: false,
             permits: 1,
             broken,
+            store_clock: None,
             timing: Timing {
                 lease: Duration::from_millis(LEASE_MS),
                 max_drift: DRIFT,
@@ -156,6 +162,38 @@ impl Fleet {
     /// write landing after others sent later, the lock runs explore.
     pub(crate) fn with_permits(self, permits: usize) -> Self {
         Fleet { permits, ..self }
+    }
+
+    /// The same fleet on a store that keeps a clock of `ms_per_tick` and
+    /// reports each record's age with it.
+    pub(crate) fn with_store_clock(self, ms_per_tick: u32) -> Self {
+        Fleet {
+            store_clock: Some(ms_per_tick),
+            ..self
+        }
+    }
+
+    /// When the store stamps a write applied now: the tick, on a store that
+    /// keeps a clock (0 on one that does not, so its states stay as many).
+    fn stamp(&self, state: &State) -> u32 {
+        if self.store_clock.is_some() {
+            state.now
+        } else {
+            0
+        }
+    }
+
+    /// How old the store's clock says `stored` is now, and so what the crate
+    /// credits it with (`ClockTrust::credit`): nothing without a store clock.
+    fn credit(&self, state: &State, stored: &Stored, now: u32) -> Duration {
+        let Some(ms_per_tick) = self.store_clock else {
+            return Duration::ZERO;
+        };
+        let age = state.now.saturating_sub(stored.applied) * ms_per_tick;
+        crate::timing::ClockTrust::STORE_CLOCK.credit(
+            Some(crate::WriteTime::Ago(Duration::from_millis(u64::from(age)))),
+            self.wall(now),
+        )
     }
 
     /// The hold limits of client `c`'s acquisition (the crate's own).
@@ -406,6 +444,8 @@ pub(crate) struct Stored {
     fence: u64,
     /// A final write's end of the min hold (wall clock, milliseconds).
     final_until: Option<u32>,
+    /// The tick it was applied at, on a store that keeps a clock.
+    applied: u32,
 }
 
 /// A write to the store (reads are one step, see [`Fleet::read`]).
@@ -451,6 +491,8 @@ pub(crate) struct Seen {
     writer: u8,
     write: u16,
     at: u32,
+    /// The age the store's clock proved then (milliseconds).
+    credit: u32,
 }
 
 /// Where a client is with the lock.
@@ -544,6 +586,9 @@ pub(crate) struct State {
     highest_fence: Vec<u64>,
     /// A crashed holder's lock was taken over (the model is not vacuous).
     took_over_crashed: bool,
+    /// A record was taken over before a waiter watching it from its first
+    /// sighting could have: the store's clock proved it old.
+    took_over_by_credit: bool,
     /// An ambiguous write was found applied and kept.
     recognised_own: bool,
     violations: Violations,
@@ -648,6 +693,7 @@ impl Model for Fleet {
                 faults_left: self.faults,
                 highest_fence: vec![0; self.permits],
                 took_over_crashed: false,
+                took_over_by_credit: false,
                 recognised_own: false,
                 violations: Violations::default(),
             });
@@ -766,6 +812,12 @@ impl Model for Fleet {
                 |_: &Fleet, state: &State| state.recognised_own,
             ),
         ];
+        if self.store_clock.is_some() {
+            properties.push(Property::sometimes(
+                "a record the store's clock proves old is taken over before watching it would allow",
+                |_: &Fleet, state: &State| state.took_over_by_credit,
+            ));
+        }
         if self.permits > 1 {
             properties.push(Property::always(
                 "a semaphore never has more holders that trust their permit than permits",
@@ -791,7 +843,7 @@ impl Model for Fleet {
 }
 
 /// The store applies `op` from `writer`, atomically, and answers.
-fn apply(state: &mut State, writer: u8, op: &Op) -> Answer {
+fn apply(state: &mut State, writer: u8, op: &Op, stamp: u32) -> Answer {
     let Op::Put { slot, .. } = op;
     let slot = usize::from(*slot);
     let store = &mut state.store[slot];
@@ -820,6 +872,7 @@ fn apply(state: &mut State, writer: u8, op: &Op) -> Answer {
                 released: *released,
                 fence: if *next_fence { fence + 1 } else { fence },
                 final_until: *final_until,
+                applied: stamp,
             };
             *store = Some(written.clone());
             if *next_fence {
@@ -966,12 +1019,13 @@ impl Fleet {
             }
             Action::Apply(c) | Action::ApplyTwice(c) => {
                 let op = state.clients[c].call.as_ref()?.op.clone();
-                let mut answer = apply(&mut state, c as u8, &op);
+                let stamp = self.stamp(&state);
+                let mut answer = apply(&mut state, c as u8, &op, stamp);
                 if action == Action::ApplyTwice(c) {
                     // A retry inside the store's client reaches the store
                     // too; the caller gets the retry's answer.
                     state.faults_left -= 1;
-                    answer = apply(&mut state, c as u8, &op);
+                    answer = apply(&mut state, c as u8, &op, stamp);
                 }
                 if let Some(call) = state.clients[c].call.as_mut() {
                     call.answer = Some(answer);
@@ -995,7 +1049,8 @@ impl Fleet {
             }
             Action::ApplyStray(i) => {
                 let (writer, op) = state.strays.remove(i);
-                apply(&mut state, writer, &op);
+                let stamp = self.stamp(&state);
+                apply(&mut state, writer, &op, stamp);
             }
             Action::Crash(c) => {
                 state.faults_left -= 1;
@@ -1018,7 +1073,8 @@ impl Fleet {
         let sent = self.clock(state, c);
         // A semaphore's store applies a write the instant it is sent: see
         // `with_permits`.
-        let answer = (self.permits > 1).then(|| apply(state, c as u8, &op));
+        let stamp = self.stamp(state);
+        let answer = (self.permits > 1).then(|| apply(state, c as u8, &op, stamp));
         state.clients[c].call = Some(Call {
             op,
             sent,
@@ -1358,6 +1414,7 @@ impl Fleet {
                 *handed = None;
                 // The first sighting of this version, as the model knows it
                 // (what the liveness property measures the decision by).
+                let credit = self.credit(state, &stored, now);
                 let first = match seen.take() {
                     Some(seen) if (seen.writer, seen.write) == (stored.writer, stored.write) => {
                         seen
@@ -1366,6 +1423,7 @@ impl Fleet {
                         writer: stored.writer,
                         write: stored.write,
                         at: now,
+                        credit: self.ms(self.base + credit),
                     },
                 };
                 // The crate's sightings, holding what this waiter remembers
@@ -1380,10 +1438,10 @@ impl Fleet {
                             ..stored.clone()
                         }),
                         self.instant(first.at),
-                        Duration::ZERO,
+                        Duration::from_millis(u64::from(first.credit)),
                     );
                 }
-                let sighting = sightings.saw(&record, self.instant(now), Duration::ZERO);
+                let sighting = sightings.saw(&record, self.instant(now), credit);
                 let observation: Observation = sighting.observation;
                 let mut takeover_at = self.waiter_timing().takeover_at(&observation);
                 // A final write is busy until its min hold ends on this
@@ -1397,11 +1455,14 @@ impl Fleet {
                     takeover_at = takeover_at.min(ends);
                 }
                 let due = self.instant(now) >= takeover_at;
+                let bound = (LEASE_MS as f64 * (1.0 + DRIFT)).ceil() as u32;
+                if due && stored.final_until.is_none() && now < first.at + bound {
+                    state.took_over_by_credit = true;
+                }
                 if !due {
                     // Watched for lease × (1 + drift), counted on its own
                     // clock from its first sighting of this version (as the
                     // model knows it): it must take over.
-                    let bound = (LEASE_MS as f64 * (1.0 + DRIFT)).ceil() as u32;
                     // Or a final write whose min hold has ended on its wall
                     // clock, as the model knows it.
                     let hold_ended = stored.final_until.is_some_and(|until| now >= until);
@@ -1409,7 +1470,13 @@ impl Fleet {
                         state.violations.takeover_late = true;
                     }
                 }
-                *seen = Some(first);
+                // What the crate remembers: the sighting proving the version
+                // oldest (the first one, without a store clock).
+                *seen = Some(Seen {
+                    at: self.ms(observation.seen_at),
+                    credit: self.ms(self.base + observation.credit),
+                    ..first
+                });
                 if due {
                     Verdict::Due(stored)
                 } else {

@@ -1,6 +1,7 @@
 use stateright::{Checker, Model};
 
 use super::fleet::{Action, State};
+use super::fleet::{FAST, SLOW};
 use super::{Break, Fleet};
 
 /// Ticks of real time explored: long enough for a crashed holder's lease to
@@ -20,8 +21,9 @@ fn explore(fleet: Fleet) -> impl Checker<Fleet> {
         fleet.broken,
     );
     let started = std::time::Instant::now();
+    let clock_too_fast = fleet.store_clock.is_some_and(|rate| rate > FAST);
     let mut builder = fleet.checker().threads(2);
-    if size.4 != Break::Nothing {
+    if size.4 != Break::Nothing || clock_too_fast {
         // A broken rule: the first schedule with two trusted holders is the
         // answer.
         builder = builder.finish_when(stateright::HasDiscoveries::AnyOf(
@@ -101,6 +103,54 @@ fn every_schedule_of_two_clients_with_faults_keeps_every_invariant() {
     // And the schedules worth having are there: a crashed holder taken
     // over, an ambiguous write found applied.
     checker.assert_properties();
+}
+
+/// On a store that reports each record's age on its own clock (as
+/// PostgreSQL does), waiters credit it and take a crashed holder's lock as
+/// soon as its lease has passed on that clock. With the store's clock at
+/// either end of the drift bound (the fast end proves records oldest, the
+/// worst case): no two holders trust the lock, and a holder that stopped
+/// heartbeating is taken over sooner than watching would allow. Without
+/// faults (4.7 million states at the fast end); `LOCK_MODEL=large` adds one
+/// fault per schedule (150 million states, about 4.5 minutes).
+#[test]
+fn every_schedule_of_two_clients_on_a_store_clock_keeps_every_invariant() {
+    for rate in [FAST, SLOW] {
+        let checker = explore(Fleet::new(2, HORIZON, 0, 1, Break::Nothing).with_store_clock(rate));
+        assert_no_counterexample(&checker);
+        // (A holder that stops heartbeating is a crash without a fault.)
+        let reached =
+            "a record the store's clock proves old is taken over before watching it would allow";
+        assert!(
+            checker.discovery(reached).is_some(),
+            "{rate} ms a tick: never {reached}"
+        );
+    }
+}
+
+/// `LOCK_MODEL=large`: the store clock at the fast end of the drift bound,
+/// with one fault per schedule.
+#[test]
+fn a_store_clock_with_faults_when_asked() {
+    if std::env::var("LOCK_MODEL").as_deref() != Ok("large") {
+        eprintln!("skipped: LOCK_MODEL=large runs a store clock with faults (about 4.5 minutes)");
+        return;
+    }
+    assert_no_counterexample(&explore(
+        Fleet::new(2, HORIZON, 1, 1, Break::Nothing).with_store_clock(FAST),
+    ));
+}
+
+/// A store clock running twice as fast as true time (far beyond the drift
+/// bound, as a clock stepped forward looks) proves a live holder's record
+/// old: two holders trust the lock.
+#[test]
+fn a_store_clock_beyond_the_drift_bound_is_caught() {
+    let checker = explore(Fleet::new(2, HORIZON, 0, 1, Break::Nothing).with_store_clock(8));
+    let discovery = checker
+        .discovery(MUTUAL_EXCLUSION)
+        .unwrap_or_else(|| panic!("a store clock twice as fast lets a waiter take a live lock"));
+    eprintln!("{}", trace(discovery));
 }
 
 /// Acquisitions with and without a min hold: a release before it ends is a
