@@ -83,7 +83,8 @@ pub struct Global {
 
     /// The most any two hosts' wall clocks (and the service's) differ: with
     /// it, a crashed holder's lock on DynamoDB or a bucket is taken over once
-    /// its last write's time + lease × 1.01 + this has passed, the first time
+    /// its last write's time + lease × 1.01 + this has passed (and one second
+    /// more in a bucket, whose times are whole seconds), the first time
     /// lockctl looks, instead of after watching it for a lease. A host whose
     /// clock is off by more can take a live holder's lock early (fences still
     /// refuse the old holder) [default: off]

@@ -1399,6 +1399,30 @@ def test_kept_released_records_keep_fences_rising(shared: Harness) -> None:
     assert h.item("fresh") is None and plain.acquire_lock("fresh").fence == 1
 
 
+def test_with_a_clock_bound_a_closed_clients_lock_is_taken_over_once_its_lease_has_passed(
+    shared: Harness,
+) -> None:
+    h, pdl = shared, load(REPLACEMENT)
+    closing = h.client(pdl, owner_name="closing", lease_duration=SHORT_LEASE)
+    closing.acquire_lock("job")
+    assert "written_at" in h.item("job"), "every write carries its writer's time"
+    closing.close()  # the lock stays, unheartbeaten, as a crashed process's would
+    written = time.monotonic()
+    bound = timedelta(seconds=0.2)
+    time.sleep(max(0.0, written + seconds(SHORT_LEASE) * 1.01 + 0.2 + 0.05 - time.monotonic()))
+    # A fresh client without a bound watches the record for a lease first.
+    watcher = h.client(pdl, owner_name="watcher", lease_duration=SHORT_LEASE)
+    lock_error(pdl, "ACQUIRE_TIMEOUT", lambda: watcher.acquire_lock("job", retry_timeout=timedelta(seconds=0.3)))
+    # With one, it takes the lock at once.
+    fresh = h.client(pdl, owner_name="fresh", lease_duration=SHORT_LEASE, max_clock_difference=bound)
+    started = time.monotonic()
+    taken = fresh.acquire_lock("job", retry_timeout=timedelta(seconds=0.3))
+    assert time.monotonic() - started < 0.3
+    assert h.item_of(taken)["owner_name"] == "fresh"
+    with pytest.raises(pdl.DynamoDBLockError, match="written_at"):
+        fresh.acquire_lock("other", additional_attributes={"written_at": 1})
+
+
 def test_periods_in_seconds_and_a_safe_period_as_long_as_the_lease(
     shared: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -142,6 +142,7 @@ class DynamoDBLockClient:
                  heartbeat_tps=_DEFAULT_HEARTBEAT_TPS,
                  app_callback_executor=None,
                  keep_released_records=False,
+                 max_clock_difference=None,
                  ):
         """
         :param boto3.ServiceResource dynamodb_resource: mandatory argument; its
@@ -169,6 +170,13 @@ class DynamoDBLockClient:
                 released (attribute ``released``) instead of deleting it, so that fences keep
                 rising across releases. python-dynamodb-lock 0.9.1 takes such an item for a held
                 lock: turn it on once no process of that library uses the table. Defaults to False.
+        :param datetime.timedelta max_clock_difference: Not in 0.9.1. The most any two hosts'
+                clocks differ: with it, a lock whose holder crashed is taken over once its last
+                write's time (``written_at``, which this client stamps on every write) plus the
+                lease and this bound has passed, instead of after watching it unchanged for a
+                lease. A host whose clock is off by more can take a live lock early. Locks
+                written by python-dynamodb-lock 0.9.1 carry no such time and are watched.
+                Defaults to None (always watch).
 
         Settings that cannot work (a heartbeat period not shorter than the safe period) raise
         ``lease_lock.ConfigError``. A safe period not shorter than the lease is taken as
@@ -241,10 +249,13 @@ class DynamoDBLockClient:
             max_clock_drift=drift,
             safety_margin=margin,
             heartbeat_rate_limit=tps,
+            max_clock_difference=(
+                None if max_clock_difference is None else _seconds(max_clock_difference)
+            ),
         )
         # attribute names of this library's own, refused as additional attributes ('released'
         # whether or not this client keeps released records: one that does reads it)
-        self._reserved = (self._COL_FENCE, 'released')
+        self._reserved = (self._COL_FENCE, 'released', 'written_at')
         # a client for releases after close(release_locks=False), made when first needed
         self._late_client = None
         self._late_client_lock = threading.Lock()

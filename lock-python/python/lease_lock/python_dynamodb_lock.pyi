@@ -58,6 +58,7 @@ class DynamoDBLockClient:
         heartbeat_tps: float = ...,
         app_callback_executor: Executor | None = None,
         keep_released_records: bool = False,
+        max_clock_difference: _Period | None = None,
     ) -> None: ...
     def acquire_lock(
         self,
