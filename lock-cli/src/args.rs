@@ -97,6 +97,12 @@ pub struct Global {
     #[arg(long, global = true, env = "LOCKCTL_NO_STORE_CLOCK")]
     pub no_store_clock: bool,
 
+    /// Leave a lock whose holder went silent (crashed, cut off) alone this
+    /// much longer than its lease, for resources that cannot check fences;
+    /// give every client of the lock the same [default: none]
+    #[arg(long, global = true, env = "LOCKCTL_LOCK_DELAY", value_parser = parse_duration, value_name = "DURATION")]
+    pub lock_delay: Option<Duration>,
+
     /// Output format of what goes to stdout
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,

@@ -213,6 +213,9 @@ impl Global {
             builder = builder.max_clock_difference(bound);
         }
         builder = builder.use_store_clock(!self.no_store_clock);
+        if let Some(delay) = self.lock_delay {
+            builder = builder.lock_delay(delay);
+        }
         if let Some(lease) = lease {
             builder = builder.lease(lease);
         }

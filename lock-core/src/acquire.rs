@@ -142,7 +142,10 @@ impl Shared {
             if options.busy_unless_dead {
                 Duration::ZERO
             } else {
-                self.config.timing.default_wait(lease, refresh)
+                self.config
+                    .timing
+                    .default_wait(lease, refresh)
+                    .saturating_add(self.config.lock_delay)
             }
         });
         if options.reentrant
@@ -555,7 +558,10 @@ impl Shared {
             // this RVN, in this acquire or an earlier one.
             let credit = self.config.clock_trust.credit(record.written, wall_now);
             let sighting = self.sightings.saw(&record, now, credit);
-            let mut takeover_at = timing.takeover_at(&sighting.observation);
+            // The lock delay, if any, is added to a silent holder's takeover
+            // only: a final hold's end is not an involuntary loss.
+            let mut takeover_at =
+                timing.delayed_takeover_at(&sighting.observation, self.config.lock_delay);
             // A record its holder wrote for the last time, to keep the lock
             // to the end of a min hold, is busy on purpose until that end (not
             // a dead holder to watch), and free from then on.

@@ -27,6 +27,9 @@ pub(crate) struct ClientConfig {
     pub metric_key_labels: bool,
     /// Which clocks prove a record old (see [`ClockTrust`]).
     pub clock_trust: ClockTrust,
+    /// How much longer than the takeover rule a silent holder's lock is left
+    /// alone (see [`LockClientBuilder::lock_delay`]).
+    pub lock_delay: Duration,
 }
 
 /// Builds a [`LockClient`](crate::LockClient); see
@@ -53,6 +56,7 @@ pub struct LockClientBuilder {
     shutdown_timeout: Duration,
     metric_key_labels: bool,
     clock_trust: ClockTrust,
+    lock_delay: Duration,
 }
 
 impl LockClientBuilder {
@@ -72,6 +76,7 @@ impl LockClientBuilder {
             shutdown_timeout: Duration::from_secs(5),
             metric_key_labels: false,
             clock_trust: ClockTrust::STORE_CLOCK,
+            lock_delay: Duration::ZERO,
         }
     }
 
@@ -185,6 +190,18 @@ impl LockClientBuilder {
         self
     }
 
+    /// Leave a lock whose holder went silent (crashed, cut off, paused) alone
+    /// for `delay` longer than the takeover rule requires, as Chubby's and
+    /// Consul's lock-delay do (default none): for resources that cannot check
+    /// fences, so that a holder's write still in flight when it lost the lock
+    /// lands before anyone else may act. Set it alike on every client of a
+    /// lock: it is the waiters' rule. A lock released, or left to the end of
+    /// a min hold, is taken at once as before. At most a year.
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay;
+        self
+    }
+
     /// The clock all timing decisions read (default [`TokioClock`]).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -221,6 +238,12 @@ impl LockClientBuilder {
         if self.heartbeat_rate_limit == Some(0) {
             return Err(ConfigError::ZeroRateLimit);
         }
+        if self.lock_delay > MAX_LEASE {
+            return Err(ConfigError::LockDelayTooLong {
+                delay: self.lock_delay,
+                max: MAX_LEASE,
+            });
+        }
         if self.clock_trust.max_clock_difference.is_some()
             && self.store.capabilities().clock == crate::StoreClock::None
         {
@@ -243,6 +266,7 @@ impl LockClientBuilder {
             shutdown_timeout: self.shutdown_timeout,
             metric_key_labels: self.metric_key_labels,
             clock_trust: self.clock_trust,
+            lock_delay: self.lock_delay,
         })
     }
 }

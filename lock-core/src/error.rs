@@ -210,6 +210,15 @@ pub enum ConfigError {
         "max clock difference is set, but this store's records carry no write time: remove the setting"
     )]
     ClockDifferenceWithoutWriteTimes,
+    /// The [`lock_delay`](crate::LockClientBuilder::lock_delay) is longer than
+    /// a lease may be.
+    #[error("lock delay of {delay:?} is longer than the longest allowed, {max:?}")]
+    LockDelayTooLong {
+        /// The delay asked for.
+        delay: Duration,
+        /// The longest allowed.
+        max: Duration,
+    },
     /// [`AcquireOptions::max_hold`](crate::AcquireOptions::max_hold) is zero.
     #[error("max hold must be greater than zero (leave it unset for no limit)")]
     ZeroMaxHold,

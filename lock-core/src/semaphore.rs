@@ -267,7 +267,11 @@ impl Semaphore {
             if options.busy_unless_dead {
                 Duration::ZERO
             } else {
-                shared.config.timing.default_wait(lease, refresh)
+                shared
+                    .config
+                    .timing
+                    .default_wait(lease, refresh)
+                    .saturating_add(shared.config.lock_delay)
             }
         });
         self.take(options, wait)
@@ -392,7 +396,10 @@ impl Semaphore {
                     Some(record) => {
                         let credit = shared.config.clock_trust.credit(record.written, wall_now);
                         let sighting = shared.sightings.saw(record, now, credit);
-                        let at = shared.config.timing.takeover_at(&sighting.observation);
+                        let at = shared
+                            .config
+                            .timing
+                            .delayed_takeover_at(&sighting.observation, shared.config.lock_delay);
                         // A holder that wrote since this client first looked, or
                         // one keeping its permit to the end of a min hold on purpose.
                         let final_hold = record.rvn.final_until().is_some_and(|until| {

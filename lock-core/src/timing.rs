@@ -75,9 +75,18 @@ impl Timing {
     /// `lease × (1 + drift)` after it was seen, less the age the record was
     /// proven to have when seen ([`Observation::credit`]).
     pub fn takeover_at(&self, observation: &Observation) -> Instant {
+        self.delayed_takeover_at(observation, Duration::ZERO)
+    }
+
+    /// [`takeover_at`](Self::takeover_at) with a
+    /// [lock delay](crate::LockClientBuilder::lock_delay): `delay` more
+    /// after the lease × (1 + drift), counted from the same write (so a
+    /// record already proven old waits only what is left of both).
+    pub fn delayed_takeover_at(&self, observation: &Observation, delay: Duration) -> Instant {
         crate::clock::later(
             observation.seen_at,
             self.takeover_after(observation.lease)
+                .saturating_add(delay)
                 .saturating_sub(observation.credit),
         )
     }
@@ -460,6 +469,12 @@ mod tests {
         );
         assert_eq!(t.takeover_at(&obs(Duration::from_millis(10_100))), seen);
         assert_eq!(t.takeover_at(&obs(Duration::from_secs(3_600))), seen);
+        // A lock delay counts from the same write: a record proven 12 s old
+        // waits what is left of 10.1 s + 3 s.
+        assert_eq!(
+            t.delayed_takeover_at(&obs(Duration::from_secs(12)), Duration::from_secs(3)),
+            seen + Duration::from_millis(1_100)
+        );
         let a = obs(Duration::from_secs(4));
         let b = Observation {
             seen_at: seen + Duration::from_secs(1),

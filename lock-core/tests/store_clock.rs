@@ -600,3 +600,120 @@ async fn a_clock_bound_for_a_store_whose_records_carry_no_write_time_is_refused(
     );
     assert!(error.to_string().contains("remove the setting"), "{error}");
 }
+
+// ---- Lock delay ----------------------------------------------------------------
+
+const DELAY: Duration = Duration::from_secs(3);
+
+fn delayed_client(store: &MemoryStore, owner: &str) -> LockClient {
+    LockClient::builder(store.clone())
+        .owner(owner)
+        .lease(LEASE)
+        .refresh_period(Duration::from_millis(500))
+        .lock_delay(DELAY)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_delay_leaves_a_silent_holders_lock_alone_that_much_longer() {
+    // By the store's clock: a fresh process's attempt one tick before the
+    // lease and the delay have passed is refused, at the edge it takes over.
+    let store = clocked_store();
+    dead_holder(&store, "job", AcquireOptions::new()).await;
+    advance(TAKEOVER + DELAY - TICK).await;
+    let early = delayed_client(&store, "early");
+    assert!(
+        early
+            .try_acquire("job", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    advance(TICK).await;
+    let on_time = delayed_client(&store, "on-time");
+    let guard = on_time
+        .try_acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .expect("taken over once the lease and the delay have passed");
+    assert_eq!(guard.took_over().unwrap().owner, "dead");
+
+    // By watching: a waiter takes over lease × (1 + drift) + delay after its
+    // first sighting, within its default wait.
+    let store = MemoryStore::new();
+    dead_holder(&store, "job", AcquireOptions::new()).await;
+    let waiter = delayed_client(&store, "waiter");
+    let started = Instant::now();
+    let guard = timeout(PATIENCE, waiter.acquire("job", AcquireOptions::new()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(started.elapsed(), TAKEOVER + DELAY);
+    assert_eq!(guard.took_over().unwrap().owner, "dead");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_delay_does_not_hold_back_a_released_lock_or_a_permit_past_it() {
+    let store = clocked_store();
+    let holder = delayed_client(&store, "holder");
+    holder
+        .acquire("job", AcquireOptions::new())
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let next = delayed_client(&store, "next");
+    assert!(
+        next.try_acquire("job", AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_some(),
+        "a released lock is taken at once"
+    );
+    // A crashed holder's permit: left alone for the delay too.
+    let dead = client(store.clone(), "dead");
+    let _detached = dead
+        .semaphore("exports", 1)
+        .unwrap()
+        .acquire(AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    advance(TAKEOVER + DELAY - TICK).await;
+    let early = delayed_client(&store, "early");
+    let none = early
+        .semaphore("exports", 1)
+        .unwrap()
+        .try_acquire(AcquireOptions::new())
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    advance(TICK).await;
+    let late = delayed_client(&store, "late");
+    let permit = late
+        .semaphore("exports", 1)
+        .unwrap()
+        .try_acquire(AcquireOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(permit.unwrap().took_over().unwrap().owner, "dead");
+}
+
+#[tokio::test]
+async fn a_lock_delay_longer_than_a_lease_may_be_is_refused() {
+    let error = LockClient::builder(MemoryStore::new())
+        .lock_delay(lock_core::MAX_LEASE + Duration::from_secs(1))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            LockError::InvalidConfig(ConfigError::LockDelayTooLong { .. })
+        ),
+        "{error:?}"
+    );
+}

@@ -72,7 +72,7 @@ impl Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (store, owner=None, lease=None, heartbeat=None, refresh=None, max_clock_drift=None, safety_margin=None, shutdown_timeout=None, heartbeat_rate_limit=None, max_clock_difference=None, use_store_clock=true))]
+    #[pyo3(signature = (store, owner=None, lease=None, heartbeat=None, refresh=None, max_clock_drift=None, safety_margin=None, shutdown_timeout=None, heartbeat_rate_limit=None, max_clock_difference=None, use_store_clock=true, lock_delay=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -87,6 +87,7 @@ impl Client {
         heartbeat_rate_limit: Option<u32>,
         max_clock_difference: Option<f64>,
         use_store_clock: bool,
+        lock_delay: Option<f64>,
     ) -> PyResult<Self> {
         let parts = stores::parts(py, store)?;
         let mut builder = LockClient::builder_shared(parts.store);
@@ -118,6 +119,9 @@ impl Client {
             builder = builder.max_clock_difference(bound);
         }
         builder = builder.use_store_clock(use_store_clock);
+        if let Some(delay) = convert::optional(py, "lock_delay", lock_delay)? {
+            builder = builder.lock_delay(delay);
+        }
         let client = {
             let _entered = parts.runtime.handle().enter();
             builder

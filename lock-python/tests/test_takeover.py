@@ -69,3 +69,13 @@ def test_the_options_are_checked_before_anything_is_written() -> None:
     lease_lock.LockClient(
         lease_lock.MemoryStore(clock=True), max_clock_difference=timedelta(milliseconds=200)
     ).close()
+
+
+def test_a_lock_delay_leaves_a_crashed_holders_lock_alone_that_much_longer() -> None:
+    store = lease_lock.MemoryStore(clock=True)
+    written = crashed_holder(store)
+    past_the_lease(written)
+    assert fresh_attempt(store, lock_delay=0.3) is None, "within the delay"
+    time.sleep(max(0.0, written + LEASE * 1.01 + 0.3 + 0.05 - time.monotonic()))
+    lock = fresh_attempt(store, lock_delay=timedelta(seconds=0.3))
+    assert lock is not None and lock.fence == 2

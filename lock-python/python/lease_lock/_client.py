@@ -82,6 +82,9 @@ class LockClient:
     for ``lease × (1 + max_clock_drift)`` first, which needs no clock
     assumption. A host whose clock is off by more than the bound can take a
     live holder's lock early; fences still refuse the old holder's writes.
+    ``lock_delay`` leaves a silent holder's lock alone that much longer (as
+    Chubby's lock-delay), for resources that cannot check fences: set it
+    alike on every client of a lock.
 
     One client per process is enough: share it between threads and tasks.
     Its acquires of one key queue inside it, first come first served. Close
@@ -110,6 +113,7 @@ class LockClient:
         heartbeat_rate_limit: int | None = None,
         max_clock_difference: Seconds | None = None,
         use_store_clock: bool = True,
+        lock_delay: Seconds | None = None,
     ) -> None:
         if not isinstance(use_store_clock, bool):
             raise TypeError(
@@ -140,6 +144,7 @@ class LockClient:
             heartbeat_rate_limit,
             _seconds("max_clock_difference", max_clock_difference),
             use_store_clock,
+            _seconds("lock_delay", lock_delay),
         )
         _events.register(self)
 

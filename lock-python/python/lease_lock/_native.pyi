@@ -296,6 +296,7 @@ class Client:
         heartbeat_rate_limit: int | None = None,
         max_clock_difference: float | None = None,
         use_store_clock: bool = True,
+        lock_delay: float | None = None,
     ) -> Self: ...
     @property
     def owner(self) -> str: ...
