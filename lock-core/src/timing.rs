@@ -223,10 +223,14 @@ impl Observation {
 ///   lease runs, and all replicas a store reads from share it.
 /// * [`WriteTime::At`]: no two hosts' wall clocks (the writer's, the
 ///   waiter's, the service's for `Last-Modified`) differ by more than
-///   [`max_clock_difference`](Self::max_clock_difference). A host whose clock
-///   is further ahead takes a live holder's lock early; one whose clock is
-///   behind stamps its writes early, so others take its lock early. Fences
-///   still refuse the old holder's writes at the resource.
+///   [`max_clock_difference`](Self::max_clock_difference), and none is
+///   stepped forward while a lease runs (the writer's clock must not advance
+///   faster than `1 + drift` between its stamp and the read: all hosts
+///   stepped forward together keep their differences and still overstate
+///   every age). A host whose clock is further ahead takes a live holder's
+///   lock early; one whose clock is behind stamps its writes early, so
+///   others take its lock early. Fences still refuse the old holder's writes
+///   at the resource.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClockTrust {
     /// Trust [`WriteTime::Ago`] (the store's own clock). On by default.

@@ -238,12 +238,17 @@ pub(crate) fn record_from_item(
 }
 
 /// The writer's wall clock now, as the write-time attribute stores it: epoch
-/// milliseconds (truncated), a space, and the RVN written with it.
-pub(crate) fn written_now(rvn: &str) -> AttributeValue {
+/// milliseconds (truncated), a space, and the RVN written with it. `None`
+/// when the clock reads before 2025: a host whose clock was never set would
+/// stamp every lock decades old, so it stamps none (the version then carries
+/// no stamp of its own, and is watched).
+pub(crate) fn written_now(rvn: &str) -> Option<AttributeValue> {
+    /// 2025-01-01T00:00:00Z, in milliseconds.
+    const SANE_SINCE_MS: u128 = 1_735_689_600_000;
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_millis());
-    AttributeValue::S(format!("{ms} {rvn}"))
+    (ms >= SANE_SINCE_MS).then(|| AttributeValue::S(format!("{ms} {rvn}")))
 }
 
 /// Seconds since the Unix epoch, for default expiry times.

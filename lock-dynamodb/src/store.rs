@@ -444,8 +444,11 @@ impl DynamoDbStore {
         if let (Some(name), Some(at)) = (layout.expires_at(), self.expiry(new)) {
             attributes.push((name, AttributeValue::N(at.to_string())));
         }
-        if let Some(name) = layout.written() {
-            attributes.push((name, item::written_now(new.rvn.as_str())));
+        if let Some(stamp) = layout
+            .written()
+            .and_then(|name| Some((name, item::written_now(new.rvn.as_str())?)))
+        {
+            attributes.push(stamp);
         }
         Ok(key_item
             .iter()
@@ -870,7 +873,7 @@ impl DynamoDbStore {
         // Read last, after the client counted its lease from the send.
         let written = layout
             .written()
-            .map(|name| (name, item::written_now(new.rvn.as_str())));
+            .and_then(|name| Some((name, item::written_now(new.rvn.as_str())?)));
         if let Some((name, value)) = &written {
             set.push(format!("{} = :written", expr.name("#written", name)));
             expr.value(":written", value.clone());

@@ -1668,7 +1668,6 @@ async fn with_a_clock_bound_a_fresh_process_takes_a_crashed_holders_lock_by_the_
             "{name}"
         );
         let crashed = client(store.clone(), "crashed", lease);
-        let sent = tokio::time::Instant::now();
         let detached = crashed
             .acquire("job", AcquireOptions::new())
             .await
@@ -1676,10 +1675,14 @@ async fn with_a_clock_bound_a_fresh_process_takes_a_crashed_holders_lock_by_the_
             .detach()
             .await
             .unwrap();
+        // No write of the holder's comes after this (its heartbeats stopped).
+        let last_write = tokio::time::Instant::now();
         let (young, _) = bounded_fresh_attempt(&store, "early", lease, Some(bound)).await;
         assert!(young.is_none(), "{name}: a young record is busy");
-        tokio::time::sleep_until(sent + lease.mul_f64(1.01) + bound + Duration::from_millis(20))
-            .await;
+        tokio::time::sleep_until(
+            last_write + lease.mul_f64(1.01) + bound + Duration::from_millis(20),
+        )
+        .await;
         let (watching, _) = bounded_fresh_attempt(&store, "watcher", lease, None).await;
         assert!(
             watching.is_none(),

@@ -213,7 +213,6 @@ async fn with_a_clock_bound_a_fresh_process_takes_a_crashed_holders_lock_by_last
     let lease = Duration::from_millis(1000);
     let bound = Duration::from_millis(200);
     let crashed = support::client(store.clone(), "crashed", lease);
-    let sent = Instant::now();
     let detached = crashed
         .acquire("job", AcquireOptions::new())
         .await
@@ -221,6 +220,8 @@ async fn with_a_clock_bound_a_fresh_process_takes_a_crashed_holders_lock_by_last
         .detach()
         .await
         .unwrap();
+    // No write of the holder's comes after this (its heartbeats stopped).
+    let last_write = Instant::now();
     let attempt = |owner: &'static str, bound: Option<Duration>| {
         let fresh_store = support::another_process(&store);
         async move {
@@ -241,7 +242,11 @@ async fn with_a_clock_bound_a_fresh_process_takes_a_crashed_holders_lock_by_last
     };
     // One second of granularity on top of the lease and the bound.
     tokio::time::sleep_until(
-        sent + Duration::from_secs(1) + lease.mul_f64(1.01) + bound + Duration::from_millis(50),
+        last_write
+            + Duration::from_secs(1)
+            + lease.mul_f64(1.01)
+            + bound
+            + Duration::from_millis(50),
     )
     .await;
     let (watching, _) = attempt("watcher", None).await;

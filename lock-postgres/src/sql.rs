@@ -20,8 +20,9 @@
 //! lock first and `current` is read only when nothing was written.)
 //! docs/postgres.md gives the whole argument.
 //!
-//! `written_at` is the server's time of the last write (`now()`: the start of
-//! the writing statement's transaction, so after the holder sent it). Every
+//! `written_at` is the server's time of the last write
+//! (`statement_timestamp()`: the start of the writing statement, so after the
+//! holder sent it, even inside a transaction a caller opened). Every
 //! statement that returns a record also returns its age on the server's clock
 //! (`clock_timestamp() - written_at`, taken as the row is returned): the
 //! client credits a record with that age and so takes over a crashed
@@ -113,13 +114,13 @@ impl Statements {
         // conflict branch locks the row and decides on its latest version.
         let put_vacant = format!(
             "WITH {current}, written AS (\
-                 INSERT INTO {t} AS t ({COLUMNS}) \
+                 INSERT INTO {t} AS t ({COLUMNS}, written_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::bool THEN 1 ELSE 0 END, \
-                         CASE WHEN $8::int4 = 1 THEN $9::bytea END, $10) \
+                         CASE WHEN $8::int4 = 1 THEN $9::bytea END, $10, statement_timestamp()) \
                  ON CONFLICT (partition_key, sort_key) DO UPDATE SET \
                      owner = EXCLUDED.owner, rvn = EXCLUDED.rvn, lease_ms = EXCLUDED.lease_ms, \
                      released = EXCLUDED.released, fence = {FENCE}, data = {DATA}, \
-                     expires_at = EXCLUDED.expires_at, written_at = now() \
+                     expires_at = EXCLUDED.expires_at, written_at = statement_timestamp() \
                  WHERE t.released \
                  {returning}) {}",
             outcome("written")
@@ -129,7 +130,7 @@ impl Statements {
         let put_version = format!(
             "WITH {current}, written AS (\
                  UPDATE {t} AS t SET owner = $3, rvn = $4, lease_ms = $5, released = $6, \
-                     fence = {FENCE}, data = {DATA}, expires_at = $10, written_at = now() \
+                     fence = {FENCE}, data = {DATA}, expires_at = $10, written_at = statement_timestamp() \
                  FROM current \
                  WHERE t.partition_key = current.partition_key AND t.sort_key = current.sort_key \
                      AND current.rvn = $11 \

@@ -89,7 +89,6 @@ async fn end_to_end_heartbeats_takeover_release_and_shutdown() {
     // The holder "crashes" (cut off from the table); a waiter takes over.
     let waiter = client(store.clone(), "waiter", lease);
     link.set_unavailable(true);
-    let started = Instant::now();
     let taken = timeout(
         LIMIT,
         waiter.acquire("job", AcquireOptions::new().wait(Duration::from_secs(10))),
@@ -98,10 +97,9 @@ async fn end_to_end_heartbeats_takeover_release_and_shutdown() {
     .expect("bounded")
     .unwrap();
     // The store's clock proves the record's age, so the lease counts from
-    // the holder's last heartbeat, at most one heartbeat period before the
-    // cut; the holder has stopped trusting it by then (checked below).
-    let waited = started.elapsed();
-    assert!(waited >= lease - Duration::from_millis(200), "{waited:?}");
+    // the holder's last heartbeat, before the cut (by a heartbeat period, or
+    // more if that heartbeat ran late): what matters is that the holder had
+    // stopped trusting it by then (checked below).
     assert_eq!(taken.fence(), Fence(2));
     assert!(
         !guard.is_safe(),
@@ -347,7 +345,8 @@ async fn a_fresh_process_takes_a_crashed_holders_lock_by_the_servers_clock() {
     let started = Instant::now();
     let (taken, calls, fresh) = attempt("cron").await;
     let taken = taken.expect("the lease has passed on the server's clock");
-    assert!(started.elapsed() < lease / 2, "{:?}", started.elapsed());
+    // At once, not after watching the record for lease × 1.01.
+    assert!(started.elapsed() < lease, "{:?}", started.elapsed());
     assert_eq!(calls, 2, "one refused write and the takeover");
     assert_eq!(taken.fence(), Fence(2));
     assert_eq!(taken.took_over().unwrap().owner, "crashed");

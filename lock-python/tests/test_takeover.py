@@ -20,8 +20,10 @@ def crashed_holder(store: lease_lock.MemoryStore) -> float:
     process would (its record stays); when it wrote, on the monotonic clock."""
     holder = lease_lock.LockClient(store, owner="crashed", lease=LEASE)
     lock = holder.acquire("job", wait=1)
-    written = time.monotonic()
     lock.detach()
+    # No write of the holder's comes after this (a heartbeat may have come
+    # before): the record is no older than this says.
+    written = time.monotonic()
     holder.close()
     return written
 
@@ -75,7 +77,7 @@ def test_a_lock_delay_leaves_a_crashed_holders_lock_alone_that_much_longer() -> 
     store = lease_lock.MemoryStore(clock=True)
     written = crashed_holder(store)
     past_the_lease(written)
-    assert fresh_attempt(store, lock_delay=0.3) is None, "within the delay"
-    time.sleep(max(0.0, written + LEASE * 1.01 + 0.3 + 0.05 - time.monotonic()))
-    lock = fresh_attempt(store, lock_delay=timedelta(seconds=0.3))
+    assert fresh_attempt(store, lock_delay=2.0) is None, "within the delay"
+    time.sleep(max(0.0, written + LEASE * 1.01 + 1.0 + 0.05 - time.monotonic()))
+    lock = fresh_attempt(store, lock_delay=timedelta(seconds=1))
     assert lock is not None and lock.fence == 2

