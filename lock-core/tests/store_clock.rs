@@ -453,11 +453,17 @@ impl StoreLayer for WriterStamps {
 
 const BOUND: Duration = Duration::from_secs(1);
 
-/// A holder whose wall clock is true writes and crashed; fresh processes whose
-/// wall clocks are `ahead_ms` ahead of it (behind when negative), trusting
-/// [`BOUND`], try once each: one tick before `after` (counted from the
-/// holder's write) the lock is busy, at `after` it is taken over.
-async fn wall_takeover_edge(ahead_ms: i64, after: Duration) {
+/// A store whose writes are stamped with their writer's wall clock, a
+/// holder ("dead", true wall clock) that took `job` on it and crashed, and
+/// the wall clock of the fresh processes ("fresh"), `ahead_ms` ahead of the
+/// holder's (behind when negative).
+async fn stamped_crash(
+    ahead_ms: i64,
+) -> (
+    Arc<Layered<WriterStamps, MemoryStore>>,
+    Arc<SkewedWall>,
+    lock_core::DetachedLock,
+) {
     let base = (
         Instant::now(),
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
@@ -485,6 +491,15 @@ async fn wall_takeover_edge(ahead_ms: i64, after: Duration) {
         .detach()
         .await
         .unwrap();
+    (store, fresh_clock, detached)
+}
+
+/// A holder whose wall clock is true writes and crashed; fresh processes whose
+/// wall clocks are `ahead_ms` ahead of it (behind when negative), trusting
+/// [`BOUND`], try once each: one tick before `after` (counted from the
+/// holder's write) the lock is busy, at `after` it is taken over.
+async fn wall_takeover_edge(ahead_ms: i64, after: Duration) {
+    let (store, fresh_clock, detached) = stamped_crash(ahead_ms).await;
     let written = Instant::now();
     let attempt = || async {
         // A new process each time: nothing remembered from an earlier look.
@@ -549,29 +564,7 @@ async fn a_wall_clock_ahead_by_more_than_the_bound_takes_over_early_by_the_exces
 
 #[tokio::test(start_paused = true)]
 async fn without_a_declared_bound_wall_stamps_are_not_trusted() {
-    let base = (
-        Instant::now(),
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
-    );
-    let holder_clock = SkewedWall::new(base, 0);
-    let stamps = WriterStamps {
-        clocks: HashMap::from([("dead".to_owned(), holder_clock.clone())]),
-        ..WriterStamps::default()
-    };
-    let store = Arc::new(Layered::new(stamps, MemoryStore::new()));
-    let dead = LockClient::builder(store.clone())
-        .owner("dead")
-        .lease(LEASE)
-        .clock(holder_clock)
-        .build()
-        .unwrap();
-    let _detached = dead
-        .acquire("job", AcquireOptions::new())
-        .await
-        .unwrap()
-        .detach()
-        .await
-        .unwrap();
+    let (store, _, _detached) = stamped_crash(0).await;
     advance(LEASE * 5).await;
     let fresh = LockClient::builder(store.clone())
         .owner("fresh")

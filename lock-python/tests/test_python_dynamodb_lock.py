@@ -494,7 +494,7 @@ def test_create_dynamodb_table_makes_keys_throughput_and_ttl(pdl: ModuleType, h:
         item = h.resource.Table(name).get_item(
             Key={"pk": "job", "sk": "part-1"}, ConsistentRead=True
         )
-        assert set(without(item["Item"], "fence")) == {
+        assert set(without(item["Item"], "fence", "written_at")) == {
             "pk",
             "sk",
             "owner_name",
@@ -586,7 +586,8 @@ def test_the_item_holds_the_lock_and_its_additional_attributes(pdl: ModuleType, 
     )
     assert lock.additional_attributes == ADDITIONAL_ATTRIBUTES
     item = h.item_of(lock)  # its record_version_number and expiry_time are the lock's
-    assert without(item, "fence", "record_version_number", "expiry_time") == {
+    # (This library adds its fence and its write time, "<ms> <rvn>".)
+    assert without(item, "fence", "written_at", "record_version_number", "expiry_time") == {
         "lock_key": "job",
         "sort_key": "s",
         "owner_name": "worker-1",
@@ -624,10 +625,13 @@ def test_heartbeats_change_the_version_and_keep_the_attributes(pdl: ModuleType, 
     later = h.item_of(lock)
     assert later["record_version_number"] != first["record_version_number"]
     assert lock.status == "LOCKED"
-    # everything else stays (a fence too: it belongs to the acquisition, not to a heartbeat)
-    assert without(later, "record_version_number", "expiry_time") == without(
-        first, "record_version_number", "expiry_time"
+    # everything else stays (a fence too: it belongs to the acquisition, not to a heartbeat;
+    # this library's write time is each heartbeat's own)
+    assert without(later, "record_version_number", "expiry_time", "written_at") == without(
+        first, "record_version_number", "expiry_time", "written_at"
     )
+    if "written_at" in later:
+        assert later["written_at"].endswith(" " + later["record_version_number"])
 
 
 # --- acquiring: timeouts and retries --------------------------------------------------------
@@ -1365,10 +1369,11 @@ def test_a_takeover_replaces_the_crashed_holders_attributes_and_raises_the_fence
     client = shared.client(replacement, owner_name="successor")
     lock = client.acquire_lock("job", retry_period=timedelta(seconds=0.2), additional_attributes={"job_id": "43"})
     item = shared.item_of(lock)
-    assert without(item, "expiry_time", "record_version_number") == {
+    assert without(item, "expiry_time", "record_version_number", "written_at") == {
         "lock_key": "job", "sort_key": "-", "owner_name": "successor",
         "lease_duration": Decimal(4), "fence": Decimal(1), "job_id": "43",
     }, "none of the crashed holder's attributes survive, as with 0.9.1's PutItem"
+    assert item["written_at"].endswith(" " + item["record_version_number"])
     assert lock.fence == 1  # the crashed holder wrote no fence: 0, and this one is next
 
     # The next takeover (of this lock, frozen by its client's close) raises the fence.
