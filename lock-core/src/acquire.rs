@@ -142,10 +142,7 @@ impl Shared {
             if options.busy_unless_dead {
                 Duration::ZERO
             } else {
-                self.config
-                    .timing
-                    .default_wait(lease, refresh)
-                    .saturating_add(self.config.lock_delay)
+                self.config.default_wait(lease, refresh)
             }
         });
         if options.reentrant
@@ -389,7 +386,6 @@ impl Shared {
         deadline: Instant,
         mut first: Option<Reply>,
     ) -> Result<LockGuard, LockError> {
-        let timing = self.config.timing;
         let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
         // The held record last seen (its RVN) and who held it: what a takeover
         // write on top of that RVN replaces.
@@ -556,12 +552,9 @@ impl Shared {
             quick = 0;
             // Held by someone else: count from this client's first sighting of
             // this RVN, in this acquire or an earlier one.
-            let credit = self.config.clock_trust.credit(record.written, wall_now);
-            let sighting = self.sightings.saw(&record, now, credit);
             // The lock delay, if any, is added to a silent holder's takeover
             // only: a final hold's end is not an involuntary loss.
-            let mut takeover_at =
-                timing.delayed_takeover_at(&sighting.observation, self.config.lock_delay);
+            let (sighting, mut takeover_at) = self.sight(&record, now, wall_now);
             // A record its holder wrote for the last time, to keep the lock
             // to the end of a min hold, is busy on purpose until that end (not
             // a dead holder to watch), and free from then on.

@@ -308,6 +308,14 @@ fn check_lease(timing: &Timing, heartbeat: Duration) -> Result<(), ConfigError> 
 }
 
 impl ClientConfig {
+    /// The wait budget of an acquire that sets none
+    /// ([`Timing::default_wait`]), and the lock delay on top.
+    pub(crate) fn default_wait(&self, lease: Duration, refresh: Duration) -> Duration {
+        self.timing
+            .default_wait(lease, refresh)
+            .saturating_add(self.lock_delay)
+    }
+
     /// The timing of a lock held with `lease`: the client's drift bound, and
     /// its margin (a tenth of `lease`, at most 1 s, unless the builder set one).
     pub(crate) fn timing_for(&self, lease: Duration) -> Timing {

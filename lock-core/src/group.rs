@@ -120,7 +120,7 @@ impl LockClient {
             let refresh = options
                 .refresh_period
                 .unwrap_or(self.inner.config.refresh_period);
-            self.inner.config.timing.default_wait(lease, refresh)
+            self.inner.config.default_wait(lease, refresh)
         });
         let started = self.inner.clock.now();
         // Members taken so far: dropped (so released in the background) if

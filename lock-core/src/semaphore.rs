@@ -267,11 +267,7 @@ impl Semaphore {
             if options.busy_unless_dead {
                 Duration::ZERO
             } else {
-                shared
-                    .config
-                    .timing
-                    .default_wait(lease, refresh)
-                    .saturating_add(shared.config.lock_delay)
+                shared.config.default_wait(lease, refresh)
             }
         });
         self.take(options, wait)
@@ -394,12 +390,7 @@ impl Semaphore {
                         alive[slot as usize] = true;
                     }
                     Some(record) => {
-                        let credit = shared.config.clock_trust.credit(record.written, wall_now);
-                        let sighting = shared.sightings.saw(record, now, credit);
-                        let at = shared
-                            .config
-                            .timing
-                            .delayed_takeover_at(&sighting.observation, shared.config.lock_delay);
+                        let (sighting, at) = shared.sight(record, now, wall_now);
                         // A holder that wrote since this client first looked, or
                         // one keeping its permit to the end of a min hold on purpose.
                         let final_hold = record.rvn.final_until().is_some_and(|until| {

@@ -179,6 +179,26 @@ impl Drop for AbortOnDrop {
 }
 
 impl Shared {
+    /// Someone else's held `record` arrived at `now` (this client's wall clock
+    /// read `wall_now` in between, see `ClockTrust::credit`): the sighting,
+    /// and when it may be taken over (lock delay included; a final hold's end
+    /// is the caller's).
+    pub(crate) fn sight(
+        &self,
+        record: &crate::LockRecord,
+        now: crate::Instant,
+        wall_now: std::time::SystemTime,
+    ) -> (crate::sightings::Sighting, crate::Instant) {
+        let credit = self.config.clock_trust.credit(record.written, wall_now);
+        let sighting = self.sightings.saw(record, now, credit);
+        // The waiter's drift bound on the holder's lease (the observation's).
+        let at = self
+            .config
+            .timing
+            .delayed_takeover_at(&sighting.observation, self.config.lock_delay);
+        (sighting, at)
+    }
+
     pub(crate) fn new(
         store: Arc<dyn ConditionalStore>,
         clock: Arc<dyn Clock>,
