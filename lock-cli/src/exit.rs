@@ -157,7 +157,9 @@ impl CliError {
             CliError::Lock(
                 LockError::InvalidConfig(_)
                 | LockError::InvalidInput { .. }
-                | LockError::PermitsMismatch { .. },
+                | LockError::PermitsMismatch { .. }
+                | LockError::ReadersMismatch { .. }
+                | LockError::TooManyReaders { .. },
             ) => USAGE,
             CliError::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
             _ => ERROR,

@@ -138,16 +138,7 @@ impl LockClient {
     {
         let guard = self.acquire(key, options).await?;
         let view = guard.view();
-        let untrusted = view.until_unsafe();
-        // Counted as running while its future lives: a release by anyone
-        // else (a shutdown) waits for it to be dropped before writing.
-        let working = view.begin_work();
-        let outcome = tokio::select! {
-            biased;
-            reason = untrusted => Err(reason),
-            value = work(view) => Ok(value),
-        };
-        drop(working);
+        let outcome = while_safe(&view, work(view.clone())).await;
         let key = guard.key().clone();
         match outcome {
             Ok(value) => {
@@ -392,5 +383,22 @@ impl LockClientBuilder {
             inner: shared,
             _handle: handle,
         })
+    }
+}
+
+/// Run `work` while `view`'s lease is safe: its output, or why the lease
+/// stopped being safe (then `work` is dropped at once). Counted as work in
+/// progress while it runs: a release by anyone else (a shutdown) waits for it
+/// to be dropped before writing.
+pub(crate) async fn while_safe<T>(
+    view: &LockView,
+    work: impl Future<Output = T>,
+) -> Result<T, crate::LostReason> {
+    let untrusted = view.until_unsafe();
+    let _working = view.begin_work();
+    tokio::select! {
+        biased;
+        reason = untrusted => Err(reason),
+        value = work => Ok(value),
     }
 }

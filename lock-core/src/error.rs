@@ -357,6 +357,34 @@ pub enum LockError {
         /// The count its records say.
         found: u32,
     },
+    /// A reader-writer lock was opened with another reader count than its
+    /// records (written by clients that opened it with `found`) say; nothing
+    /// was written.
+    #[error(
+        "reader-writer lock {name} has {found} reader slots in the store, not {readers}: open it with {found} readers, or release and delete all its records before changing the count"
+    )]
+    ReadersMismatch {
+        /// The lock.
+        name: String,
+        /// The count it was opened with.
+        readers: u32,
+        /// The count its records say.
+        found: u32,
+    },
+    /// A reader-writer lock was asked for more readers than the store
+    /// allows ([`Capabilities::max_readers`](crate::Capabilities::max_readers));
+    /// nothing was written.
+    #[error(
+        "reader-writer lock {name}: {readers} readers asked for; this store allows 1 to {max} (each is a record a writer reads while it waits)"
+    )]
+    TooManyReaders {
+        /// The lock.
+        name: String,
+        /// The count asked for.
+        readers: u32,
+        /// The store's limit.
+        max: u32,
+    },
     /// The client was shut down.
     #[error("the lock client has been shut down")]
     Shutdown,

@@ -102,6 +102,33 @@ pub fn admit(
     Ok(())
 }
 
+/// What a resource does with a reader's fence (a reader of a
+/// [reader-writer lock](crate::RwLock) presents the writer fence it was
+/// admitted with, [`ReadView::fence`](crate::ReadView::fence)): admitted
+/// when nothing fenced the resource yet, or by [`admit`]'s rule, fence 0
+/// (admitted before any writer) being stale once a writer wrote. A resource
+/// that admits a read should then raise its highest fence to the reader's,
+/// as a write would: a crashed writer whose record the readers cleared (with
+/// the next fence) is then refused when it comes back.
+pub fn admit_read(
+    resource: &str,
+    current: Option<(&str, Fence)>,
+    presented_by: &str,
+    presented: Fence,
+) -> Result<(), FenceRefused> {
+    match current {
+        None if !resource.is_empty() && !presented_by.is_empty() => Ok(()),
+        Some((_, highest)) if presented.get() == 0 && !resource.is_empty() => {
+            Err(FenceRefused::Stale {
+                resource: resource.to_owned(),
+                presented,
+                highest,
+            })
+        }
+        _ => admit(resource, current, presented_by, presented),
+    }
+}
+
 /// The checks every fenced write makes before it sends anything: a resource
 /// with a name, a lock key, and a fence a lock grants (1 or more; the store
 /// may limit the name further).
@@ -148,6 +175,27 @@ mod tests {
                 presented_by: "b".into()
             })
         );
+    }
+
+    #[test]
+    fn a_reader_is_admitted_with_fence_zero_only_before_any_writer() {
+        assert_eq!(admit_read("r", None, "a", Fence(0)), Ok(()));
+        assert_eq!(
+            admit_read("r", Some(("a", Fence(3))), "a", Fence(3)),
+            Ok(())
+        );
+        assert!(matches!(
+            admit_read("r", Some(("a", Fence(3))), "a", Fence(0)),
+            Err(FenceRefused::Stale { .. })
+        ));
+        assert!(matches!(
+            admit_read("r", Some(("a", Fence(3))), "a", Fence(2)),
+            Err(FenceRefused::Stale { .. })
+        ));
+        assert!(matches!(
+            admit_read("", None, "a", Fence(1)),
+            Err(FenceRefused::InvalidInput { .. })
+        ));
     }
 
     #[test]

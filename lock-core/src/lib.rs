@@ -27,6 +27,9 @@
 //!   leadership can no longer be trusted.
 //! * [`LockClient::semaphore`] bounds parallelism: a [`Semaphore`] of `n`
 //!   permits hands out [`Permit`]s, each a held lock on one of its slots.
+//! * [`LockClient::rw_lock`] shares a name between many readers or one
+//!   writer ([`RwLock`]); [`LockClient::acquire_all`] holds several locks
+//!   all or nothing ([`LockGroup`]).
 //! * The timing decisions are pure functions in [`timing`]; the protocol is
 //!   described in `docs/protocol.md`.
 //!
@@ -112,6 +115,7 @@ mod registry;
 mod release;
 mod replies;
 mod retry;
+mod rw;
 mod semaphore;
 mod shared;
 mod sightings;
@@ -136,6 +140,7 @@ pub use limits::LimitError;
 pub use options::{AcquireOptions, ListOptions};
 pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover, WriteTime};
 pub use release::ShutdownReport;
+pub use rw::{ReadGuard, ReadView, RwLock, UpgradeFailed, UpgradeableReadGuard, WriteGuard};
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
 pub use store::{
     Capabilities, ConditionalStore, Cursor, Expect, Outcome, Page, RequestCosts, StoreClock,

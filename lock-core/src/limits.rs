@@ -66,6 +66,20 @@ impl From<LimitError> for StoreError {
 }
 
 impl Capabilities {
+    /// The most readers a reader-writer lock on this store may have
+    /// ([`LockClient::rw_lock`](crate::LockClient::rw_lock)). Each reader holds
+    /// a record of its own, which a waiting writer reads on every poll: with
+    /// sort keys one query reads a page of them, so up to
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS); without, each is a request of its
+    /// own, so 100.
+    pub fn max_readers(&self) -> u32 {
+        if self.sort_keys {
+            crate::MAX_PERMITS
+        } else {
+            100
+        }
+    }
+
     /// A partition key this store can hold (also a listing's partition
     /// filter): not empty, not longer than
     /// [`max_partition_key_bytes`](Self::max_partition_key_bytes).

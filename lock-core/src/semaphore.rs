@@ -47,6 +47,9 @@ struct SemaphoreShared {
     client: LockClient,
     name: String,
     permits: u32,
+    /// What its slots are called: a semaphore's permits, or a reader-writer
+    /// lock's reader slots.
+    slots: SlotKind,
     /// Shared by every handle of this name and count on this client.
     local: Arc<OnClient>,
 }
@@ -165,6 +168,32 @@ pub struct Permit {
     semaphore: Arc<SemaphoreShared>,
 }
 
+/// What a set of slots is for, which names its records: a semaphore's
+/// permits (`permit-00003-of-8`) or a reader-writer lock's readers
+/// (`reader-00003-of-8`), so the two never read each other's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotKind {
+    Permit,
+    Reader,
+}
+
+impl SlotKind {
+    fn prefix(self) -> &'static str {
+        match self {
+            SlotKind::Permit => "permit-",
+            SlotKind::Reader => "reader-",
+        }
+    }
+
+    /// Without sort keys: the record holding the count.
+    fn header(self) -> &'static str {
+        match self {
+            SlotKind::Permit => "permits",
+            SlotKind::Reader => "readers",
+        }
+    }
+}
+
 impl LockClient {
     /// A counting semaphore named `name` with `permits` permits: at most
     /// `permits` holders (on any clients) whose leases are safe at any
@@ -179,7 +208,17 @@ impl LockClient {
     /// Refused before anything is written when `permits` is 0 or more than
     /// [`MAX_PERMITS`], or the name does not fit the store's keys.
     pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Result<Semaphore, LockError> {
-        let name = name.into();
+        self.slots(name.into(), permits, SlotKind::Permit)
+    }
+
+    /// `permits` slots of `kind` named `name` (a semaphore, or a reader-writer
+    /// lock's readers), checked as [`semaphore`](Self::semaphore) says.
+    pub(crate) fn slots(
+        &self,
+        name: String,
+        permits: u32,
+        kind: SlotKind,
+    ) -> Result<Semaphore, LockError> {
         self.inner.ensure_running()?;
         if permits == 0 || permits > MAX_PERMITS {
             return Err(LockError::InvalidInput {
@@ -190,20 +229,25 @@ impl LockClient {
             });
         }
         // The longest key it writes must fit the store.
-        self.inner
-            .validate_input(&slot_key(&self.inner, &name, permits - 1, permits), None)?;
+        self.inner.validate_input(
+            &slot_key(&self.inner, &name, kind, permits - 1, permits),
+            None,
+        )?;
         if !self.inner.caps.sort_keys {
-            self.inner
-                .validate_input(&header_key(&name), Some(permits.to_string().as_bytes()))?;
+            self.inner.validate_input(
+                &header_key(&name, kind),
+                Some(permits.to_string().as_bytes()),
+            )?;
         }
         let local = self
             .inner
-            .named::<OnClient>(&format!("{name}\u{0}{permits}"));
+            .named::<OnClient>(&format!("{name}\u{0}{permits}\u{0}{}", kind.prefix()));
         Ok(Semaphore {
             shared: Arc::new(SemaphoreShared {
                 client: self.clone(),
                 name,
                 permits,
+                slots: kind,
                 local,
             }),
         })
@@ -211,8 +255,14 @@ impl LockClient {
 }
 
 /// The key of slot `slot` (from 0) of semaphore `name` with `permits`.
-fn slot_key(shared: &Shared, name: &str, slot: u32, permits: u32) -> LockKey {
-    let slot = format!("permit-{slot:05}-of-{permits}");
+pub(crate) fn slot_key(
+    shared: &Shared,
+    name: &str,
+    kind: SlotKind,
+    slot: u32,
+    permits: u32,
+) -> LockKey {
+    let slot = format!("{}{slot:05}-of-{permits}", kind.prefix());
     if shared.caps.sort_keys {
         LockKey::with_sort(name, slot)
     } else {
@@ -221,22 +271,25 @@ fn slot_key(shared: &Shared, name: &str, slot: u32, permits: u32) -> LockKey {
 }
 
 /// Without sort keys: the record that holds the permit count.
-fn header_key(name: &str) -> LockKey {
-    LockKey::new(format!("{name}#permits"))
+fn header_key(name: &str, kind: SlotKind) -> LockKey {
+    LockKey::new(format!("{name}#{}", kind.header()))
 }
 
-/// The slot a slot's key names (either layout of [`slot_key`]).
+/// The slot a slot's key names (either layout of [`slot_key`], either kind).
 fn slot_of(key: &LockKey) -> Option<u32> {
     let name = match key.sort() {
         Some(sort) => sort,
         None => key.partition().rsplit_once('#')?.1,
     };
-    parse_slot(name).map(|(slot, _)| slot)
+    [SlotKind::Permit, SlotKind::Reader]
+        .into_iter()
+        .find_map(|kind| parse_slot(kind, name))
+        .map(|(slot, _)| slot)
 }
 
-/// The slot and permit count a slot's sort key names, if it is one.
-fn parse_slot(sort: &str) -> Option<(u32, u32)> {
-    let rest = sort.strip_prefix("permit-")?;
+/// The slot and permit count a slot's sort key names, if it is one of `kind`.
+fn parse_slot(kind: SlotKind, sort: &str) -> Option<(u32, u32)> {
+    let rest = sort.strip_prefix(kind.prefix())?;
     let (slot, permits) = rest.split_once("-of-")?;
     Some((slot.parse().ok()?, permits.parse().ok()?))
 }
@@ -298,7 +351,7 @@ impl Semaphore {
         self.take(options, Duration::ZERO).await
     }
 
-    async fn take(
+    pub(crate) async fn take(
         &self,
         options: AcquireOptions,
         wait: Duration,
@@ -321,6 +374,7 @@ impl Semaphore {
         let longest = slot_key(
             &shared,
             &semaphore.name,
+            semaphore.slots,
             semaphore.permits - 1,
             semaphore.permits,
         );
@@ -406,7 +460,13 @@ impl Semaphore {
                 }
             }
             for slot in free.into_iter().chain(due) {
-                let key = slot_key(&shared, &semaphore.name, slot, semaphore.permits);
+                let key = slot_key(
+                    &shared,
+                    &semaphore.name,
+                    semaphore.slots,
+                    slot,
+                    semaphore.permits,
+                );
                 match semaphore.client.try_acquire(key, one_attempt.clone()).await {
                     Ok(Some(guard)) => return Ok(Some(self.permit(guard, slot))),
                     Ok(None) => {}
@@ -433,6 +493,23 @@ impl Semaphore {
         }
     }
 
+    /// The key of slot `slot`.
+    pub(crate) fn slot_key(&self, slot: u32) -> LockKey {
+        let semaphore = &self.shared;
+        slot_key(
+            &semaphore.client.inner,
+            &semaphore.name,
+            semaphore.slots,
+            slot,
+            semaphore.permits,
+        )
+    }
+
+    /// Resolves when a permit of this semaphore is released on this client.
+    pub(crate) async fn released_here(&self) {
+        self.shared.local.queue.released.notified().await;
+    }
+
     /// A permit holding `guard`'s slot, whose lock goes to this client's
     /// waiters when it is released while one waits.
     fn permit(&self, guard: LockGuard, slot: u32) -> Permit {
@@ -449,7 +526,10 @@ impl Semaphore {
     /// The records of every slot (`None` for a slot with no record), read
     /// with retries until `deadline`; refused if the store holds slots of
     /// another permit count.
-    async fn read_slots(&self, deadline: Instant) -> Result<Vec<Option<LockRecord>>, LockError> {
+    pub(crate) async fn read_slots(
+        &self,
+        deadline: Instant,
+    ) -> Result<Vec<Option<LockRecord>>, LockError> {
         let semaphore = &self.shared;
         let shared = &semaphore.client.inner;
         let mut retry = Retry::until(&shared.backoff, deadline);
@@ -495,7 +575,11 @@ impl Semaphore {
                 )
                 .await?;
             for record in page.records {
-                let Some((slot, permits)) = record.key.sort().and_then(parse_slot) else {
+                let Some((slot, permits)) = record
+                    .key
+                    .sort()
+                    .and_then(|sort| parse_slot(semaphore.slots, sort))
+                else {
                     continue;
                 };
                 if permits != semaphore.permits {
@@ -526,7 +610,13 @@ impl Semaphore {
         }
         let mut slots = Vec::with_capacity(semaphore.permits as usize);
         for slot in 0..semaphore.permits {
-            let key = slot_key(shared, &semaphore.name, slot, semaphore.permits);
+            let key = slot_key(
+                shared,
+                &semaphore.name,
+                semaphore.slots,
+                slot,
+                semaphore.permits,
+            );
             slots.push(shared.store.get(&key).await?);
         }
         Ok(slots)
@@ -537,7 +627,7 @@ impl Semaphore {
     async fn check_header(&self) -> Result<(), ReadError> {
         let semaphore = &self.shared;
         let shared = &semaphore.client.inner;
-        let key = header_key(&semaphore.name);
+        let key = header_key(&semaphore.name, semaphore.slots);
         let count = semaphore.permits.to_string().into_bytes();
         let stored = match shared.store.get(&key).await? {
             Some(record) => record,
@@ -583,10 +673,18 @@ impl Semaphore {
     }
 
     fn mismatch(&self, found: u32) -> LockError {
-        LockError::PermitsMismatch {
-            name: self.shared.name.clone(),
-            permits: self.shared.permits,
-            found,
+        let name = self.shared.name.clone();
+        match self.shared.slots {
+            SlotKind::Permit => LockError::PermitsMismatch {
+                name,
+                permits: self.shared.permits,
+                found,
+            },
+            SlotKind::Reader => LockError::ReadersMismatch {
+                name,
+                readers: self.shared.permits,
+                found,
+            },
         }
     }
 }

@@ -89,6 +89,31 @@ impl<T> FencedResource<T> {
 }
 
 impl<T: Clone> FencedResource<T> {
+    /// Read `resource` as a reader of a reader-writer lock presenting
+    /// `fence` (its [`ReadView::fence`](lock_core::ReadView::fence)) of the
+    /// lock `lock` (the lock's [`writer_key`](lock_core::RwLock::writer_key)):
+    /// refused when a higher writer fence wrote it, admitted otherwise
+    /// ([`admit_read`](lock_core::fencing::admit_read)), raising the
+    /// resource's highest fence to `fence` so that a writer older than the
+    /// reader is refused from then on. `None` when nothing wrote it yet.
+    pub fn read_fenced(
+        &self,
+        resource: &str,
+        lock: &LockKey,
+        fence: Fence,
+    ) -> Result<Option<T>, FenceRefused> {
+        let lock = lock.to_string();
+        let mut entries = self.entries();
+        let current = entries
+            .get(resource)
+            .map(|entry| (entry.lock.as_str(), entry.fence));
+        lock_core::fencing::admit_read(resource, current, &lock, fence)?;
+        Ok(entries.get_mut(resource).map(|entry| {
+            entry.fence = entry.fence.max(fence);
+            entry.value.clone()
+        }))
+    }
+
     /// The value of `resource` and the fence that wrote it.
     pub fn read(&self, resource: &str) -> Option<(T, Fence)> {
         self.entries()
