@@ -494,13 +494,20 @@ impl Inside {
 
 #[tokio::test(start_paused = true)]
 async fn never_a_writer_beside_a_reader_under_faults_and_late_replies() {
+    // RW_SEEDS=n runs n seeds (printed, each replayable by its number).
     let seeds: u64 = std::env::var("RW_SEEDS")
         .ok()
         .and_then(|seeds| seeds.parse().ok())
         .unwrap_or(12);
     for seed in 0..seeds {
         println!("seed {seed}");
+        // Calls wait up to 300 ms before they apply (the faulty store's
+        // delay) and their replies come back 50 ms (writes) or 20 ms (reads)
+        // after they applied.
         let store = MemoryStore::new();
+        let late = support::Delayed::new(store.clone());
+        late.delay_writes(Duration::from_millis(50));
+        late.delay_reads(Duration::from_millis(20));
         let faults = FaultConfig::NONE
             .with_ambiguous_applied(0.05)
             .with_ambiguous_not_applied(0.05)
@@ -512,7 +519,8 @@ async fn never_a_writer_beside_a_reader_under_faults_and_late_replies() {
         let writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         for i in 0..5u64 {
-            let faulty = FaultyStore::new(store.clone(), seed * 100 + i).with_faults(faults);
+            let replies_late = lock_core::layer::Layered::new(late.clone(), store.clone());
+            let faulty = FaultyStore::new(replies_late, seed * 100 + i).with_faults(faults);
             let client = LockClient::builder(faulty)
                 .owner(format!("c{i}"))
                 .lease(Duration::from_secs(2))
@@ -605,4 +613,59 @@ async fn never_a_writer_beside_a_reader_under_faults_and_late_replies() {
             let _ = client.shutdown().await;
         }
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_writer_gets_in_while_readers_keep_coming() {
+    let store = MemoryStore::new();
+    let readers: Vec<LockClient> = (0..3)
+        .map(|i| client(store.clone(), &format!("r{i}")))
+        .collect();
+    // Readers arrive every 300 ms from three clients, each reading for 1 s,
+    // so the lock is never without one.
+    let arrivals: Vec<_> = readers
+        .iter()
+        .enumerate()
+        .map(|(i, client)| {
+            let lock = client.rw_lock("config", 8).unwrap();
+            tokio::spawn(async move {
+                sleep(Duration::from_millis(100 * i as u64)).await;
+                let mut admitted = Vec::new();
+                let end = Instant::now() + Duration::from_secs(20);
+                while Instant::now() < end {
+                    let lock = lock.clone();
+                    admitted.push(tokio::spawn(async move {
+                        if let Ok(read) = lock.read(wait(LEASE * 3)).await {
+                            sleep(Duration::from_secs(1)).await;
+                            read.release().await.unwrap();
+                        }
+                    }));
+                    sleep(Duration::from_millis(300)).await;
+                }
+                for read in admitted {
+                    read.await.unwrap();
+                }
+            })
+        })
+        .collect();
+    sleep(Duration::from_secs(3)).await;
+    let w = client(store.clone(), "w");
+    let lock = w.rw_lock("config", 8).unwrap();
+    let started = Instant::now();
+    let write = lock.write(wait(LEASE * 3)).await.unwrap();
+    // The readers inside when it came leave within a read (1 s); the writer
+    // sees the last leave at its next poll.
+    assert!(
+        started.elapsed() <= Duration::from_secs(1) + REFRESH * 2,
+        "{:?}",
+        started.elapsed()
+    );
+    write.release().await.unwrap();
+    for arrival in arrivals {
+        timeout(PATIENCE, arrival).await.unwrap().unwrap();
+    }
+    for client in readers {
+        client.shutdown().await.unwrap();
+    }
+    w.shutdown().await.unwrap();
 }
