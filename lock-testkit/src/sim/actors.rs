@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::schedule::{Event, Release, SEMAPHORE, StoreTime, Workload};
+use super::schedule::{Event, RW_LOCK, Release, SEMAPHORE, StoreTime, Workload};
 use lock_core::layer::Layered;
 
 use super::store::{ClientLink, Recorder, ReusesFences};
@@ -128,6 +128,14 @@ impl Run {
                 client,
                 locks,
                 permits,
+                rng,
+                stop,
+            )),
+            Workload::ReaderWriter { readers } => tokio::spawn(read_and_write(
+                world.clone(),
+                client,
+                locks,
+                readers,
                 rng,
                 stop,
             )),
@@ -354,6 +362,119 @@ async fn permit_worker(
             Err(_) => {}
         }
         tokio::time::sleep(between(&mut rng, Duration::ZERO, lease / 2)).await;
+    }
+}
+
+/// One client's worker on the run's reader-writer lock: mostly reads, some
+/// writes, some upgradeable reads that then upgrade, each within a wait
+/// budget; readers read the resource the writers write, each read after
+/// checking the read is safe (some with a pause in between, unchecked).
+async fn read_and_write(
+    world: Arc<World>,
+    client: usize,
+    locks: LockClient,
+    readers: u32,
+    mut rng: fastrand::Rng,
+    stop: watch::Receiver<bool>,
+) {
+    let Ok(lock) = locks.rw_lock(RW_LOCK, readers) else {
+        return;
+    };
+    let schedule = world.schedule.clone();
+    let lease = schedule.lease;
+    while !*stop.borrow() && !world.violated() {
+        let holds = schedule.holds[client];
+        let mut options = AcquireOptions::new().wait(lease.mul_f64(3.0 * rng.f64()));
+        if let Some(min) = holds.min {
+            options = options.min_hold(min);
+        }
+        if let Some(max) = holds.max {
+            options = options.max_hold(max);
+        }
+        let outcome = match rng.u8(..10) {
+            0..=2 => match lock.write(options).await {
+                Ok(write) => {
+                    let view = write.view();
+                    fenced_work(&world, client, &view, || view.is_safe(), &mut rng, &stop).await;
+                    world.remove_guard(client, view.key());
+                    let _ = write.release().await;
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            },
+            3 => match lock.upgradeable_read(options.clone()).await {
+                Ok(read) => {
+                    world.add_read(client, read.view());
+                    reads(&world, client, &read.view(), &mut rng, &stop).await;
+                    match read.upgrade(options).await {
+                        Ok(write) => {
+                            let view = write.view();
+                            fenced_work(&world, client, &view, || view.is_safe(), &mut rng, &stop)
+                                .await;
+                            world.remove_guard(client, view.key());
+                            world.remove_read(client);
+                            let _ = write.release().await;
+                            Ok(())
+                        }
+                        Err(failed) => {
+                            world.remove_read(client);
+                            let _ = failed.guard.release().await;
+                            Err(failed.error)
+                        }
+                    }
+                }
+                Err(error) => Err(error),
+            },
+            _ => match lock.read(options).await {
+                Ok(read) => {
+                    world.add_read(client, read.view());
+                    reads(&world, client, &read.view(), &mut rng, &stop).await;
+                    world.remove_read(client);
+                    let _ = read.release().await;
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            },
+        };
+        if let Err(LockError::AcquireTimeout { .. }) = outcome {
+            world.count_timeout();
+        }
+        tokio::time::sleep(between(&mut rng, Duration::ZERO, lease / 2)).await;
+    }
+}
+
+/// What a reader does while it holds `view`: a few reads of the resource,
+/// each after checking the read is safe, some with a process pause between
+/// the check and the read (then unchecked, or checked again).
+async fn reads(
+    world: &Arc<World>,
+    client: usize,
+    view: &lock_core::ReadView,
+    rng: &mut fastrand::Rng,
+    stop: &watch::Receiver<bool>,
+) {
+    let schedule = &world.schedule;
+    let lease = schedule.lease;
+    for _ in 0..rng.usize(1..=6) {
+        tokio::time::sleep(between(rng, Duration::from_millis(20), lease / 2)).await;
+        if *stop.borrow() || !view.is_safe() {
+            break;
+        }
+        if rng.f64() < schedule.pause_before_write {
+            let length = lease.mul_f64(0.5 + 2.0 * rng.f64());
+            world.set_paused(client, true);
+            tokio::time::sleep(length).await;
+            world.set_paused(client, false);
+            if rng.f64() < schedule.careless {
+                world.resource_read(view, false);
+            } else if view.is_safe() {
+                world.resource_read(view, true);
+            } else {
+                break;
+            }
+        } else {
+            world.resource_read(view, true);
+        }
     }
 }
 

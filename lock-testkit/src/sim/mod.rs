@@ -65,6 +65,8 @@ pub struct SimReport {
     pub resource_writes: u64,
     /// Writes the fenced resource rejected as stale.
     pub stale_rejected: u64,
+    /// Reads of the resource by readers of a reader-writer lock.
+    pub resource_reads: u64,
     /// Acquire calls that timed out.
     pub acquire_timeouts: u64,
     /// Client crashes.
@@ -159,6 +161,8 @@ pub struct SimSummary {
     pub resource_writes: u64,
     /// Sum of [`SimReport::stale_rejected`].
     pub stale_rejected: u64,
+    /// Sum of [`SimReport::resource_reads`].
+    pub resource_reads: u64,
     /// Sum of [`SimReport::crashes`].
     pub crashes: u64,
     /// Sum of [`SimReport::pauses`].
@@ -183,6 +187,7 @@ impl SimSummary {
         self.acquisitions += report.acquisitions;
         self.resource_writes += report.resource_writes;
         self.stale_rejected += report.stale_rejected;
+        self.resource_reads += report.resource_reads;
         self.crashes += report.crashes;
         self.pauses += report.pauses;
         self.acquire_timeouts += report.acquire_timeouts;

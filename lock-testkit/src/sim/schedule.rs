@@ -110,10 +110,23 @@ pub enum Workload {
         /// The semaphore's permits.
         permits: u32,
     },
+    /// Each worker reads, writes, or reads upgradeably and then upgrades, one
+    /// reader-writer lock with room for `readers` readers
+    /// ([`LockClient::rw_lock`](lock_core::LockClient::rw_lock)): never a
+    /// writer with a safe lease beside a reader with a safe lease or another
+    /// writer, and a reader that trusts its read never sees a writer fence
+    /// newer than its own at the resource.
+    ReaderWriter {
+        /// The lock's reader slots.
+        readers: u32,
+    },
 }
 
 /// The semaphore's name in a [`Workload::Semaphore`] run.
 pub(crate) const SEMAPHORE: &str = "pool";
+
+/// The reader-writer lock's name in a [`Workload::ReaderWriter`] run.
+pub(crate) const RW_LOCK: &str = "shared";
 
 /// One client's hold-time limits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -321,6 +334,15 @@ impl Schedule {
                 self.keys = permits as usize;
                 self.releases = vec![Release::Keep; self.clients];
             }
+            Workload::ReaderWriter { readers } => {
+                // The write lock, the upgrade lock and the reader slots.
+                self.keys = readers as usize + 2;
+                self.releases = vec![Release::Keep; self.clients];
+                // A waiter's bound depends on who is inside, not only on when
+                // a key was freed: the waiting writer's bound is a paused-time
+                // test of lock-core's (`rw.rs`), not this run's check.
+                self.check_liveness = false;
+            }
         }
         self
     }
@@ -346,9 +368,17 @@ impl Schedule {
 
     /// Longest a worker holds a guard when nothing pauses it: up to 8 writes, each
     /// after at most half a lease (and tokio's timers round each sleep up to the
-    /// next millisecond).
+    /// next millisecond). An upgradeable reader of a reader-writer lock holds
+    /// its slot through its reads (up to 6, each after at most half a lease),
+    /// its upgrade's wait (up to 3 leases) and its writes.
     pub fn longest_hold(&self) -> Duration {
-        self.lease * 4 + Duration::from_millis(100)
+        let writes = self.lease * 4;
+        match self.workload {
+            Workload::ReaderWriter { .. } => {
+                self.lease * 3 + self.lease * 3 + writes + Duration::from_millis(100)
+            }
+            _ => writes + Duration::from_millis(100),
+        }
     }
 
     /// Refresh period of the clients (as the client default: a quarter lease, at

@@ -6,12 +6,12 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use lock_core::{Fence, FenceUpdate, LockKey, LockRecord, LockView, NewRecord};
+use lock_core::{Fence, FenceUpdate, LockKey, LockRecord, LockView, NewRecord, ReadView};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use super::schedule::{SEMAPHORE, Workload};
+use super::schedule::{RW_LOCK, SEMAPHORE, Workload};
 use super::{Schedule, SimReport, Violation};
 
 /// Trace entries kept for a violation report.
@@ -96,6 +96,9 @@ struct State {
     clients: Vec<ClientSlot>,
     dead_owners: HashSet<String>,
     guards: Vec<HeldGuard>,
+    /// Reads of the reader-writer lock workers hold (their slots are in
+    /// `guards` too).
+    reads: Vec<HeldRead>,
     waiters: Vec<Waiter>,
     violation: Option<Violation>,
     trace: VecDeque<(Instant, String)>,
@@ -124,8 +127,30 @@ pub(crate) fn keys_of(schedule: &Schedule) -> Vec<LockKey> {
         Workload::Semaphore { permits } => (0..permits)
             .map(|slot| LockKey::with_sort(SEMAPHORE, format!("permit-{slot:05}-of-{permits}")))
             .collect(),
+        Workload::ReaderWriter { readers } => {
+            [rw_writer_key(), LockKey::with_sort(RW_LOCK, "upgrade")]
+                .into_iter()
+                .chain((0..readers).map(|slot| {
+                    LockKey::with_sort(RW_LOCK, format!("reader-{slot:05}-of-{readers}"))
+                }))
+                .collect()
+        }
         _ => (0..schedule.keys).map(key_name).collect(),
     }
+}
+
+/// The write lock of the run's reader-writer lock (as lock-core names it on
+/// a store with sort keys).
+pub(crate) fn rw_writer_key() -> LockKey {
+    LockKey::with_sort(RW_LOCK, "writer")
+}
+
+/// A read a worker holds, as the checks see it.
+#[derive(Debug)]
+struct HeldRead {
+    /// The worker's client.
+    client: usize,
+    view: ReadView,
 }
 
 impl World {
@@ -175,6 +200,7 @@ impl World {
                 clients,
                 dead_owners: HashSet::new(),
                 guards: Vec::new(),
+                reads: Vec::new(),
                 waiters: Vec::new(),
                 violation: None,
                 trace: VecDeque::new(),
@@ -326,7 +352,20 @@ impl World {
         let ks = &mut state.keys[index];
         ks.last_write = now;
         let mut problem = None;
-        if new.fence == FenceUpdate::Next {
+        if new.fence == FenceUpdate::Next && new.released {
+            // A crashed holder's record cleared (a reader-writer lock's): the
+            // fence rises, nobody holds it.
+            if record.fence <= ks.granted {
+                problem = Some(format!(
+                    "fence did not increase on {}: {} written by {} after {}",
+                    ks.key, record.fence, record.owner, ks.granted
+                ));
+            }
+            ks.granted = ks.granted.max(record.fence);
+            ks.holder = None;
+            ks.free = Some(Free::Released(now));
+            state.report.releases += 1;
+        } else if new.fence == FenceUpdate::Next {
             if record.fence <= ks.granted {
                 problem = Some(format!(
                     "fence did not increase on {}: {} granted to {} after {}",
@@ -367,6 +406,7 @@ impl World {
         let final_write = new.rvn.final_until().is_some();
         self.note(&mut state, || {
             let what = match (new.fence, released) {
+                (FenceUpdate::Next, true) => "clears a crashed holder's",
                 (FenceUpdate::Next, _) => "acquires",
                 (_, true) => "releases",
                 _ if final_write => "leaves held to its min hold's end",
@@ -472,6 +512,69 @@ impl World {
             }
             !mine
         });
+    }
+
+    /// A worker was admitted as a reader: its slot is a guard like any other
+    /// (one holder per slot, fences granted by the store), and the read is
+    /// checked against the writers.
+    pub(crate) fn add_read(self: &Arc<Self>, client: usize, view: ReadView) {
+        self.add_guard(client, view.slot().clone());
+        let mut state = self.lock();
+        let (owner, fence) = (view.slot().owner().to_owned(), view.fence());
+        state.reads.push(HeldRead { client, view });
+        self.note(&mut state, || {
+            format!("{owner} reads with writer fence {fence}")
+        });
+        drop(state);
+        self.check_guards();
+    }
+
+    /// The worker lets go of its read (before releasing it).
+    pub(crate) fn remove_read(&self, client: usize) {
+        let slots: Vec<LockKey> = {
+            let mut state = self.lock();
+            let (mine, others): (Vec<HeldRead>, Vec<HeldRead>) = std::mem::take(&mut state.reads)
+                .into_iter()
+                .partition(|read| read.client == client);
+            state.reads = others;
+            mine.iter()
+                .map(|read| read.view.slot().key().clone())
+                .collect()
+        };
+        for slot in slots {
+            self.remove_guard(client, &slot);
+        }
+    }
+
+    /// A reader reads the resource the write lock guards with its writer
+    /// fence. `checked`: it found its read safe at this very instant; then no
+    /// writer may have written with a newer fence (a writer came in while it
+    /// read).
+    pub(crate) fn resource_read(&self, view: &ReadView, checked: bool) {
+        let Some(index) = self.index(&rw_writer_key()) else {
+            return;
+        };
+        let mut state = self.lock();
+        state.report.resource_reads += 1;
+        let owner = view.slot().owner().to_owned();
+        let fence = view.fence();
+        let newer = state.keys[index]
+            .resource
+            .as_ref()
+            .filter(|((_, high), _)| *high > fence)
+            .map(|((_, high), writer)| (*high, writer.clone()));
+        self.note(&mut state, || {
+            format!(
+                "{owner} reads with writer fence {fence}{}",
+                if checked { "" } else { " without checking" }
+            )
+        });
+        if let (true, Some((high, writer))) = (checked, newer) {
+            let problem = format!(
+                "{owner} trusted its read with writer fence {fence}, but {writer} had written                  with fence {high} since it was admitted"
+            );
+            self.violate(&mut state, problem);
+        }
     }
 
     /// In a calm run (no store faults, no pauses, no crashes: see
@@ -597,6 +700,36 @@ impl World {
                     .collect::<Vec<_>>()
                     .join(", ");
                 let problem = format!("{} guards on {key} report a safe lease: {who}", safe.len());
+                self.violate(state, problem);
+                return;
+            }
+        }
+        if let Workload::ReaderWriter { .. } = self.schedule.workload {
+            let writer = rw_writer_key();
+            let writers: Vec<&LockView> = state
+                .guards
+                .iter()
+                .map(|guard| &guard.view)
+                .filter(|view| view.key() == &writer && view.is_safe())
+                .collect();
+            // An upgraded writer's own read is no reader beside it.
+            let readers: Vec<&ReadView> = state
+                .reads
+                .iter()
+                .map(|read| &read.view)
+                .filter(|read| read.is_safe())
+                .filter(|read| writers.iter().all(|w| w.owner() != read.slot().owner()))
+                .collect();
+            if let Some(writer) = writers.first()
+                && let Some(reader) = readers.first()
+            {
+                let problem = format!(
+                    "{} writes with fence {} while {} reads with fence {}: both leases are safe",
+                    writer.owner(),
+                    writer.fence(),
+                    reader.slot().owner(),
+                    reader.fence()
+                );
                 self.violate(state, problem);
                 return;
             }
