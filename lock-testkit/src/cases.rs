@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockKey, LockRecord, NewRecord,
-    Outcome, Rvn, StoreClock, StoreError, StoreErrorKind, WriteTime,
+    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockClient, LockKey,
+    LockRecord, NewRecord, Outcome, Rvn, StoreClock, StoreError, StoreErrorKind, WriteTime,
 };
 
 /// Why a conformance case failed.
@@ -23,6 +23,10 @@ pub enum CaseError {
     /// A store call failed where it should have worked.
     #[error("store call failed: {0}")]
     Store(#[from] StoreError),
+    /// A lock client on the store failed where it should have worked (the
+    /// cases of what the client builds from the store's calls).
+    #[error("lock client failed: {0}")]
+    Client(#[from] lock_core::LockError),
 }
 
 /// What every case returns.
@@ -961,5 +965,119 @@ pub async fn write_times_are_never_later_than_the_write(
             ),
         }
     }
+    Ok(())
+}
+
+/// A lock client on `store` for the cases that check what the client builds
+/// from the store's calls.
+fn client_on(store: &Arc<dyn ConditionalStore>, owner: &str) -> Result<LockClient, CaseError> {
+    Ok(LockClient::builder_shared(store.clone())
+        .owner(owner)
+        .lease(LEASE)
+        .build()?)
+}
+
+/// A reader-writer lock on the store ([`LockClient::rw_lock`]): readers of
+/// two clients share it, a writer is refused while they read and new readers
+/// while it writes, readers carry the writer's fence (and, where released
+/// records are kept, its data), and everything ends released. The lock's
+/// records share a partition (or, without sort keys, a name prefix) with a
+/// header the store must list and read back as written.
+pub async fn reader_writer_lock_readers_share_and_writers_are_alone(
+    store: Arc<dyn ConditionalStore>,
+) -> CaseResult {
+    let (a, b) = (client_on(&store, "a")?, client_on(&store, "b")?);
+    let (lock_a, lock_b) = (a.rw_lock("rw", 4)?, b.rw_lock("rw", 4)?);
+    let once = AcquireOptions::new;
+    let read_a = lock_a.try_read(once()).await?;
+    let read_b = lock_b.try_read(once()).await?;
+    let (Some(read_a), Some(read_b)) = (read_a, read_b) else {
+        return Err(CaseError::Violation("a free lock refused a reader".into()));
+    };
+    ensure!(
+        read_a.slot_index() != read_b.slot_index(),
+        "two readers in one slot"
+    );
+    ensure!(
+        lock_b.try_write(once()).await?.is_none(),
+        "a writer got in beside two readers"
+    );
+    read_a.release().await?;
+    read_b.release().await?;
+    let write = lock_b
+        .try_write(once())
+        .await?
+        .ok_or_else(|| CaseError::Violation("a free lock refused a writer".into()))?;
+    let fence = write.fence();
+    ensure!(
+        lock_a.try_read(once()).await?.is_none(),
+        "a reader got in beside a writer"
+    );
+    let keeps = store.capabilities().keeps_released_records;
+    if keeps {
+        write.release_with_data("v1").await?;
+    } else {
+        write.release().await?;
+    }
+    let read = lock_a
+        .try_read(once())
+        .await?
+        .ok_or_else(|| CaseError::Violation("a reader was refused after the writer left".into()))?;
+    if keeps {
+        ensure!(
+            read.fence() == fence && read.writer_data().as_deref() == Some(&b"v1"[..]),
+            "the reader was admitted with fence {} and data {:?}, the writer left fence {fence} and v1",
+            read.fence(),
+            read.writer_data()
+        );
+    }
+    read.release().await?;
+    a.shutdown().await?;
+    b.shutdown().await?;
+    for record in store.list(None, None, 1_000).await?.records {
+        let header = record.key.to_string().ends_with("#readers");
+        ensure!(header || record.released, "left held: {record:?}");
+    }
+    Ok(())
+}
+
+/// Several locks all or nothing on the store ([`LockClient::acquire_all`]):
+/// a set with one key held elsewhere fails and leaves none of its other keys
+/// held; once that key is free, the set is taken whole, each key with its own
+/// fence, and released whole.
+pub async fn all_or_nothing_leaves_nothing_held(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let (a, b) = (client_on(&store, "a")?, client_on(&store, "b")?);
+    let blocker = a.acquire("set-2", AcquireOptions::new()).await?;
+    let keys = ["set-3", "set-1", "set-2"];
+    let failed = b
+        .acquire_all(keys, AcquireOptions::new().wait(Duration::ZERO))
+        .await;
+    ensure!(failed.is_err(), "a set with a held key was taken");
+    for key in ["set-1", "set-3"] {
+        let record = store.get(&LockKey::new(key)).await?;
+        ensure!(
+            record
+                .as_ref()
+                .is_none_or(|record| record.released || record.owner != "b"),
+            "{key} left held after the set failed: {record:?}"
+        );
+    }
+    blocker.release().await?;
+    let group = b
+        .acquire_all(keys, AcquireOptions::new().wait(Duration::from_secs(5)))
+        .await?;
+    let held: Vec<String> = group.keys().map(|key| key.to_string()).collect();
+    ensure!(held == ["set-1", "set-2", "set-3"], "held {held:?}");
+    ensure!(group.is_safe(), "a fresh group is not safe");
+    group.release().await?;
+    for key in keys {
+        let record = store.get(&LockKey::new(key)).await?;
+        ensure!(
+            record.as_ref().is_none_or(|record| record.released),
+            "{key} left held after the set was released: {record:?}"
+        );
+    }
+    a.shutdown().await?;
+    b.shutdown().await?;
     Ok(())
 }
