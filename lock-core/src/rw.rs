@@ -879,6 +879,11 @@ pub struct UpgradeFailed {
 }
 
 impl UpgradeableReadGuard {
+    /// Which reader slot it holds (from 0).
+    pub fn slot_index(&self) -> u32 {
+        self.read.slot_index()
+    }
+
     /// A clonable handle to the read.
     pub fn view(&self) -> ReadView {
         self.read.view()

@@ -16,6 +16,7 @@ use crate::election::Election;
 use crate::errors;
 use crate::lock::Lock;
 use crate::runtime::ProcessRuntime;
+use crate::rw::RwLock;
 use crate::semaphore::Semaphore;
 use crate::stores;
 use crate::values::lock_info;
@@ -269,6 +270,60 @@ impl Client {
             .semaphore(name, permits)
             .map_err(|error| errors::lock_error(py, error))?;
         Ok(Semaphore::new(semaphore, self.runtime.clone()))
+    }
+
+    /// A reader-writer lock named `name` with room for `max_readers`
+    /// readers (see `lease_lock.LockClient.rw_lock`).
+    fn rw_lock(&self, py: Python<'_>, name: String, max_readers: u32) -> PyResult<RwLock> {
+        self.runtime.pid().check(py)?;
+        let lock = self
+            .client()
+            .rw_lock(name, max_readers)
+            .map_err(|error| errors::lock_error(py, error))?;
+        Ok(RwLock::new(lock, self.runtime.clone()))
+    }
+
+    /// Acquire every key of `keys` (`(key, sort_key)` pairs) all or nothing:
+    /// the held locks, one `Lock` each, in key order (see
+    /// `lease_lock.LockClient.acquire_all`).
+    #[pyo3(signature = (keys, is_async, *, wait=None, lease=None, data=None, min_hold=None, max_hold=None, refresh=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_all(
+        &self,
+        py: Python<'_>,
+        keys: Vec<(String, Option<String>)>,
+        is_async: bool,
+        wait: Option<&Bound<'_, PyAny>>,
+        lease: Option<&Bound<'_, PyAny>>,
+        data: Option<&Bound<'_, PyAny>>,
+        min_hold: Option<&Bound<'_, PyAny>>,
+        max_hold: Option<&Bound<'_, PyAny>>,
+        refresh: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.runtime.pid().check(py)?;
+        let options = convert::settings(py, wait, lease, data, min_hold, max_hold, refresh)?;
+        let keys: Vec<lock_core::LockKey> = keys
+            .into_iter()
+            .map(|(key, sort)| convert::key(key, sort))
+            .collect();
+        let client = self.client().clone();
+        let runtime = self.runtime.clone();
+        self.runtime.run(
+            py,
+            is_async,
+            async move { client.acquire_all(keys, options).await },
+            move |py, result| match result {
+                Ok(group) => {
+                    let locks = group
+                        .into_guards()
+                        .into_iter()
+                        .map(|guard| Py::new(py, Lock::new(guard, runtime.clone())))
+                        .collect::<PyResult<Vec<_>>>()?;
+                    Ok(PyList::new(py, locks)?.into_any().unbind())
+                }
+                Err(error) => Err(errors::lock_error(py, error)),
+            },
+        )
     }
 
     /// The lock's record as stored (`LockInfo`), or `None`.

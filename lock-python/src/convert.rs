@@ -146,3 +146,25 @@ impl AcquireSettings {
         options
     }
 }
+
+/// The options of a semaphore's permit or a reader-writer lock's read or
+/// write, from the Python arguments (seconds or `timedelta`s, data as bytes).
+pub(crate) fn settings(
+    py: Python<'_>,
+    wait: Option<&Bound<'_, PyAny>>,
+    lease: Option<&Bound<'_, PyAny>>,
+    data: Option<&Bound<'_, PyAny>>,
+    min_hold: Option<&Bound<'_, PyAny>>,
+    max_hold: Option<&Bound<'_, PyAny>>,
+    refresh: Option<&Bound<'_, PyAny>>,
+) -> PyResult<AcquireOptions> {
+    Ok(AcquireSettings {
+        wait: optional_seconds(py, "wait", wait)?,
+        lease: optional_seconds(py, "lease", lease)?,
+        data: self::data(data)?,
+        min_hold: optional_seconds(py, "min_hold", min_hold)?,
+        max_hold: optional_seconds(py, "max_hold", max_hold)?,
+        refresh: optional_seconds(py, "refresh", refresh)?,
+    }
+    .apply(AcquireOptions::new()))
+}

@@ -133,7 +133,10 @@ pub(crate) fn lock_error(py: Python<'_>, error: LockError) -> PyErr {
             ],
         ),
         LockError::InvalidConfig(_) => raise(py, "ConfigError", message, retryable, &[]),
-        LockError::InvalidInput { .. } => raise(py, "InvalidInput", message, retryable, &[]),
+        LockError::InvalidInput { .. }
+        | LockError::PermitsMismatch { .. }
+        | LockError::ReadersMismatch { .. }
+        | LockError::TooManyReaders { .. } => raise(py, "InvalidInput", message, retryable, &[]),
         LockError::Store { source, .. } | LockError::List { source, .. } => {
             store_error_with(py, source, message, retryable)
         }

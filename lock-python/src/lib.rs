@@ -19,7 +19,7 @@
 //! The modules, in the order a call goes through them: `convert` checks
 //! arguments, `client` and `stores` make the Rust calls, `runtime` runs
 //! them (blocking, woken by signals through `signal_wake`, or as asyncio
-//! futures), `lock`, `election` and `semaphore` wrap what they return (with
+//! futures), `lock`, `election`, `semaphore` and `rw` wrap what they return (with
 //! the waits on a lease's signals they share in `signals`),
 //! `errors` turns failures into exceptions (`classes` makes instances of
 //! the package's Python classes for both), `events` carries
@@ -37,6 +37,7 @@ mod fencing;
 mod lock;
 mod metrics;
 mod runtime;
+mod rw;
 mod semaphore;
 mod signal_wake;
 mod signals;
@@ -56,6 +57,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<election::Election>()?;
     module.add_class::<election::Leadership>()?;
     module.add_class::<semaphore::Semaphore>()?;
+    module.add_class::<rw::RwLock>()?;
     module.add_class::<stores::MemoryStore>()?;
     module.add_class::<stores::DynamoDBStore>()?;
     module.add_class::<stores::PostgresStore>()?;

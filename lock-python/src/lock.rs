@@ -1,8 +1,12 @@
-//! `lease_lock.Lock`: a held lock (a `LockGuard`) or a semaphore's permit.
+//! `lease_lock.Lock`: a held lock (a `LockGuard`), a semaphore's permit, or
+//! a read or write of a reader-writer lock.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lock_core::{LeaseState, LockGuard, LockView, LostReason, Permit};
+use lock_core::{
+    Fence, LeaseState, LockGuard, LockView, LostReason, Permit, ReadGuard, UpgradeableReadGuard,
+    WriteGuard,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
@@ -12,11 +16,22 @@ use crate::runtime::ProcessRuntime;
 use crate::signals::{signal_awaitable, wait_lost};
 use crate::values::{bytes, lost_reason};
 
-/// What a `Lock` holds: a lock, or a permit of a semaphore (a lock on one of
-/// its slots).
+/// What a `Lock` holds: a lock, a permit of a semaphore (a lock on one of
+/// its slots), or a read, upgradeable read or write of a reader-writer lock.
 pub(crate) enum Holding {
     Lock(LockGuard),
     Permit(Permit),
+    Read(ReadGuard),
+    Upgradeable(UpgradeableReadGuard),
+    Write(WriteGuard),
+}
+
+/// What a read of a reader-writer lock was admitted with: the writer fence
+/// and the writer's data (what `fence` and `data` report for it).
+#[derive(Clone, Debug)]
+pub(crate) struct Admitted {
+    fence: Fence,
+    writer_data: Option<Vec<u8>>,
 }
 
 /// A held lock. Returned by `LockClient.acquire` and `try_acquire` (and, for
@@ -34,6 +49,8 @@ pub(crate) struct Lock {
     guard: Mutex<Option<Holding>>,
     /// A permit's slot (for a lock taken from a semaphore).
     permit_slot: Option<u32>,
+    /// For a read of a reader-writer lock: what it was admitted with.
+    read: Option<Admitted>,
     runtime: Arc<ProcessRuntime>,
 }
 
@@ -57,6 +74,38 @@ impl Lock {
             view: guard.view(),
             guard: Mutex::new(Some(Holding::Lock(guard))),
             permit_slot: None,
+            read: None,
+            runtime,
+        }
+    }
+
+    /// A read (or upgradeable read) of a reader-writer lock, held: its
+    /// view is its reader slot's, its fence and data the writer's.
+    pub(crate) fn read(holding: Holding, runtime: Arc<ProcessRuntime>) -> Option<Self> {
+        let (view, slot) = match &holding {
+            Holding::Read(read) => (read.view(), read.slot_index()),
+            Holding::Upgradeable(read) => (read.view(), read.slot_index()),
+            _ => return None,
+        };
+        Some(Self {
+            view: view.slot().clone(),
+            guard: Mutex::new(Some(holding)),
+            permit_slot: Some(slot),
+            read: Some(Admitted {
+                fence: view.fence(),
+                writer_data: view.writer_data(),
+            }),
+            runtime,
+        })
+    }
+
+    /// A write of a reader-writer lock, held: its view is the write lock's.
+    pub(crate) fn write(write: WriteGuard, runtime: Arc<ProcessRuntime>) -> Self {
+        Self {
+            view: write.view(),
+            guard: Mutex::new(Some(Holding::Write(write))),
+            permit_slot: None,
+            read: None,
             runtime,
         }
     }
@@ -67,6 +116,7 @@ impl Lock {
             view: (*permit).clone(),
             permit_slot: Some(permit.slot()),
             guard: Mutex::new(Some(Holding::Permit(permit))),
+            read: None,
             runtime,
         }
     }
@@ -123,6 +173,12 @@ impl Lock {
     ) -> PyResult<Py<PyAny>> {
         let data = crate::convert::data(data)?;
         self.runtime.pid().check(py)?;
+        if self.read.is_some() {
+            return Err(errors::invalid_input(
+                py,
+                "set_data on a read of a reader-writer lock: its data is the last writer's; write it under a write (or leave it with release(data=...) of the write)",
+            ));
+        }
         let view = self.view.clone();
         self.runtime.run(
             py,
@@ -156,6 +212,18 @@ impl Lock {
                 "release(data=..., delete=True) deletes the record the data would be stored in: pass one of them",
             ));
         }
+        if delete && self.is_reader_writer() {
+            return Err(errors::invalid_input(
+                py,
+                "release(delete=True) on a read or write of a reader-writer lock: its records are kept (the writer fences live in them); release it without delete",
+            ));
+        }
+        if data.is_some() && self.read.is_some() {
+            return Err(errors::invalid_input(
+                py,
+                "release(data=...) on a read of a reader-writer lock: a reader leaves no data; a writer does, with release(data=...) of its write",
+            ));
+        }
         if delete && self.permit_slot.is_some() {
             return Err(errors::invalid_input(
                 py,
@@ -186,6 +254,10 @@ impl Lock {
                         permit.release_with_data(data).await
                     }
                     (Holding::Permit(permit), None, _) => permit.release().await,
+                    (Holding::Write(write), Some(data), _) => write.release_with_data(data).await,
+                    (Holding::Write(write), None, _) => write.release().await,
+                    (Holding::Read(read), _, _) => read.release().await,
+                    (Holding::Upgradeable(read), _, _) => read.release().await,
                 }
             },
             errors::none_or_raise,
@@ -194,7 +266,66 @@ impl Lock {
 }
 
 impl Lock {
+    /// A read, upgradeable read or write of a reader-writer lock (held or
+    /// not: what it was made as).
+    fn is_reader_writer(&self) -> bool {
+        self.read.is_some()
+            || matches!(
+                *self.holding(),
+                Some(Holding::Write(_) | Holding::Read(_) | Holding::Upgradeable(_))
+            )
+    }
+
+    /// Upgrade an upgradeable read to a write: the write as a new `Lock`;
+    /// this one then reads as released (the write holds the read until it
+    /// is released). On failure the read is put back here, still held.
+    fn upgrade_with(
+        slf: &Bound<'_, Self>,
+        options: lock_core::AcquireOptions,
+        is_async: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        this.runtime.pid().check(py)?;
+        let taken = {
+            let mut holding = this.holding();
+            match holding.take() {
+                Some(Holding::Upgradeable(read)) => Ok(read),
+                other => {
+                    *holding = other;
+                    Err(())
+                }
+            }
+        };
+        let Ok(read) = taken else {
+            return Err(errors::invalid_input(
+                py,
+                "upgrade() is for a held upgradeable read (RwLock.upgradeable_read); this lock is not one, or was released or upgraded already",
+            ));
+        };
+        let runtime = this.runtime.clone();
+        let upgrading = slf.clone().unbind();
+        this.runtime.run(
+            py,
+            is_async,
+            async move { read.upgrade(options).await },
+            move |py, result| match result {
+                Ok(write) => Ok(Py::new(py, Lock::write(write, runtime))?.into_any()),
+                Err(failed) => {
+                    *upgrading.get().holding() = Some(Holding::Upgradeable(failed.guard));
+                    Err(errors::lock_error(py, failed.error))
+                }
+            },
+        )
+    }
+
     fn detach_with(&self, py: Python<'_>, is_async: bool) -> PyResult<Py<PyAny>> {
+        if self.is_reader_writer() {
+            return Err(errors::invalid_input(
+                py,
+                "detach() on a read or write of a reader-writer lock: it cannot be handed on; release it",
+            ));
+        }
         if !is_async {
             crate::work::before_blocking_release(
                 py,
@@ -215,6 +346,28 @@ impl Lock {
                 match guard {
                     Holding::Lock(guard) => guard.detach().await,
                     Holding::Permit(permit) => permit.detach().await,
+                    // Refused above, before the guard was taken out.
+                    Holding::Read(read) => {
+                        drop(read);
+                        Err(lock_core::LockError::InvalidInput {
+                            reason: "a read cannot be detached".into(),
+                            source: None,
+                        })
+                    }
+                    Holding::Upgradeable(read) => {
+                        drop(read);
+                        Err(lock_core::LockError::InvalidInput {
+                            reason: "a read cannot be detached".into(),
+                            source: None,
+                        })
+                    }
+                    Holding::Write(write) => {
+                        drop(write);
+                        Err(lock_core::LockError::InvalidInput {
+                            reason: "a write cannot be detached".into(),
+                            source: None,
+                        })
+                    }
                 }
             },
             |py, result| {
@@ -249,9 +402,15 @@ impl Lock {
     /// The fencing token of this acquisition: higher than every earlier
     /// holder's. Send it with each write to the protected resource and have the
     /// resource refuse writes with a lower one.
+    ///
+    /// For a read of a reader-writer lock: the writer fence it was admitted
+    /// with (the last writer's); present it with every read of the resource.
     #[getter]
     fn fence(&self) -> u64 {
-        self.view.fence().0
+        match &self.read {
+            Some(read) => read.fence.0,
+            None => self.view.fence().0,
+        }
     }
 
     /// The record version of the latest write this client saw confirmed (a
@@ -304,10 +463,15 @@ impl Lock {
         }
     }
 
-    /// The data stored with the lock (`bytes`), or `None`.
+    /// The data stored with the lock (`bytes`), or `None`. For a read of a
+    /// reader-writer lock: what the write lock's record held when it was
+    /// admitted (what the last writer left).
     #[getter]
     fn data(&self, py: Python<'_>) -> Py<PyAny> {
-        bytes(py, self.view.data().as_deref())
+        match &self.read {
+            Some(read) => bytes(py, read.writer_data.as_deref()),
+            None => bytes(py, self.view.data().as_deref()),
+        }
     }
 
     /// When this acquire took over a holder that stopped heartbeating (a
@@ -320,7 +484,8 @@ impl Lock {
             .transpose()
     }
 
-    /// For a permit of a semaphore, its slot (from 0); `None` for a lock.
+    /// For a permit of a semaphore or a read of a reader-writer lock, its
+    /// slot (from 0); `None` for a lock or a write.
     #[getter]
     fn slot(&self) -> Option<u32> {
         self.permit_slot
@@ -389,6 +554,45 @@ impl Lock {
     /// `detach`, awaited.
     fn detach_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.detach_with(py, true)
+    }
+
+    /// For an upgradeable read of a reader-writer lock: become the writer.
+    /// Takes the write lock (new readers now wait), then waits for the other
+    /// readers to leave, within `wait` (as for `RwLock.write`); returns the
+    /// write as a new `Lock` (its fence is the writer fence), which holds
+    /// this read until it is released. On failure (`AcquireTimeout`...) the
+    /// read stays held here.
+    #[pyo3(signature = (*, wait=None, lease=None, data=None, min_hold=None, max_hold=None, refresh=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn upgrade(
+        slf: &Bound<'_, Self>,
+        wait: Option<&Bound<'_, PyAny>>,
+        lease: Option<&Bound<'_, PyAny>>,
+        data: Option<&Bound<'_, PyAny>>,
+        min_hold: Option<&Bound<'_, PyAny>>,
+        max_hold: Option<&Bound<'_, PyAny>>,
+        refresh: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let options =
+            crate::convert::settings(slf.py(), wait, lease, data, min_hold, max_hold, refresh)?;
+        Self::upgrade_with(slf, options, false)
+    }
+
+    /// `upgrade`, awaited.
+    #[pyo3(signature = (*, wait=None, lease=None, data=None, min_hold=None, max_hold=None, refresh=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn upgrade_async(
+        slf: &Bound<'_, Self>,
+        wait: Option<&Bound<'_, PyAny>>,
+        lease: Option<&Bound<'_, PyAny>>,
+        data: Option<&Bound<'_, PyAny>>,
+        min_hold: Option<&Bound<'_, PyAny>>,
+        max_hold: Option<&Bound<'_, PyAny>>,
+        refresh: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let options =
+            crate::convert::settings(slf.py(), wait, lease, data, min_hold, max_hold, refresh)?;
+        Self::upgrade_with(slf, options, true)
     }
 
     /// **Stop work on this.** Run the awaitable `work` and return its result,

@@ -3,10 +3,8 @@
 
 use std::sync::Arc;
 
-use lock_core::AcquireOptions;
 use pyo3::prelude::*;
 
-use crate::convert::optional_seconds;
 use crate::errors;
 use crate::lock::Lock;
 use crate::runtime::ProcessRuntime;
@@ -49,15 +47,7 @@ impl Semaphore {
         refresh: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.runtime.pid().check(py)?;
-        let options = crate::convert::AcquireSettings {
-            wait: optional_seconds(py, "wait", wait)?,
-            lease: optional_seconds(py, "lease", lease)?,
-            data: crate::convert::data(data)?,
-            min_hold: optional_seconds(py, "min_hold", min_hold)?,
-            max_hold: optional_seconds(py, "max_hold", max_hold)?,
-            refresh: optional_seconds(py, "refresh", refresh)?,
-        }
-        .apply(AcquireOptions::new());
+        let options = crate::convert::settings(py, wait, lease, data, min_hold, max_hold, refresh)?;
         let semaphore = self.semaphore.clone();
         let runtime = self.runtime.clone();
         self.runtime.run(

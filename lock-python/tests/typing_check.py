@@ -20,6 +20,8 @@ from lease_lock import (
     Metric,
     Role,
     Semaphore,
+    RwLock,
+    LockGroup,
 )
 
 
@@ -133,6 +135,49 @@ def limiting(client: LockClient) -> int | None:
     exports.acquire(wait="5")  # type: ignore[arg-type]
     del maybe
     return slot
+
+
+def sharing(client: LockClient) -> int:
+    config: RwLock = client.rw_lock("config", 16)
+    with config.read(wait=timedelta(seconds=5)) as read:
+        fence: int = read.fence
+        data: bytes | None = read.data
+    upgradeable: Lock = config.upgradeable_read(wait=5)
+    write: Lock = upgradeable.upgrade(wait=5, data=b"v2")
+    write.release(data=b"v3")
+    maybe: Lock | None = config.try_write(lease=5)
+    config.write(wait="5")  # type: ignore[arg-type]
+    del data, maybe
+    return fence
+
+
+async def sharing_async(client: LockClient) -> int:
+    config = client.rw_lock("config", 16)
+    async with await config.write_async(wait=5) as write:
+        fence: int = write.fence
+    read: Lock | None = await config.try_read_async()
+    del read
+    return fence
+
+
+def moving(client: LockClient) -> dict[str | tuple[str, str], int]:
+    with client.lock_all(["account-7", ("ledger", "2026")], wait=10) as group:
+        fences = group.fences
+        safe: bool = group.is_safe
+        members: tuple[Lock, ...] = group.locks
+    held: LockGroup = client.acquire_all(["a", "b"], lease=timedelta(seconds=30))
+    held.release()
+    client.acquire_all([1, 2])  # type: ignore[list-item]
+    del safe, members
+    return fences
+
+
+async def moving_async(client: LockClient) -> int:
+    async with client.lock_all(["a", "b"]) as group:
+        await group.run_while_safe(asyncio.sleep(0))
+    other: LockGroup = await client.acquire_all_async(["c"])
+    await other.release_async()
+    return len(group.locks)
 
 
 def measured() -> float:

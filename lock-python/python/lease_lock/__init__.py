@@ -21,6 +21,8 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from ._client import LockClient, LockContext, Store
+from ._group import LockGroup, LockGroupContext
+from ._rw import RwLock
 from ._errors import (
     AcquireTimeout,
     AlreadyHeld,
@@ -65,6 +67,9 @@ __all__ = [
     "Lock",
     "Election",
     "Semaphore",
+    "RwLock",
+    "LockGroup",
+    "LockGroupContext",
     "Leadership",
     "Role",
     "Store",

@@ -12,7 +12,9 @@ from typing import Any, Union
 
 from . import _events, _native
 from ._errors import ConfigError, InvalidInput
+from ._group import Keys, LockGroup, LockGroupContext, _pairs
 from ._native import BucketStore, DynamoDBStore, Election, Lock, MemoryStore, PostgresStore, Semaphore
+from ._rw import RwLock
 from ._types import LockInfo, LostReason, Seconds
 
 __all__ = ["LockClient", "LockContext", "Store"]
@@ -463,6 +465,96 @@ class LockClient:
             raise InvalidInput(f"semaphore {name}: {permits} permits; a semaphore has at least 1")
         semaphore: Semaphore = self._native.semaphore(name, permits)
         return semaphore
+
+    def rw_lock(self, name: str, max_readers: int) -> RwLock:
+        """A reader-writer lock named ``name`` with room for ``max_readers`` readers at once.
+
+        Any number of readers up to that, or one writer (see ``RwLock``).
+        Every client must open it with the same count; another one raises
+        ``InvalidInput`` on its first read or write, before writing anything.
+        The most readers a store allows: 1,000 with sort keys, 100 without.
+        """
+        if isinstance(max_readers, bool) or not isinstance(max_readers, int):
+            raise TypeError(f"max_readers must be an int, not {type(max_readers).__name__}")
+        if not 0 <= max_readers < 2**32:
+            raise InvalidInput(f"reader-writer lock {name}: {max_readers} readers; it has at least 1")
+        return RwLock(self._native.rw_lock(name, max_readers))
+
+    def acquire_all(
+        self,
+        keys: Keys,
+        *,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+    ) -> LockGroup:
+        """Acquire every key of ``keys`` (each a key or a ``(key, sort_key)`` pair), all or nothing.
+
+        The keys are taken in one fixed order (duplicates once), whatever
+        order they come in, so clients asking for overlapping sets never
+        deadlock; ``wait`` is the budget for the whole set (by default that of
+        one acquire). If any key cannot be had in time, or anything fails,
+        every key taken so far is released before the error (``AcquireTimeout``
+        naming the key) is raised. Each member keeps its own lease, heartbeats
+        and fence; the other arguments apply to each.
+        """
+        locks: list[Lock] = self._native.acquire_all(
+            _pairs(keys), False, wait=wait, lease=lease, data=data, min_hold=min_hold,
+            max_hold=max_hold, refresh=refresh,
+        )
+        return LockGroup(locks)
+
+    async def acquire_all_async(
+        self,
+        keys: Keys,
+        *,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+    ) -> LockGroup:
+        """``acquire_all``, awaited. Cancelling it leaves nothing held."""
+        locks: list[Lock] = await self._native.acquire_all(
+            _pairs(keys), True, wait=wait, lease=lease, data=data, min_hold=min_hold,
+            max_hold=max_hold, refresh=refresh,
+        )
+        return LockGroup(locks)
+
+    def lock_all(
+        self,
+        keys: Keys,
+        *,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+    ) -> LockGroupContext:
+        """Several locks as one context manager: ``with client.lock_all(["a", "b"]) as group:``.
+
+        Acquires on entry (as ``acquire_all``, same arguments), releases every
+        member on exit (``async with`` too).
+
+        >>> client = LockClient(MemoryStore(), owner="mover")
+        >>> with client.lock_all(["account-7", "account-3"], wait=10) as group:
+        ...     group.fences
+        {'account-3': 1, 'account-7': 1}
+        >>> client.close()["released"]
+        []
+        """
+        return LockGroupContext(
+            self,
+            dict(
+                keys=list(keys), wait=wait, lease=lease, data=data, min_hold=min_hold,
+                max_hold=max_hold, refresh=refresh,
+            ),
+        )
 
     def held_keys(self) -> list[tuple[str, str | None]]:
         """The ``(key, sort_key)`` of each lock this client holds."""

@@ -157,6 +157,26 @@ class Lock:
     ) -> Awaitable[None]: ...
     def detach(self) -> str: ...
     def detach_async(self) -> Awaitable[str]: ...
+    def upgrade(
+        self,
+        *,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+    ) -> Lock: ...
+    def upgrade_async(
+        self,
+        *,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+    ) -> Awaitable[Lock]: ...
     def until_unsafe(self) -> Awaitable[LostReason]:
         """Stop work on this: resolves the moment the lease is no longer safe (in danger, lost or released)."""
     def wait_unsafe(self, timeout: Seconds | None = None) -> LostReason | None: ...
@@ -175,6 +195,28 @@ class Lock:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> Literal[False]: ...
     def __aenter__(self) -> Awaitable[Lock]: ...
     def __aexit__(self, exc_type: object, exc: object, tb: object) -> Awaitable[bool]: ...
+
+@final
+class RwLock:
+    """A reader-writer lock (wrapped by ``lease_lock.RwLock``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def max_readers(self) -> int: ...
+    def acquire(
+        self,
+        mode: Literal["read", "upgradeable", "write"],
+        try_once: bool,
+        is_async: bool,
+        *,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+    ) -> Any: ...
 
 @final
 class Semaphore:
@@ -332,6 +374,19 @@ class Client:
         retry_max: float | None,
     ) -> Election: ...
     def semaphore(self, name: str, permits: int) -> Semaphore: ...
+    def rw_lock(self, name: str, max_readers: int) -> RwLock: ...
+    def acquire_all(
+        self,
+        keys: list[tuple[str, str | None]],
+        is_async: bool,
+        *,
+        wait: Seconds | None = None,
+        lease: Seconds | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        min_hold: Seconds | None = None,
+        max_hold: Seconds | None = None,
+        refresh: Seconds | None = None,
+    ) -> Any: ...
     def get_lock(self, key: str, sort_key: str | None, is_async: bool) -> Any: ...
     def list_locks(self, partition: str | None, is_async: bool) -> Any: ...
     def force_release(self, key: str, sort_key: str | None, is_async: bool) -> Any: ...
