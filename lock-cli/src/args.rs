@@ -283,6 +283,34 @@ pub struct RunArgs {
     #[command(flatten)]
     pub key: KeyArgs,
 
+    /// More locks to hold with KEY, all or nothing: they are taken in one
+    /// fixed order (so runs asking for overlapping sets never deadlock), each
+    /// with its own fence, within one --wait; the command sees LOCK_KEYS and
+    /// LOCK_FENCES (one `key=fence` per line)
+    #[arg(
+        value_name = "MORE_KEYS",
+        value_parser = text(),
+        conflicts_with_all = ["shared", "exclusive", "permits", "sort_key"]
+    )]
+    pub more_keys: Vec<String>,
+
+    /// Run alongside other --shared runs on KEY, never beside an --exclusive
+    /// one: a read of the reader-writer lock KEY. LOCK_FENCE is the fence of
+    /// the last --exclusive run
+    #[arg(long, conflicts_with_all = ["exclusive", "permits"])]
+    pub shared: bool,
+
+    /// Run with no --shared run on KEY: the write of the reader-writer lock
+    /// KEY. It waits for the --shared runs inside to end; once it waits, new
+    /// --shared runs wait behind it
+    #[arg(long, conflicts_with = "permits")]
+    pub exclusive: bool,
+
+    /// With --shared or --exclusive: room for N --shared runs on KEY at once
+    /// (every run on KEY must say the same N)
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub readers: u32,
+
     /// How the lock is taken.
     #[command(flatten)]
     pub take: TakeArgs,

@@ -1240,3 +1240,170 @@ fn metrics_are_printed_as_json_at_exit() {
     let out = env.run(&["show", "nightly"]);
     assert!(!out.stderr.contains("\"metrics\""), "{out:?}");
 }
+
+/// The `(at, +1 | -1)` steps of `kind`'s intervals in a log of
+/// `<kind> start|end <nanoseconds>` lines, and the most of them open at once.
+fn most_at_once(log: &[String], kind: &str) -> usize {
+    let mut steps: Vec<(u128, i32)> = log
+        .iter()
+        .filter_map(|line| {
+            let mut parts = line.split(' ');
+            let (who, what, at) = (parts.next()?, parts.next()?, parts.next()?);
+            (kind == "*" || who == kind)
+                .then(|| (at.parse().unwrap(), if what == "start" { 1 } else { -1 }))
+        })
+        .collect();
+    steps.sort_unstable();
+    let (mut open, mut most) = (0, 0);
+    for (_, step) in steps {
+        open += step;
+        most = most.max(open);
+    }
+    most as usize
+}
+
+#[test]
+fn run_shared_runs_together_and_exclusive_alone() {
+    let Some(env) = Env::with_table("rw") else {
+        return;
+    };
+    let log = env.path("log");
+    let script = |who: &str| {
+        format!(
+            "echo \"{who} start $(date +%s%N) $LOCK_MODE $LOCK_FENCE\" >> {log}; sleep 1; \
+             echo \"{who} end $(date +%s%N)\" >> {log}",
+            log = log.display()
+        )
+    };
+    let run = |name: &str, mode: &str, who: &str| {
+        let mut args = vec![
+            "run",
+            "config",
+            mode,
+            "--readers",
+            "4",
+            "--wait",
+            "30s",
+            "--lease",
+            "2s",
+            "--",
+        ];
+        let script = script(who);
+        args.extend(sh(&script));
+        env.spawn(name, &args)
+    };
+    let readers: Vec<_> = (0..3)
+        .map(|i| run(&format!("reader{i}"), "--shared", "r"))
+        .collect();
+    wait_until("two readers in", LIMIT, || {
+        lines(&log)
+            .iter()
+            .filter(|line| line.starts_with("r start"))
+            .count()
+            >= 2
+    });
+    let writer = run("writer", "--exclusive", "w");
+    // The late reader comes once the writer waits (its write lock held).
+    wait_until("the writer waiting", LIMIT, || {
+        let listed = env.run(&["list", "-o", "json"]).json();
+        listed.as_array().into_iter().flatten().any(|lock| {
+            let name = format!("{}{}", lock["key"], lock["sort_key"]);
+            name.contains("writer") && lock["held"] == true
+        })
+    });
+    let late = run("late-reader", "--shared", "r");
+    for process in readers.into_iter().chain([writer, late]) {
+        let out = process.finish(LIMIT);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let log = lines(&log);
+    assert_eq!(log.len(), 10, "{log:?}");
+    assert!(
+        most_at_once(&log, "r") >= 2,
+        "readers ran together: {log:?}"
+    );
+    assert_eq!(most_at_once(&log, "w"), 1, "{log:?}");
+    for line in log.iter().filter(|line| line.starts_with("w start")) {
+        assert!(line.ends_with("exclusive 1"), "{line}");
+    }
+    let writer_start: u128 = log
+        .iter()
+        .find(|line| line.starts_with("w start"))
+        .and_then(|line| line.split(' ').nth(2)?.parse().ok())
+        .unwrap();
+    let writer_end: u128 = log
+        .iter()
+        .find(|line| line.starts_with("w end"))
+        .and_then(|line| line.split(' ').nth(2)?.parse().ok())
+        .unwrap();
+    // Never a reader beside the writer: no reader starts or ends while it
+    // writes, and none is inside when it starts.
+    for line in log.iter().filter(|line| line.starts_with("r ")) {
+        let at: u128 = line.split(' ').nth(2).unwrap().parse().unwrap();
+        assert!(
+            at <= writer_start || at >= writer_end,
+            "a reader moved at {at} while the writer wrote ({writer_start} to {writer_end}): {log:?}"
+        );
+    }
+    let inside_at_writer_start = log
+        .iter()
+        .filter(|line| line.starts_with("r "))
+        .filter(|line| line.split(' ').nth(2).unwrap().parse::<u128>().unwrap() <= writer_start)
+        .map(|line| if line.starts_with("r start") { 1 } else { -1 })
+        .sum::<i32>();
+    assert_eq!(inside_at_writer_start, 0, "{log:?}");
+    // The reader that came while the writer waited read after it, with its fence.
+    let last_reader = log
+        .iter()
+        .filter(|line| line.starts_with("r start"))
+        .max_by_key(|line| line.split(' ').nth(2).unwrap().parse::<u128>().unwrap())
+        .unwrap();
+    assert!(last_reader.ends_with("shared 1"), "{log:?}");
+
+    // A reader count other than the store's is a usage error, before it writes.
+    let out = env.run(&["run", "config", "--shared", "--readers", "8", "--", "true"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("4 reader slots"), "{out:?}");
+}
+
+#[test]
+fn run_with_several_keys_holds_them_all_or_nothing() {
+    let Some(env) = Env::with_table("several") else {
+        return;
+    };
+    let holding = env.spawn("holder", &["run", "acct-b", "--", "sleep", "3"]);
+    wait_until("acct-b held", LIMIT, || {
+        env.run(&["show", "acct-b", "-o", "json"]).json()["held"] == true
+    });
+    let out = env.run(&["run", "acct-c", "acct-a", "acct-b", "--", "true"]);
+    assert_eq!(out.code, Some(3), "acct-b is held: {out:?}");
+    for key in ["acct-a", "acct-c"] {
+        let shown = env.run(&["show", key, "-o", "json"]);
+        assert_ne!(shown.json()["held"], true, "{key} left held: {shown:?}");
+    }
+    let seen = env.path("seen");
+    let script = format!(
+        "printf '%s|%s' \"$LOCK_KEYS\" \"$LOCK_FENCES\" > {}",
+        seen.display()
+    );
+    let mut args = vec!["run", "acct-c", "acct-a", "acct-b", "--wait", "30s", "--"];
+    args.extend(sh(&script));
+    let out = env.run(&args);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("acquired locks"), "{out:?}");
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    // acct-a was taken (fence 1) and let go by the refused run, which
+    // stopped at acct-b before trying acct-c.
+    assert_eq!(
+        seen, "acct-a\nacct-b\nacct-c|acct-a=2\nacct-b=2\nacct-c=1",
+        "{seen:?}"
+    );
+    assert_eq!(holding.finish(LIMIT).code, Some(0));
+    for key in ["acct-a", "acct-b", "acct-c"] {
+        let shown = env.run(&["show", key, "-o", "json"]);
+        assert_eq!(shown.json()["held"], false, "{key}: {shown:?}");
+    }
+    // Several keys with --shared or --sort-key: a usage error.
+    let out = env.run(&["run", "acct-a", "acct-b", "--shared", "--", "true"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+}

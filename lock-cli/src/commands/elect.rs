@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lock_core::{Election, ElectionOptions, LockClient, LockKey, Role};
 
-use super::run::{CommandSpec, Ended, supervise};
+use super::run::{CommandSpec, Ended, Watched, supervise};
 use crate::args::{ElectArgs, Global};
 use crate::child::{self, Signals};
 use crate::exit::CliError;
@@ -59,7 +59,8 @@ async fn campaign(
                 name(&key),
                 leadership.fence()
             );
-            let ended = match supervise(client, leadership.view(), &spec, signals).await {
+            let watched = Watched::lock(leadership.view(), client.owner());
+            let ended = match supervise(client, &watched, &spec, signals).await {
                 Ok(ended) => ended,
                 Err(error) => {
                     let _ = election.resign().await;

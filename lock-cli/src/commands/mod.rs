@@ -8,7 +8,8 @@ mod run;
 mod table;
 
 use lock_core::{
-    AcquireOptions, LockClient, LockError, LockGuard, LockKey, Permit, StoreErrorKind,
+    AcquireOptions, LockClient, LockError, LockGroup, LockGuard, LockKey, Permit, ReadGuard,
+    StoreErrorKind, WriteGuard,
 };
 use lock_dynamodb::TableError;
 
@@ -205,6 +206,112 @@ pub async fn take_permit(
         permit.fence()
     );
     Ok(permit)
+}
+
+/// What `run --shared` or `run --exclusive` holds of a reader-writer lock.
+pub enum RwHeld {
+    /// A read.
+    Read(ReadGuard),
+    /// The write.
+    Write(WriteGuard),
+}
+
+/// A read (`exclusive` false) or the write of the reader-writer lock `key`
+/// with room for `readers`, as [`take`] takes a lock: waiting up to
+/// `--wait` (`--wait 0s`: one attempt).
+pub async fn take_rw(
+    client: &LockClient,
+    key: &LockKey,
+    readers: u32,
+    exclusive: bool,
+    take: &TakeArgs,
+    min_hold: Option<std::time::Duration>,
+    signals: &mut Signals,
+) -> Result<RwHeld, CliError> {
+    if key.sort().is_some() {
+        return Err(CliError::Usage(
+            "--shared or --exclusive and --sort-key: a reader-writer lock's records are its own sort keys; drop --sort-key".into(),
+        ));
+    }
+    let lock = client.rw_lock(key.partition(), readers)?;
+    let options = options(take, min_hold)?;
+    let once = take.wait.is_zero();
+    let taken = async {
+        Ok::<_, LockError>(match (exclusive, once) {
+            (false, true) => lock.try_read(options).await?.map(RwHeld::Read),
+            (false, false) => Some(RwHeld::Read(lock.read(options).await?)),
+            (true, true) => lock.try_write(options).await?.map(RwHeld::Write),
+            (true, false) => Some(RwHeld::Write(lock.write(options).await?)),
+        })
+    };
+    let taken = tokio::select! {
+        taken = taken => taken?,
+        signal = signals.next() => return Err(CliError::Interrupted { signal }),
+    };
+    let Some(held) = taken else {
+        return Err(CliError::Lock(LockError::AcquireTimeout {
+            key: key.clone(),
+            holder: None,
+            waited: take.wait,
+        }));
+    };
+    let name = crate::text::printable(key.partition());
+    match &held {
+        RwHeld::Read(read) => eprintln!(
+            "lockctl: reading under reader-writer lock {name} (reader {} of {readers}, writer fence {})",
+            read.slot_index() + 1,
+            read.fence()
+        ),
+        RwHeld::Write(write) => eprintln!(
+            "lockctl: writing under reader-writer lock {name} (fence {})",
+            write.fence()
+        ),
+    }
+    Ok(held)
+}
+
+/// Every key of `keys`, all or nothing (`LockClient::acquire_all`), within
+/// `--wait`.
+pub async fn take_all(
+    client: &LockClient,
+    keys: &[LockKey],
+    take: &TakeArgs,
+    min_hold: Option<std::time::Duration>,
+    signals: &mut Signals,
+) -> Result<LockGroup, CliError> {
+    let options = options(take, min_hold)?;
+    let group = tokio::select! {
+        group = client.acquire_all(keys.iter().cloned(), options) => group?,
+        signal = signals.next() => return Err(CliError::Interrupted { signal }),
+    };
+    let fences: Vec<String> = group
+        .fences()
+        .map(|(key, fence)| {
+            format!(
+                "{} (fence {fence})",
+                crate::text::printable(&key.to_string())
+            )
+        })
+        .collect();
+    eprintln!("lockctl: acquired locks {}", fences.join(", "));
+    Ok(group)
+}
+
+/// The acquire options `--min-hold` and the data arguments ask for.
+fn options(
+    take: &TakeArgs,
+    min_hold: Option<std::time::Duration>,
+) -> Result<AcquireOptions, CliError> {
+    let mut options = AcquireOptions::new().wait(take.wait);
+    if let Some(hold) = min_hold {
+        options = options.min_hold(hold);
+    }
+    if let Some(data) = data(take)? {
+        options = options.data(data);
+    } else if take.clear_data {
+        options = options.clear_data();
+    }
+    Ok(options)
 }
 
 /// The data to store with the lock: `--data TEXT`, `--data -` (standard

@@ -6,7 +6,10 @@ use std::ffi::OsString;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use lock_core::{LockClient, LockError, LockGuard, LockView, LostReason, Permit};
+use lock_core::{
+    Fence, LockClient, LockError, LockGroup, LockGuard, LockKey, LockView, LostReason, Permit,
+    ReadGuard, WriteGuard,
+};
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
@@ -51,22 +54,44 @@ async fn hold_and_run(
     signals: &mut Signals,
 ) -> Result<u8, CliError> {
     let key = args.key.lock_key();
-    let guard = match args.permits {
-        None => {
-            Held::Lock(super::take(client, &key, &args.take, true, args.min_hold, signals).await?)
+    let guard = if !args.more_keys.is_empty() {
+        let keys: Vec<LockKey> = std::iter::once(key.clone())
+            .chain(args.more_keys.iter().map(LockKey::new))
+            .collect();
+        Held::Group(super::take_all(client, &keys, &args.take, args.min_hold, signals).await?)
+    } else if args.shared || args.exclusive {
+        match super::take_rw(
+            client,
+            &key,
+            args.readers,
+            args.exclusive,
+            &args.take,
+            args.min_hold,
+            signals,
+        )
+        .await?
+        {
+            super::RwHeld::Read(read) => Held::Read(read),
+            super::RwHeld::Write(write) => Held::Write(write),
         }
-        Some(permits) => Held::Permit(
-            super::take_permit(
-                client,
-                &key,
-                permits,
-                &args.take,
-                true,
-                args.min_hold,
-                signals,
-            )
-            .await?,
-        ),
+    } else {
+        match args.permits {
+            None => Held::Lock(
+                super::take(client, &key, &args.take, true, args.min_hold, signals).await?,
+            ),
+            Some(permits) => Held::Permit(
+                super::take_permit(
+                    client,
+                    &key,
+                    permits,
+                    &args.take,
+                    true,
+                    args.min_hold,
+                    signals,
+                )
+                .await?,
+            ),
+        }
     };
     let spec = CommandSpec {
         command: &args.command,
@@ -74,7 +99,8 @@ async fn hold_and_run(
         max_time: args.max_time,
         foreground: args.foreground,
     };
-    let ended = match supervise(client, guard.view(), &spec, signals).await {
+    let watched = guard.watched(client.owner());
+    let ended = match supervise(client, &watched, &spec, signals).await {
         Ok(ended) => ended,
         Err(error) => {
             release_or_warn(guard, &key.to_string()).await;
@@ -119,30 +145,112 @@ pub(super) struct CommandSpec<'a> {
     pub foreground: bool,
 }
 
+/// The leases a command runs under, and what its environment says of them.
+pub(super) struct Watched {
+    /// Every lease: the command is stopped when the first is no longer safe.
+    views: Vec<LockView>,
+    /// The variables the command gets.
+    env: Vec<(&'static str, String)>,
+    /// How lockctl names them in its messages.
+    name: String,
+}
+
+impl Watched {
+    /// One lock (or leadership, or permit): LOCK_KEY, LOCK_SORT_KEY,
+    /// LOCK_FENCE and LOCK_OWNER, meaning the same as `acquire` prints. None
+    /// of them is a setting of lockctl's (those are LOCKCTL_*), and
+    /// LOCKCTL_OWNER is taken out, so a lockctl the command starts writes an
+    /// owner name of its own.
+    pub(super) fn lock(view: &LockView, owner: &str) -> Self {
+        let key = view.key();
+        let mut env = vec![("LOCK_KEY", key.partition().to_owned())];
+        if let Some(sort) = key.sort() {
+            env.push(("LOCK_SORT_KEY", sort.to_owned()));
+        }
+        env.push(("LOCK_FENCE", view.fence().to_string()));
+        env.push(("LOCK_OWNER", owner.to_owned()));
+        Self {
+            views: vec![view.clone()],
+            env,
+            name: key.to_string(),
+        }
+    }
+
+    /// A read or the write of the reader-writer lock `name`, under the
+    /// lease `view` with the writer fence `fence`: LOCK_KEY, LOCK_FENCE,
+    /// LOCK_MODE (`shared` or `exclusive`) and LOCK_OWNER.
+    fn reader_writer(view: &LockView, name: &str, fence: Fence, mode: &str, owner: &str) -> Self {
+        Self {
+            views: vec![view.clone()],
+            env: vec![
+                ("LOCK_KEY", name.to_owned()),
+                ("LOCK_FENCE", fence.to_string()),
+                ("LOCK_MODE", mode.to_owned()),
+                ("LOCK_OWNER", owner.to_owned()),
+            ],
+            name: name.to_owned(),
+        }
+    }
+
+    /// Several locks held together: LOCK_KEYS (one per line), LOCK_FENCES
+    /// (`key=fence`, one per line) and LOCK_OWNER.
+    fn group(group: &LockGroup, owner: &str) -> Self {
+        let keys: Vec<String> = group.keys().map(ToString::to_string).collect();
+        let fences: Vec<String> = group
+            .fences()
+            .map(|(key, fence)| format!("{key}={fence}"))
+            .collect();
+        Self {
+            views: group.guards().iter().map(|guard| guard.view()).collect(),
+            env: vec![
+                ("LOCK_KEYS", keys.join("\n")),
+                ("LOCK_FENCES", fences.join("\n")),
+                ("LOCK_OWNER", owner.to_owned()),
+            ],
+            name: keys.join(", "),
+        }
+    }
+
+    /// Safe time left: the least of the leases'.
+    fn remaining(&self) -> Duration {
+        self.views
+            .iter()
+            .map(LockView::remaining)
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// Resolves when the first lease has ended, with why.
+    fn until_ended(&self) -> impl std::future::Future<Output = LostReason> + use<> {
+        // Boxed as trait objects: each future is 'static, but its type names
+        // the borrow it was made from.
+        let ended: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = LostReason> + Send>>> =
+            self.views
+                .iter()
+                .map(|view| Box::pin(view.until_ended()) as _)
+                .collect();
+        async move {
+            if ended.is_empty() {
+                return LostReason::Released;
+            }
+            futures_util::future::select_all(ended).await.0
+        }
+    }
+}
+
 /// Run the command while `lock` is held, under a watchdog, and stop it (and
 /// what it left in its process group) before the lease can end: the command
 /// is gone when this returns. An error means the command never started; the
 /// caller releases the lock.
 pub(super) async fn supervise(
     client: &LockClient,
-    lock: &LockView,
+    lock: &Watched,
     spec: &CommandSpec<'_>,
     signals: &mut Signals,
 ) -> Result<Ended, CliError> {
-    let key = lock.key();
     // The watchdog first: the command never runs without one.
     let mut watchdog = Watchdog::start()?;
-    // What the command's environment says of its lock: the same variables,
-    // meaning the same, as `acquire` prints. None of them is a setting of
-    // lockctl's (those are LOCKCTL_*), and LOCKCTL_OWNER is taken out, so a
-    // lockctl the command starts writes an owner name of its own.
-    let mut env = vec![("LOCK_KEY", key.partition().to_owned())];
-    if let Some(sort) = key.sort() {
-        env.push(("LOCK_SORT_KEY", sort.to_owned()));
-    }
-    env.push(("LOCK_FENCE", lock.fence().to_string()));
-    env.push(("LOCK_OWNER", client.owner().to_owned()));
-    let mut command = match child::spawn(spec.command, &env, spec.foreground) {
+    let mut command = match child::spawn(spec.command, &lock.env, spec.foreground) {
         Ok(command) => command,
         Err(error) => {
             watchdog.done();
@@ -172,17 +280,38 @@ pub(super) async fn supervise(
     Ok(ended)
 }
 
-/// What `run` holds: a lock, or one permit of a semaphore (`--permits`).
+/// What `run` holds: a lock, one permit of a semaphore (`--permits`), a read
+/// or the write of a reader-writer lock (`--shared`, `--exclusive`), or
+/// several locks (more keys).
 enum Held {
     Lock(LockGuard),
     Permit(Permit),
+    Read(ReadGuard),
+    Write(WriteGuard),
+    Group(LockGroup),
 }
 
 impl Held {
-    fn view(&self) -> &LockView {
+    /// The leases the command runs under, and its environment.
+    fn watched(&self, owner: &str) -> Watched {
         match self {
-            Held::Lock(guard) => guard,
-            Held::Permit(permit) => permit,
+            Held::Lock(guard) => Watched::lock(guard, owner),
+            Held::Permit(permit) => Watched::lock(permit, owner),
+            Held::Read(read) => Watched::reader_writer(
+                read.slot(),
+                read.slot().key().partition(),
+                read.fence(),
+                "shared",
+                owner,
+            ),
+            Held::Write(write) => Watched::reader_writer(
+                write,
+                write.key().partition(),
+                write.fence(),
+                "exclusive",
+                owner,
+            ),
+            Held::Group(group) => Watched::group(group, owner),
         }
     }
 
@@ -190,6 +319,9 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.release().await,
             Held::Permit(permit) => permit.release().await,
+            Held::Read(read) => read.release().await,
+            Held::Write(write) => write.release().await,
+            Held::Group(group) => group.release().await,
         }
     }
 }
@@ -220,7 +352,7 @@ pub(super) struct Ended {
 
 /// Watches the lease and lockctl's signals while the command runs.
 struct Supervisor<'a> {
-    lock: &'a LockView,
+    lock: &'a Watched,
     grace: Duration,
     /// `--max-time`: when the command is stopped, and the limit.
     max_time: Option<(Instant, Duration)>,
@@ -405,7 +537,7 @@ impl Supervisor<'_> {
     fn terminate(&self, command: &Running, why: &str, kill_in: Duration) {
         eprintln!(
             "lockctl: lock {} can no longer be trusted ({}): sending SIGTERM to the command, SIGKILL in {}",
-            crate::text::printable(&self.lock.key().to_string()),
+            crate::text::printable(&self.lock.name),
             crate::text::printable(why),
             duration(kill_in)
         );
