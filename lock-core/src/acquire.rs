@@ -20,8 +20,8 @@ use crate::shared::Shared;
 use crate::timing::HoldLimits;
 use crate::turns::{Handoff, NoTurn, Phase, Turn};
 use crate::{
-    AcquireOptions, ConfigError, Expect, FenceUpdate, LockError, LockGuard, LockKey, LockRecord,
-    NewRecord, Outcome, Rvn, StoreError, Takeover,
+    AcquireOptions, ConfigError, Expect, FenceUpdate, KeyedWrite, LockError, LockGuard, LockKey,
+    LockRecord, ManyOutcome, NewRecord, Outcome, Rvn, StoreError, StoreErrorKind, Takeover,
 };
 
 /// How many times in a row a released record may be retried at once before the
@@ -103,7 +103,161 @@ enum Written {
     Learned(Reply),
 }
 
+/// How an attempt to take several free keys in one request ended
+/// ([`Shared::acquire_at_once`]).
+pub(crate) enum AtOnce {
+    /// Every key is held, in the order asked.
+    Held(Vec<LockGuard>),
+    /// Not taken this way (a key is held or handed over, or the store failed):
+    /// nothing is held, or what may be is being released; take them one by one.
+    NotNow,
+    /// The acquire is over (shutdown, an invalid option).
+    Failed(LockError),
+}
+
 impl Shared {
+    /// Take every one of `keys` (sorted, distinct, at most the store's
+    /// `atomic_writes`) in one conditional request, each expected vacant: the
+    /// common case of a set nobody holds, in one write instead of one per key.
+    /// Anything else (a key held here or elsewhere, a store error) is
+    /// [`AtOnce::NotNow`]; an ambiguous reply is resolved by reading each key
+    /// (all of them carry this request's versions, or none does), and writes
+    /// that may have applied unknown to this client are released by version,
+    /// as an acquire's.
+    pub(crate) async fn acquire_at_once(
+        self: &Arc<Self>,
+        keys: &[LockKey],
+        options: &AcquireOptions,
+    ) -> AtOnce {
+        let started = self.clock.now();
+        for key in keys {
+            if let Err(error) = self.check_acquire(key, options) {
+                return AtOnce::Failed(error);
+            }
+        }
+        let lease = options.lease.unwrap_or(self.config.timing.lease);
+        // Counted as an acquire running, so a shutdown waits for its clean-up.
+        let _running = self.acquiring();
+        let mut attempts: Vec<Attempt<'_>> = Vec::with_capacity(keys.len());
+        for key in keys {
+            // A key another task of this client holds or is handed is for the
+            // one-by-one path, which queues for it.
+            let mut turn = match self.take_turn(key, true, started, started).await {
+                Ok(turn) => turn,
+                Err(LockError::Shutdown) => return AtOnce::Failed(LockError::Shutdown),
+                Err(_) => return AtOnce::NotNow,
+            };
+            let handed = turn.take_handoff();
+            let busy = turn.waited || handed.is_some();
+            attempts.push(Attempt {
+                shared: self,
+                key,
+                lease,
+                writes: Candidates::new(),
+                turn: Some(turn),
+                handed,
+                takeover_write: None,
+            });
+            if busy {
+                return AtOnce::NotNow;
+            }
+        }
+        let sent = self.clock.now();
+        let writes: Vec<KeyedWrite> = attempts
+            .iter_mut()
+            .map(|attempt| {
+                let rvn = Rvn::fresh();
+                // Unresolved while in flight, as an acquire's write.
+                attempt.writes.push((rvn.clone(), sent));
+                KeyedWrite {
+                    key: attempt.key.clone(),
+                    expect: Expect::Vacant,
+                    new: NewRecord {
+                        owner: self.config.owner.clone(),
+                        rvn,
+                        lease,
+                        released: false,
+                        fence: FenceUpdate::Next,
+                        data: options.data.clone(),
+                        expires_at: None,
+                    },
+                }
+            })
+            .collect();
+        let records = match self.store.put_many(writes).await {
+            Ok(ManyOutcome::Applied(records))
+                if records.len() == attempts.len()
+                    && records
+                        .iter()
+                        .zip(&attempts)
+                        .all(|(record, attempt)| attempt.latest_is(record)) =>
+            {
+                records
+            }
+            Ok(ManyOutcome::Applied(_)) => {
+                // Not the records written: the store breaks its contract. The
+                // writes stay candidates, released by version.
+                return AtOnce::Failed(LockError::from_store(
+                    &keys[0],
+                    StoreError::new(
+                        StoreErrorKind::Other,
+                        "the store applied several writes but returned other records",
+                    ),
+                ));
+            }
+            Ok(ManyOutcome::Rejected { .. }) => {
+                attempts
+                    .iter_mut()
+                    .for_each(|attempt| attempt.writes.clear());
+                return AtOnce::NotNow;
+            }
+            Err(error) if error.is_ambiguous() => match self.read_many(&attempts).await {
+                Some(records) => records,
+                None => return AtOnce::NotNow,
+            },
+            Err(_) => {
+                attempts
+                    .iter_mut()
+                    .for_each(|attempt| attempt.writes.clear());
+                return AtOnce::NotNow;
+            }
+        };
+        let elapsed = self.clock.now().saturating_duration_since(started);
+        let mut guards = Vec::with_capacity(records.len());
+        for (attempt, record) in attempts.iter_mut().zip(records) {
+            let turn = attempt.turn.take();
+            let held = self.hold_unless_shut_down(record, sent, options, turn, None);
+            self.metrics
+                .acquire(attempt.key, AcquireOutcome::of(&held), elapsed, false);
+            match held {
+                Ok(guard) => {
+                    attempt.writes.clear();
+                    guards.push(guard);
+                }
+                // Shutdown: the guards taken are dropped (released), the other
+                // writes released by version as the attempts drop.
+                Err(error) => return AtOnce::Failed(error),
+            }
+        }
+        AtOnce::Held(guards)
+    }
+
+    /// After an ambiguous `put_many`: the records, if every key carries the
+    /// version this request wrote (it applied); `None` otherwise. The writes
+    /// stay candidates either way until the caller holds the keys, so an
+    /// attempt dropped without them releases each by version (nothing, where
+    /// it did not apply).
+    async fn read_many(&self, attempts: &[Attempt<'_>]) -> Option<Vec<LockRecord>> {
+        let mut records = Vec::with_capacity(attempts.len());
+        for attempt in attempts {
+            match self.store.get(attempt.key).await {
+                Ok(Some(record)) if attempt.latest_is(&record) => records.push(record),
+                _ => return None,
+            }
+        }
+        Some(records)
+    }
+
     /// Acquire `key` (see [`LockClient::acquire`](crate::LockClient::acquire)).
     pub(crate) async fn acquire(
         self: &Arc<Self>,

@@ -1,16 +1,19 @@
 //! [`LockGroup`]: several locks held all or nothing
 //! ([`LockClient::acquire_all`]).
 //!
-//! The keys are taken one by one in one fixed order (by partition key, then
-//! sort key, as bytes), the order every client uses, so two clients asking
-//! for overlapping sets never wait for each other in a circle: whichever gets
-//! the lowest shared key first gets the rest in turn. Any failure, timeout or
-//! a dropped future lets go of every key taken so far and releases it. Each
+//! Where the store writes several keys in one atomic request and every key
+//! is free, the set is taken in that one request. Otherwise the keys are
+//! taken one by one in one fixed order (by partition key, then sort key, as
+//! bytes), the order every client uses, so two clients asking for
+//! overlapping sets never wait for each other in a circle: whichever gets the
+//! lowest shared key first gets the rest in turn. Any failure, timeout or a
+//! dropped future lets go of every key taken so far and releases it. Each
 //! member keeps its own lease, heartbeats and fence; the group is safe only
 //! while every member is.
 
 use futures_util::future::{FutureExt, select_all};
 
+use crate::acquire::AtOnce;
 use crate::{AcquireOptions, Fence, LockClient, LockError, LockGuard, LockKey, LostReason};
 
 /// Locks held together: acquired all or nothing by
@@ -23,12 +26,21 @@ use crate::{AcquireOptions, Fence, LockClient, LockError, LockGuard, LockKey, Lo
 pub struct LockGroup {
     /// In the order they were taken: by key.
     members: Vec<LockGuard>,
+    /// Taken in one atomic request.
+    at_once: bool,
 }
 
 impl LockGroup {
     /// The member guards, in key order.
     pub fn guards(&self) -> &[LockGuard] {
         &self.members
+    }
+
+    /// Whether the set was taken in one atomic request (a store with
+    /// [`atomic_writes`](crate::Capabilities::atomic_writes), every key
+    /// free), rather than key by key.
+    pub fn taken_at_once(&self) -> bool {
+        self.at_once
     }
 
     /// The keys held, in key order.
@@ -104,9 +116,12 @@ impl LockClient {
     /// far is let go of and released before the error is returned; nothing
     /// stays held. Dropping the future does the same, in the background.
     ///
-    /// Each member keeps its own fence. On stores with transactions the set
-    /// is still taken key by key: a store that writes several keys in one
-    /// request is not asked to.
+    /// Each member keeps its own fence. On a store that writes several keys
+    /// in one atomic request ([`Capabilities::atomic_writes`](crate::Capabilities::atomic_writes):
+    /// DynamoDB, PostgreSQL, the memory store), a set whose keys are all free
+    /// is taken in that one request, all or nothing
+    /// ([`LockGroup::taken_at_once`]); a set with a key held (or handed
+    /// between this client's tasks) is taken key by key as above.
     pub async fn acquire_all<K: Into<LockKey>>(
         &self,
         keys: impl IntoIterator<Item = K>,
@@ -123,10 +138,23 @@ impl LockClient {
             self.inner.config.default_wait(lease, refresh)
         });
         let started = self.inner.clock.now();
+        if self.fits_one_request(&keys, &options) {
+            match self.inner.acquire_at_once(&keys, &options).await {
+                AtOnce::Held(members) => {
+                    return Ok(LockGroup {
+                        members,
+                        at_once: true,
+                    });
+                }
+                AtOnce::Failed(error) => return Err(error),
+                AtOnce::NotNow => {}
+            }
+        }
         // Members taken so far: dropped (so released in the background) if
         // this future is dropped or a key fails.
         let mut group = LockGroup {
             members: Vec::with_capacity(keys.len()),
+            at_once: false,
         };
         for key in keys {
             let spent = self.inner.clock.now().saturating_duration_since(started);
@@ -142,5 +170,27 @@ impl LockClient {
             }
         }
         Ok(group)
+    }
+
+    /// Whether `keys` may be tried in one atomic request: several keys, a
+    /// store that writes that many at once (the records' size as the client
+    /// measures it within its limit), and options a plain vacant write
+    /// serves.
+    fn fits_one_request(&self, keys: &[LockKey], options: &AcquireOptions) -> bool {
+        let Some(limits) = self.inner.caps.atomic_writes else {
+            return false;
+        };
+        let data = options.data.bytes().map_or(0, <[u8]>::len);
+        let owner = self.inner.config.owner.len();
+        let bytes: usize = keys
+            .iter()
+            .map(|key| key.partition().len() + key.sort().map_or(0, str::len) + owner + data)
+            .sum();
+        keys.len() > 1
+            && keys.len() <= limits.max_keys
+            && bytes <= limits.max_bytes
+            && !options.reentrant
+            && !options.only_if_exists
+            && !options.busy_unless_dead
     }
 }

@@ -56,8 +56,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    Capabilities, ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page,
-    StoreError,
+    Capabilities, ConditionalStore, Cursor, Expect, KeyedWrite, LockKey, LockRecord, ManyOutcome,
+    NewRecord, Outcome, Page, StoreError,
 };
 
 /// Which store method a call is.
@@ -71,12 +71,14 @@ pub enum StoreOp {
     Delete,
     /// [`list`](ConditionalStore::list)
     List,
+    /// [`put_many`](ConditionalStore::put_many)
+    PutMany,
 }
 
 impl StoreOp {
-    /// `put` and `delete` write.
+    /// `put`, `delete` and `put_many` write.
     pub fn is_write(self) -> bool {
-        matches!(self, StoreOp::Put | StoreOp::Delete)
+        matches!(self, StoreOp::Put | StoreOp::Delete | StoreOp::PutMany)
     }
 
     /// `get` and `list` read.
@@ -121,6 +123,11 @@ pub enum StoreCall<'a> {
         /// Most records on the page.
         limit: usize,
     },
+    /// [`put_many`](ConditionalStore::put_many)
+    PutMany {
+        /// The writes, all or none.
+        writes: Vec<KeyedWrite>,
+    },
 }
 
 impl<'a> StoreCall<'a> {
@@ -131,16 +138,18 @@ impl<'a> StoreCall<'a> {
             StoreCall::Put { .. } => StoreOp::Put,
             StoreCall::Delete { .. } => StoreOp::Delete,
             StoreCall::List { .. } => StoreOp::List,
+            StoreCall::PutMany { .. } => StoreOp::PutMany,
         }
     }
 
-    /// The key the call is about (`None` for a listing).
+    /// The key the call is about (`None` for a listing, and for `put_many`,
+    /// which is about several: [`StoreCall::PutMany::writes`]).
     pub fn key(&self) -> Option<&'a LockKey> {
         match self {
             StoreCall::Get { key } | StoreCall::Put { key, .. } | StoreCall::Delete { key, .. } => {
                 Some(key)
             }
-            StoreCall::List { .. } => None,
+            StoreCall::List { .. } | StoreCall::PutMany { .. } => None,
         }
     }
 
@@ -159,12 +168,13 @@ impl<'a> StoreCall<'a> {
                 cursor,
                 limit,
             } => StoreReply::Page(next.list(partition, cursor, limit).await?),
+            StoreCall::PutMany { writes } => StoreReply::Many(next.put_many(writes).await?),
         })
     }
 }
 
 /// The reply to a [`StoreCall`]: a record for `get`, an outcome for `put` and
-/// `delete`, a page for `list`.
+/// `delete`, a page for `list`, the outcome of them all for `put_many`.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum StoreReply {
     /// What `get` read.
@@ -173,6 +183,8 @@ pub enum StoreReply {
     Outcome(Outcome),
     /// What `list` found.
     Page(Page),
+    /// What `put_many` did.
+    Many(ManyOutcome),
 }
 
 impl From<Option<LockRecord>> for StoreReply {
@@ -184,6 +196,12 @@ impl From<Option<LockRecord>> for StoreReply {
 impl From<Outcome> for StoreReply {
     fn from(outcome: Outcome) -> Self {
         StoreReply::Outcome(outcome)
+    }
+}
+
+impl From<ManyOutcome> for StoreReply {
+    fn from(outcome: ManyOutcome) -> Self {
+        StoreReply::Many(outcome)
     }
 }
 
@@ -248,11 +266,20 @@ impl StoreReply {
         }
     }
 
+    /// The reply of a `put_many`.
+    pub fn into_many(self) -> Result<ManyOutcome, StoreError> {
+        match self {
+            StoreReply::Many(outcome) => Ok(outcome),
+            other => Err(mismatch(StoreOp::PutMany, &other)),
+        }
+    }
+
     fn variant(&self) -> &'static str {
         match self {
             StoreReply::Record(_) => "a record",
             StoreReply::Outcome(_) => "an outcome",
             StoreReply::Page(_) => "a page",
+            StoreReply::Many(_) => "the outcome of several writes",
         }
     }
 }
@@ -400,6 +427,20 @@ macro_rules! store_via_layer {
                 )
                 .await?
                 .into_page()
+            }
+            async fn put_many(
+                &self,
+                writes: ::std::vec::Vec<$crate::KeyedWrite>,
+            ) -> ::core::result::Result<$crate::ManyOutcome, $crate::StoreError> {
+                let $this = self;
+                let (layer, next) = $parts;
+                $crate::layer::StoreLayer::call(
+                    layer,
+                    $crate::layer::StoreCall::PutMany { writes },
+                    next,
+                )
+                .await?
+                .into_many()
             }
             fn capabilities(&self) -> $crate::Capabilities {
                 let $this = self;

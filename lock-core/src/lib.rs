@@ -143,7 +143,8 @@ pub use release::ShutdownReport;
 pub use rw::{ReadGuard, ReadView, RwLock, UpgradeFailed, UpgradeableReadGuard, WriteGuard};
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
 pub use store::{
-    Capabilities, ConditionalStore, Cursor, Expect, Outcome, Page, RequestCosts, StoreClock,
+    AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, KeyedWrite, ManyOutcome, Outcome,
+    Page, RequestCosts, StoreClock,
 };
 pub use timing::{LeaseState, LostReason, Observation, Timing};
 

@@ -96,6 +96,63 @@ pub struct Capabilities {
     /// ([`LockRecord::written`](crate::LockRecord::written)), and so how soon
     /// a fresh client may take over a crashed holder's lock.
     pub clock: StoreClock,
+    /// Whether [`ConditionalStore::put_many`] writes several keys in one
+    /// atomic request, and how many: `None` (the default) for a store that
+    /// cannot, which refuses every `put_many`. A wrapper that does not pass
+    /// `put_many` through must say `None`.
+    pub atomic_writes: Option<AtomicWrites>,
+}
+
+/// How much one [`ConditionalStore::put_many`] may write
+/// ([`Capabilities::atomic_writes`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct AtomicWrites {
+    /// The most keys in one request (DynamoDB: 100 items).
+    pub max_keys: usize,
+    /// The most bytes all the records may take together, as the store
+    /// measures them (DynamoDB: 4 MB).
+    pub max_bytes: usize,
+}
+
+impl AtomicWrites {
+    /// Up to `max_keys` keys and `max_bytes` bytes in one request.
+    pub const fn new(max_keys: usize, max_bytes: usize) -> Self {
+        Self {
+            max_keys,
+            max_bytes,
+        }
+    }
+}
+
+/// One conditional write of a [`ConditionalStore::put_many`]: what
+/// [`put`](ConditionalStore::put) takes.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct KeyedWrite {
+    /// The key written.
+    pub key: LockKey,
+    /// The condition.
+    pub expect: Expect,
+    /// The record to write.
+    pub new: NewRecord,
+}
+
+/// The result of a [`ConditionalStore::put_many`] that reached the store and
+/// was decided: every write applied, or none.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum ManyOutcome {
+    /// Every condition held and every write applied, at one instant: the
+    /// records as stored, in the order of the writes (fences computed).
+    Applied(Vec<LockRecord>),
+    /// A condition did not hold; nothing was written. `index` is the first
+    /// write whose condition failed, `current` its current record where the
+    /// store can return it.
+    Rejected {
+        /// Which write (its place in the request).
+        index: usize,
+        /// The record under its key now, if the store returned it.
+        current: Option<LockRecord>,
+    },
 }
 
 /// What a store's reads tell about when each record was written.
@@ -176,6 +233,7 @@ impl Default for Capabilities {
             conditional_delete: true,
             requests: RequestCosts::ONE,
             clock: StoreClock::None,
+            atomic_writes: None,
         }
     }
 }
@@ -225,6 +283,11 @@ impl Capabilities {
     /// Builder-style setter for [`Capabilities::clock`].
     pub fn with_clock(mut self, value: StoreClock) -> Self {
         self.clock = value;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::atomic_writes`].
+    pub fn with_atomic_writes(mut self, value: Option<AtomicWrites>) -> Self {
+        self.atomic_writes = value;
         self
     }
 }
@@ -288,6 +351,23 @@ pub trait ConditionalStore: Send + Sync + std::fmt::Debug + 'static {
         limit: usize,
     ) -> Result<Page, StoreError>;
 
+    /// Write every one of `writes` if every one's condition holds, all in one
+    /// atomic step (each as [`put`](Self::put) would, fences included), or
+    /// none. The keys are distinct, at most
+    /// [`AtomicWrites::max_keys`] of them.
+    ///
+    /// Optional: a store whose [`Capabilities::atomic_writes`] is `None`
+    /// (the default) refuses every call as
+    /// [`Invalid`](crate::StoreErrorKind::Invalid), and the client never
+    /// makes one. Errors mean what they mean for `put`: `Ambiguous` when the
+    /// request may have applied (then all of it or none).
+    async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
+        let _ = writes;
+        Err(StoreError::invalid(
+            "this store cannot write several keys in one request (its Capabilities::atomic_writes is None)",
+        ))
+    }
+
     /// What this store supports.
     fn capabilities(&self) -> Capabilities {
         Capabilities::default()
@@ -309,6 +389,9 @@ macro_rules! forward_store {
             }
             async fn list(&self, partition: Option<&str>, cursor: Option<Cursor>, limit: usize) -> Result<Page, StoreError> {
                 (**self).list(partition, cursor, limit).await
+            }
+            async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
+                (**self).put_many(writes).await
             }
             fn capabilities(&self) -> Capabilities {
                 (**self).capabilities()
@@ -334,7 +417,8 @@ mod tests {
             .with_keeps_released_records(false)
             .with_conditional_delete(false)
             .with_requests(RequestCosts::VERSIONED_OBJECTS)
-            .with_clock(super::StoreClock::Age);
+            .with_clock(super::StoreClock::Age)
+            .with_atomic_writes(Some(super::AtomicWrites::new(6, 7)));
         assert_eq!(
             caps,
             Capabilities {
@@ -348,6 +432,7 @@ mod tests {
                 conditional_delete: false,
                 requests: RequestCosts::VERSIONED_OBJECTS,
                 clock: super::StoreClock::Age,
+                atomic_writes: Some(super::AtomicWrites::new(6, 7)),
             }
         );
     }

@@ -128,7 +128,9 @@ impl StoreLayer for WrongReply {
                 next: None,
             }),
             StoreReply::Outcome(_) => StoreReply::Record(None),
-            StoreReply::Page(_) => StoreReply::Outcome(Outcome::Rejected { current: None }),
+            StoreReply::Page(_) | StoreReply::Many(_) => {
+                StoreReply::Outcome(Outcome::Rejected { current: None })
+            }
         })
     }
 }

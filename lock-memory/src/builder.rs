@@ -1,14 +1,19 @@
 //! [`MemoryStoreBuilder`]: the limits and behaviours of a [`MemoryStore`].
 
-use lock_core::{Capabilities, StoreClock};
+use lock_core::{AtomicWrites, Capabilities, StoreClock};
 
 use crate::{DEFAULT_HISTORY_CAPACITY, MemoryStore};
+
+/// The default [`MemoryStoreBuilder::atomic_writes`]: DynamoDB's
+/// `TransactWriteItems` limits.
+pub const DEFAULT_ATOMIC_WRITES: AtomicWrites = AtomicWrites::new(100, 4 * 1024 * 1024);
 
 /// Configures a [`MemoryStore`]; start from [`MemoryStore::builder`].
 ///
 /// The defaults are DynamoDB's: partition keys up to 2048 bytes, sort keys up to
 /// 1024 bytes, records up to 400 KiB (measured by [`record_size`](crate::record_size)),
-/// and a rejected write returns the current record. Whatever is configured here is
+/// a rejected write returns the current record, and up to 100 keys (4 MiB) are
+/// written in one atomic request. Whatever is configured here is
 /// what [`capabilities`](lock_core::ConditionalStore::capabilities) reports. The
 /// history keeps the last [`DEFAULT_HISTORY_CAPACITY`] calls (10,000); see
 /// [`history_capacity`](Self::history_capacity).
@@ -22,8 +27,11 @@ pub struct MemoryStoreBuilder {
 impl Default for MemoryStoreBuilder {
     fn default() -> Self {
         Self {
-            // The store always keeps released records, whatever the defaults say.
-            caps: Capabilities::default().with_keeps_released_records(true),
+            // The store always keeps released records, whatever the defaults
+            // say, and writes several keys at once as DynamoDB does.
+            caps: Capabilities::default()
+                .with_keeps_released_records(true)
+                .with_atomic_writes(Some(DEFAULT_ATOMIC_WRITES)),
             history_capacity: DEFAULT_HISTORY_CAPACITY,
             clock_rate: None,
         }
@@ -92,6 +100,16 @@ impl MemoryStoreBuilder {
         };
         self.clock_rate = Some(rate);
         self.caps = self.caps.with_clock(StoreClock::Age);
+        self
+    }
+
+    /// How many keys (and bytes, as [`record_size`](crate::record_size)
+    /// adds them up) one [`put_many`](lock_core::ConditionalStore::put_many)
+    /// writes at once: by default 100 keys and 4 MiB, DynamoDB's limits;
+    /// `None` for a store without atomic writes, which refuses every
+    /// `put_many` (so clients take several locks one by one).
+    pub fn atomic_writes(mut self, limits: Option<AtomicWrites>) -> Self {
+        self.caps = self.caps.with_atomic_writes(limits);
         self
     }
 

@@ -5,7 +5,8 @@
 use std::collections::VecDeque;
 
 use lock_core::{
-    Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page, StoreError, StoreErrorKind,
+    Cursor, Expect, KeyedWrite, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page,
+    StoreError, StoreErrorKind,
 };
 use tokio::time::Instant;
 
@@ -116,6 +117,12 @@ pub enum Call {
         /// The page size asked for.
         limit: usize,
     },
+    /// [`put_many`](lock_core::ConditionalStore::put_many): several writes,
+    /// all or none.
+    PutMany {
+        /// The writes, in the request's order.
+        writes: Vec<KeyedWrite>,
+    },
 }
 
 impl Call {
@@ -126,6 +133,7 @@ impl Call {
             Call::Put { .. } => Op::Put,
             Call::Delete { .. } => Op::Delete,
             Call::List { .. } => Op::List,
+            Call::PutMany { .. } => Op::PutMany,
         }
     }
 
@@ -133,7 +141,7 @@ impl Call {
     pub fn key(&self) -> Option<&LockKey> {
         match self {
             Call::Get { key } | Call::Put { key, .. } | Call::Delete { key, .. } => Some(key),
-            Call::List { .. } => None,
+            Call::List { .. } | Call::PutMany { .. } => None,
         }
     }
 
@@ -141,7 +149,7 @@ impl Call {
     pub fn expect(&self) -> Option<&Expect> {
         match self {
             Call::Put { expect, .. } | Call::Delete { expect, .. } => Some(expect),
-            Call::Get { .. } | Call::List { .. } => None,
+            Call::Get { .. } | Call::List { .. } | Call::PutMany { .. } => None,
         }
     }
 
@@ -173,6 +181,16 @@ pub enum CallResult {
         /// The cursor of the next page, if any.
         next: Option<Cursor>,
     },
+    /// `put_many` applied every write: the records stored, in order.
+    AppliedMany(Vec<LockRecord>),
+    /// `put_many` wrote nothing: the write at `index` was rejected, with the
+    /// current record as returned to the caller.
+    RejectedAt {
+        /// Which write.
+        index: usize,
+        /// The current record under its key.
+        current: Option<LockRecord>,
+    },
     /// The call failed; nothing was written.
     Failed {
         /// The kind of error.
@@ -194,6 +212,17 @@ impl CallResult {
         match result {
             Ok(Outcome::Applied(record)) => CallResult::Applied(record.clone()),
             Ok(Outcome::Rejected { current }) => CallResult::Rejected(current.clone()),
+            Err(error) => Self::of_error(error),
+        }
+    }
+
+    pub(crate) fn of_many(result: &Result<ManyOutcome, StoreError>) -> Self {
+        match result {
+            Ok(ManyOutcome::Applied(records)) => CallResult::AppliedMany(records.clone()),
+            Ok(ManyOutcome::Rejected { index, current }) => CallResult::RejectedAt {
+                index: *index,
+                current: current.clone(),
+            },
             Err(error) => Self::of_error(error),
         }
     }

@@ -104,7 +104,7 @@ mod limits;
 mod store;
 mod store_clock;
 
-pub use builder::MemoryStoreBuilder;
+pub use builder::{DEFAULT_ATOMIC_WRITES, MemoryStoreBuilder};
 pub use capacity::WriteCapacity;
 pub use faults::{Fault, FaultConfig, FaultEvent, FaultSource};
 pub use faulty::FaultyStore;

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use lock_core::{
-    Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, Fence, FenceUpdate, LockKey,
-    LockRecord, NewRecord, Outcome, Page, StoreError,
+    Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, Fence, FenceUpdate, KeyedWrite,
+    LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, StoreError,
 };
 use tokio::time::Instant;
 
@@ -287,6 +287,74 @@ impl MemoryStore {
         Ok(Outcome::Applied(record))
     }
 
+    /// Every write of a `put_many` on a copy of the records, kept only if
+    /// each applied: all or nothing, under the one lock of the call.
+    fn apply_many(
+        &self,
+        state: &mut State,
+        writes: Vec<KeyedWrite>,
+    ) -> Result<ManyOutcome, StoreError> {
+        let Some(limits) = self.caps.atomic_writes else {
+            return Err(StoreError::invalid(
+                "this memory store was built without atomic writes (MemoryStoreBuilder::atomic_writes)",
+            ));
+        };
+        if writes.len() > limits.max_keys {
+            return Err(StoreError::invalid(format!(
+                "{} writes in one request; this store takes at most {}",
+                writes.len(),
+                limits.max_keys
+            )));
+        }
+        let mut keys: Vec<&LockKey> = writes.iter().map(|write| &write.key).collect();
+        keys.sort();
+        if keys.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(StoreError::invalid(
+                "a key written twice in one request: each key once",
+            ));
+        }
+        let bytes: usize = writes
+            .iter()
+            .map(|write| crate::record_size(&write.key, &write.new))
+            .sum();
+        if bytes > limits.max_bytes {
+            return Err(StoreError::invalid(format!(
+                "the records of one request take {bytes} bytes; this store takes at most {}",
+                limits.max_bytes
+            )));
+        }
+        // Applied to a copy of the keys written, then kept all at once.
+        let mut scratch: BTreeMap<LockKey, LockRecord> = writes
+            .iter()
+            .filter_map(|write| {
+                state
+                    .records
+                    .get(&write.key)
+                    .map(|record| (write.key.clone(), record.clone()))
+            })
+            .collect();
+        let mut applied = Vec::with_capacity(writes.len());
+        for (index, write) in writes.into_iter().enumerate() {
+            match self.apply_put(&mut scratch, &write.key, &write.expect, write.new)? {
+                Outcome::Applied(record) => applied.push(record),
+                Outcome::Rejected { current } => {
+                    let current = current.map(|record| dated(state, record));
+                    return Ok(ManyOutcome::Rejected { index, current });
+                }
+            }
+        }
+        let mut stored = Vec::with_capacity(applied.len());
+        for record in applied {
+            state.records.insert(record.key.clone(), record.clone());
+            let key = record.key.clone();
+            match date_outcome(state, &key, Outcome::Applied(record)) {
+                Outcome::Applied(record) => stored.push(record),
+                Outcome::Rejected { .. } => {}
+            }
+        }
+        Ok(ManyOutcome::Applied(stored))
+    }
+
     fn apply_delete(
         &self,
         records: &mut BTreeMap<LockKey, LockRecord>,
@@ -423,6 +491,22 @@ impl ConditionalStore for MemoryStore {
         let applied = matches!(result, Ok(Outcome::Applied(_)));
         Self::record_call(&mut state, Op::Put, applied, call, || {
             CallResult::of_write(&result)
+        });
+        result
+    }
+
+    async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
+        let call = self.started().map(|at| {
+            let call = Call::PutMany {
+                writes: writes.clone(),
+            };
+            (at, call)
+        });
+        let mut state = self.state();
+        let result = self.apply_many(&mut state, writes);
+        let applied = matches!(result, Ok(ManyOutcome::Applied(_)));
+        Self::record_call(&mut state, Op::PutMany, applied, call, || {
+            CallResult::of_many(&result)
         });
         result
     }

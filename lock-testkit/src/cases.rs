@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockClient, LockKey,
-    LockRecord, NewRecord, Outcome, Rvn, StoreClock, StoreError, StoreErrorKind, WriteTime,
+    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, KeyedWrite,
+    LockClient, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Rvn, StoreClock, StoreError,
+    StoreErrorKind, WriteTime,
 };
 
 /// Why a conformance case failed.
@@ -1079,5 +1080,180 @@ pub async fn all_or_nothing_leaves_nothing_held(store: Arc<dyn ConditionalStore>
     }
     a.shutdown().await?;
     b.shutdown().await?;
+    Ok(())
+}
+
+/// Several writes in one request ([`ConditionalStore::put_many`]), all or
+/// nothing, on a store whose [`Capabilities::atomic_writes`](lock_core::Capabilities::atomic_writes)
+/// says it can; refused as `Invalid` with nothing written on one that says
+/// it cannot:
+/// * vacant writes on free keys apply together, each with its fence, in the
+///   order of the request;
+/// * one failed condition (the middle write's) writes nothing, and says which
+///   (and its current record, where the store returns one);
+/// * writes on versions with the next fence, and releases, apply as `put`s;
+/// * a key twice, or more keys than the store takes: `Invalid`, nothing
+///   written.
+pub async fn put_many_is_all_or_nothing(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    let caps = store.capabilities();
+    let keys: Vec<LockKey> = ["many-a", "many-b", "many-c"]
+        .iter()
+        .map(|key| {
+            if caps.sort_keys {
+                LockKey::with_sort("many", *key)
+            } else {
+                LockKey::new(*key)
+            }
+        })
+        .collect();
+    let vacant = |owner: &str| -> Vec<KeyedWrite> {
+        keys.iter()
+            .map(|key| KeyedWrite {
+                key: key.clone(),
+                expect: Expect::Vacant,
+                new: acquire(owner),
+            })
+            .collect()
+    };
+    let Some(limits) = caps.atomic_writes else {
+        let refused = store.put_many(vacant("o")).await;
+        ensure!(
+            matches!(&refused, Err(error) if error.kind() == StoreErrorKind::Invalid),
+            "a store without atomic writes must refuse put_many as Invalid, not {refused:?}"
+        );
+        for key in &keys {
+            ensure!(
+                store.get(key).await?.is_none(),
+                "{key} written by a refused put_many"
+            );
+        }
+        return Ok(());
+    };
+    ensure!(
+        limits.max_keys >= 2,
+        "atomic writes of fewer than 2 keys: {limits:?}"
+    );
+    // Every key free: all applied, in order, fence 1.
+    let writes = vacant("o");
+    let rvns: Vec<Rvn> = writes.iter().map(|write| write.new.rvn.clone()).collect();
+    let records = match store.put_many(writes).await? {
+        ManyOutcome::Applied(records) => records,
+        other => return Err(CaseError::Violation(format!("free keys: {other:?}"))),
+    };
+    ensure!(records.len() == 3, "{records:?}");
+    for ((record, key), rvn) in records.iter().zip(&keys).zip(&rvns) {
+        ensure!(
+            record.key == *key
+                && record.rvn == *rvn
+                && record.fence == Fence(1)
+                && !record.released,
+            "applied in order, fence 1: {record:?}"
+        );
+        let stored = store.get(key).await?;
+        ensure!(
+            stored.as_ref().is_some_and(|s| s.rvn == *rvn),
+            "{key}: stored {stored:?}"
+        );
+    }
+    // Release the first and last; the middle one stays held: a request for
+    // all three is refused at index 1 and writes nothing.
+    for (key, rvn) in [(&keys[0], &rvns[0]), (&keys[2], &rvns[2])] {
+        applied(
+            "release",
+            store
+                .put(key, Expect::Version(rvn.clone()), release("o"))
+                .await?,
+        )?;
+    }
+    let before: Vec<Option<LockRecord>> = {
+        let mut before = Vec::new();
+        for key in &keys {
+            before.push(store.get(key).await?);
+        }
+        before
+    };
+    match store.put_many(vacant("p")).await? {
+        ManyOutcome::Rejected { index: 1, current } => {
+            if let Some(current) = current {
+                ensure!(
+                    current.rvn == rvns[1],
+                    "the current record of many-b: {current:?}"
+                );
+            }
+        }
+        other => return Err(CaseError::Violation(format!("one key held: {other:?}"))),
+    }
+    for (key, was) in keys.iter().zip(&before) {
+        let now = store.get(key).await?;
+        ensure!(
+            now.as_ref().map(|r| &r.rvn) == was.as_ref().map(|r| &r.rvn),
+            "{key} changed by a refused put_many: {was:?} -> {now:?}"
+        );
+    }
+    // On versions: the next fence on each.
+    let current: Vec<LockRecord> = before.into_iter().flatten().collect();
+    let writes: Vec<KeyedWrite> = current
+        .iter()
+        .map(|record| KeyedWrite {
+            key: record.key.clone(),
+            expect: Expect::Version(record.rvn.clone()),
+            new: acquire("q"),
+        })
+        .collect();
+    match store.put_many(writes).await? {
+        ManyOutcome::Applied(records) => {
+            for record in &records {
+                ensure!(
+                    record.fence == Fence(2) && record.owner == "q",
+                    "{record:?}"
+                );
+            }
+        }
+        other => return Err(CaseError::Violation(format!("on versions: {other:?}"))),
+    }
+    // A key twice: Invalid, nothing written.
+    let twice = vec![
+        KeyedWrite {
+            key: keys[0].clone(),
+            expect: Expect::Vacant,
+            new: acquire("r"),
+        },
+        KeyedWrite {
+            key: keys[0].clone(),
+            expect: Expect::Vacant,
+            new: acquire("r"),
+        },
+    ];
+    let refused = store.put_many(twice).await;
+    ensure!(
+        matches!(&refused, Err(error) if error.kind() == StoreErrorKind::Invalid),
+        "a key twice in one request: {refused:?}"
+    );
+    // More keys than the store takes (where that is few enough to try).
+    if limits.max_keys < 1_000 {
+        let over: Vec<KeyedWrite> = (0..=limits.max_keys)
+            .map(|i| KeyedWrite {
+                key: if caps.sort_keys {
+                    LockKey::with_sort("over", format!("k{i}"))
+                } else {
+                    LockKey::new(format!("over-{i}"))
+                },
+                expect: Expect::Vacant,
+                new: acquire("s"),
+            })
+            .collect();
+        let first = over[0].key.clone();
+        let refused = store.put_many(over).await;
+        ensure!(
+            matches!(&refused, Err(error) if error.kind() == StoreErrorKind::Invalid),
+            "{} keys, over the store's {}: {refused:?}",
+            limits.max_keys + 1,
+            limits.max_keys
+        );
+        ensure!(
+            store.get(&first).await?.is_none(),
+            "written by a refused put_many"
+        );
+    }
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::layer::{StoreCall, StoreLayer, StoreOp, StoreReply};
-use lock_core::{ConditionalStore, LockKey, LockRecord, Outcome, StoreError};
+use lock_core::{ConditionalStore, LockKey, LockRecord, ManyOutcome, Outcome, StoreError};
 
 /// Retries throttled and failed calls and resolves ambiguous writes by RVN, so a
 /// store behind the fault injector passes the conformance suite.
@@ -16,6 +16,8 @@ use lock_core::{ConditionalStore, LockKey, LockRecord, Outcome, StoreError};
 ///   as applied; otherwise it is sent again. A `put` rejected with the current
 ///   record carrying its own RVN is reported as applied too (an earlier attempt
 ///   won: no other write carries that RVN).
+/// * A `put_many` whose outcome is ambiguous is resolved the same way, key by
+///   key: applied if every key carries its write's RVN.
 /// * A `delete` reads the record first; if the delete's outcome is ambiguous and
 ///   the record is gone afterwards, the delete is reported as applied with the
 ///   record it read.
@@ -94,6 +96,22 @@ impl StoreLayer for Retry {
                 Err(error) => return Err(error),
             };
             attempt += 1;
+            // Several writes, all or none: applied if every key carries its
+            // write's RVN.
+            if error.is_ambiguous()
+                && let StoreCall::PutMany { writes } = &call
+            {
+                let mut records = Vec::with_capacity(writes.len());
+                for write in writes {
+                    match self.read(&write.key, next).await? {
+                        Some(record) if record.rvn == write.new.rvn => records.push(record),
+                        _ => break,
+                    }
+                }
+                if records.len() == writes.len() {
+                    return Ok(ManyOutcome::Applied(records).into());
+                }
+            }
             if error.is_ambiguous()
                 && let Some(key) = call.key()
             {
@@ -112,7 +130,7 @@ impl StoreLayer for Retry {
                             return Ok(Outcome::Applied(record).into());
                         }
                     }
-                    StoreOp::Get | StoreOp::List => {}
+                    StoreOp::Get | StoreOp::List | StoreOp::PutMany => {}
                 }
             }
             Self::backoff(attempt).await;

@@ -56,6 +56,7 @@ macro_rules! __conformance_cases {
             oversized_input_is_invalid_and_writes_nothing,
             sort_keys_are_independent_locks,
             write_times_are_never_later_than_the_write,
+            put_many_is_all_or_nothing,
             reader_writer_lock_readers_share_and_writers_are_alone,
             all_or_nothing_leaves_nothing_held,
         }

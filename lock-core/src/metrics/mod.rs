@@ -140,7 +140,7 @@ fn label(name: &'static str, value: &'static str) -> Label {
 }
 
 /// Which store method a call is, as a label.
-const OPS: [&str; 4] = ["get", "put", "delete", "list"];
+const OPS: [&str; 5] = ["get", "put", "delete", "list", "put_many"];
 
 /// How a store call ended, as a label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,8 @@ use tracing::Instrument;
 use super::{ClientMetrics, StoreOutcome};
 use crate::layer::{StoreCall, StoreLayer, StoreOp, StoreReply};
 use crate::{
-    ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page, StoreError,
+    ConditionalStore, Cursor, Expect, KeyedWrite, LockKey, LockRecord, ManyOutcome, NewRecord,
+    Outcome, Page, StoreError,
 };
 
 /// A [`StoreLayer`] that counts and times every call (`lock_store_calls_total`,
@@ -63,6 +64,7 @@ fn op_index(op: StoreOp) -> usize {
         StoreOp::Put => 1,
         StoreOp::Delete => 2,
         StoreOp::List => 3,
+        StoreOp::PutMany => 4,
     }
 }
 
@@ -81,6 +83,7 @@ impl StoreLayer for StoreMetrics {
             call.send(next),
             |reply| match reply {
                 StoreReply::Outcome(outcome) => written(outcome),
+                StoreReply::Many(outcome) => written_many(outcome),
                 _ => StoreOutcome::Ok,
             },
         )
@@ -93,6 +96,14 @@ fn written(outcome: &Outcome) -> StoreOutcome {
     match outcome {
         Outcome::Applied(_) => StoreOutcome::Applied,
         Outcome::Rejected { .. } => StoreOutcome::Rejected,
+    }
+}
+
+/// How several writes in one request that reached the store ended.
+fn written_many(outcome: &ManyOutcome) -> StoreOutcome {
+    match outcome {
+        ManyOutcome::Applied(_) => StoreOutcome::Applied,
+        ManyOutcome::Rejected { .. } => StoreOutcome::Rejected,
     }
 }
 
@@ -176,6 +187,22 @@ impl ObservedStore {
         observe(&self.metrics, StoreOp::List, None, reply, |_| {
             StoreOutcome::Ok
         })
+        .await
+    }
+
+    pub(crate) async fn put_many(
+        &self,
+        writes: Vec<KeyedWrite>,
+    ) -> Result<ManyOutcome, StoreError> {
+        let first = writes.first().map(|write| write.key.clone());
+        let reply = self.inner.put_many(writes);
+        observe(
+            &self.metrics,
+            StoreOp::PutMany,
+            first.as_ref(),
+            reply,
+            written_many,
+        )
         .await
     }
 }

@@ -92,7 +92,8 @@ impl Delayed {
         }
     }
 
-    /// Replies to writes (put and delete) arrive `delay` after they applied.
+    /// Replies to writes (put, delete, put_many) arrive `delay` after they
+    /// applied.
     pub fn delay_writes(&self, delay: Duration) {
         let mut delays = self.delays.lock().unwrap();
         delays.put = delay;
@@ -134,6 +135,7 @@ impl StoreLayer for Delayed {
             StoreCall::Delete { expect, .. } => {
                 ("delete", Some(expect.clone()), None, delays.delete)
             }
+            StoreCall::PutMany { .. } => ("put_many", None, None, delays.put),
             _ => return call.send(next).await,
         };
         let result = call.send(next).await;

@@ -33,11 +33,20 @@ impl StoreLayer for Recorder {
             StoreCall::Put { new, .. } => Some(new.clone()),
             _ => None,
         };
+        let many = match &call {
+            StoreCall::PutMany { writes } => writes.clone(),
+            _ => Vec::new(),
+        };
         let reply = call.send(next).await?;
         if let (Some(key), Some(record)) = (key, reply.applied()) {
             match &new {
                 Some(new) => self.world.applied_put(key, new, record),
                 None => self.world.applied_delete(key, record),
+            }
+        }
+        if let StoreReply::Many(lock_core::ManyOutcome::Applied(records)) = &reply {
+            for (write, record) in many.iter().zip(records) {
+                self.world.applied_put(&write.key, &write.new, record);
             }
         }
         Ok(reply)
@@ -64,6 +73,11 @@ impl StoreLayer for ReusesFences {
             new.fence = FenceUpdate::Keep;
         }
         call.send(next).await
+    }
+
+    /// It breaks single writes only: it does not claim several at once.
+    fn capabilities(&self, inner: lock_core::Capabilities) -> lock_core::Capabilities {
+        inner.with_atomic_writes(None)
     }
 }
 

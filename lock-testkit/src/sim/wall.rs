@@ -75,11 +75,14 @@ pub(crate) struct Stamper {
 impl Stamper {
     /// `call`, if it is a write of a version, is sent now.
     pub(crate) fn stamp(&self, call: &StoreCall<'_>) {
-        if let StoreCall::Put { new, .. } = call {
-            self.stamps
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(new.rvn.as_str().to_owned(), self.wall.now());
+        let news: Vec<&lock_core::NewRecord> = match call {
+            StoreCall::Put { new, .. } => vec![new],
+            StoreCall::PutMany { writes } => writes.iter().map(|write| &write.new).collect(),
+            _ => Vec::new(),
+        };
+        let mut stamps = self.stamps.lock().unwrap_or_else(|p| p.into_inner());
+        for new in news {
+            stamps.insert(new.rvn.as_str().to_owned(), self.wall.now());
         }
     }
 }
@@ -112,6 +115,13 @@ impl StoreLayer for WallStamps {
                 current: Some(record),
             }) => self.date(record),
             StoreReply::Page(page) => page.records.iter_mut().for_each(|r| self.date(r)),
+            StoreReply::Many(lock_core::ManyOutcome::Applied(records)) => {
+                records.iter_mut().for_each(|r| self.date(r));
+            }
+            StoreReply::Many(lock_core::ManyOutcome::Rejected {
+                current: Some(record),
+                ..
+            }) => self.date(record),
             _ => {}
         }
         Ok(reply)

@@ -70,7 +70,7 @@ mod faulty_memory_with_retries {
 #[tokio::test]
 async fn run_all_runs_every_case_in_one_test() {
     lock_testkit::run_all(&MemoryFactory).await;
-    assert_eq!(lock_testkit::CASES.len(), 15);
+    assert_eq!(lock_testkit::CASES.len(), 16);
     assert!(lock_testkit::CASES.contains(&"data_is_kept_replaced_and_cleared"));
 }
 
@@ -101,6 +101,9 @@ enum Bug {
     /// A write that keeps the data removes it (the store treats "keep" as
     /// "no data", as this contract once did).
     ForgetsData,
+    /// `put_many` is a `put` per key, in turn: the writes before a refused
+    /// one stay written.
+    PartlyWritten,
 }
 
 #[async_trait]
@@ -123,13 +126,28 @@ impl StoreLayer for Bug {
                         new.data = lock_core::DataUpdate::Replace(b"truncated".to_vec());
                     }
                 }
-                Bug::ListDropsRecords => {}
+                Bug::ListDropsRecords | Bug::PartlyWritten => {}
                 Bug::ForgetsData => {
                     if new.data == lock_core::DataUpdate::Keep {
                         new.data = lock_core::DataUpdate::Clear;
                     }
                 }
             }
+        }
+        if let (Bug::PartlyWritten, StoreCall::PutMany { writes }) = (self, &call) {
+            let mut records = Vec::new();
+            for (index, write) in writes.iter().enumerate() {
+                match next
+                    .put(&write.key, write.expect.clone(), write.new.clone())
+                    .await?
+                {
+                    lock_core::Outcome::Applied(record) => records.push(record),
+                    lock_core::Outcome::Rejected { current } => {
+                        return Ok(lock_core::ManyOutcome::Rejected { index, current }.into());
+                    }
+                }
+            }
+            return Ok(lock_core::ManyOutcome::Applied(records).into());
         }
         let mut reply = call.send(next).await?;
         if let (Bug::ListDropsRecords, Some(page)) = (self, reply.page_mut())
@@ -177,6 +195,13 @@ async fn the_cases_fail_on_broken_stores() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("keeps the data changed it"), "{e}");
+    let e = cases::put_many_is_all_or_nothing(broken(Bug::PartlyWritten))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("changed by a refused put_many"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
