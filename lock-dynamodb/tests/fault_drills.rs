@@ -188,3 +188,36 @@ async fn a_semaphore_under_reset_connections_never_has_more_safe_holders_than_pe
         drills::semaphore_under_faults(store, via, &proxy, faults).await;
     }
 }
+
+/// Sets of keys through the same faults, in one transaction where every key
+/// is free, on both table layouts.
+#[tokio::test]
+async fn sets_of_keys_under_reset_connections_are_all_or_nothing() {
+    for layout in [Layout::native(), Layout::native().with_sort_key("sort_key")] {
+        let Some(store) = fresh_store(layout).await else {
+            return;
+        };
+        let (proxy, via) = proxied(&store);
+        let faults = ProxyMode::ResetSome {
+            fraction: 0.2,
+            seed: drills::drill_seed(),
+        };
+        drills::sets_under_faults(store, via, &proxy, faults).await;
+    }
+}
+
+/// A reader-writer lock through the same faults, on both table layouts.
+#[tokio::test]
+async fn a_reader_writer_lock_under_reset_connections_never_has_a_writer_beside_another() {
+    for layout in [Layout::native(), Layout::native().with_sort_key("sort_key")] {
+        let Some(store) = fresh_store(layout).await else {
+            return;
+        };
+        let (proxy, via) = proxied(&store);
+        let faults = ProxyMode::ResetSome {
+            fraction: 0.2,
+            seed: drills::drill_seed(),
+        };
+        drills::reader_writer_under_faults(store, via, &proxy, faults).await;
+    }
+}

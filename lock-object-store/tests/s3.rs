@@ -259,3 +259,31 @@ async fn with_a_clock_bound_a_fresh_process_takes_a_crashed_holders_lock_by_last
     taken.release().await.unwrap();
     crashed.shutdown().await.unwrap();
 }
+
+/// Sets of keys through the same faults: a bucket writes one object per
+/// request, so each set is taken key by key, in one order.
+#[tokio::test]
+async fn sets_of_keys_under_failed_exchanges_are_all_or_nothing() {
+    let Some(store) = fresh_s3_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::sets_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn a_reader_writer_lock_under_failed_exchanges_never_has_a_writer_beside_another() {
+    let Some(store) = fresh_s3_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::reader_writer_under_faults(store, via, &proxy, faults).await;
+}

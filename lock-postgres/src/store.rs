@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page,
-    StoreError,
+    AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, KeyedWrite, LockKey, LockRecord,
+    ManyOutcome, NewRecord, Outcome, Page, StoreError,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
@@ -433,6 +433,140 @@ impl PostgresStore {
         }
     }
 
+    /// `put`'s statement for a key (`partition`, `sort`) and `values`, and
+    /// its parameters (`expected`: the version a `Version` condition names).
+    fn put_statement<'a>(
+        &'a self,
+        values: &'a WriteValues<'a>,
+        expected: Option<&'a &'a str>,
+        partition: &'a &'a str,
+        sort: &'a &'a str,
+    ) -> (&'a str, Vec<(&'a (dyn ToSql + Sync), Type)>) {
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+            (partition, Type::TEXT),
+            (sort, Type::TEXT),
+            (&values.owner, Type::TEXT),
+            (&values.rvn, Type::TEXT),
+            (&values.lease_ms, Type::INT8),
+            (&values.released, Type::BOOL),
+            (&values.next_fence, Type::BOOL),
+            (&values.data_mode, Type::INT4),
+            (&values.data, Type::BYTEA),
+            (&values.expires_at, Type::INT8),
+        ];
+        let sql = match expected {
+            None => &self.inner.statements.put_vacant,
+            Some(expected) => {
+                params.push((expected, Type::TEXT));
+                &self.inner.statements.put_version
+            }
+        };
+        (sql, params)
+    }
+
+    /// `put_many`: one transaction on one pooled connection, its `BEGIN` and
+    /// every conditional statement sent at once (one round trip), then
+    /// `COMMIT` if each applied, `ROLLBACK` otherwise (a second).
+    async fn write_many(&self, writes: &[KeyedWrite]) -> Result<ManyOutcome, StoreError> {
+        let values = writes
+            .iter()
+            .map(|write| WriteValues::check(&write.key, &write.new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut keys: Vec<&LockKey> = writes.iter().map(|write| &write.key).collect();
+        keys.sort();
+        if keys.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(StoreError::invalid(
+                "a key written twice in one request: each key once",
+            ));
+        }
+        if writes.len() > MAX_KEYS_AT_ONCE {
+            return Err(StoreError::invalid(format!(
+                "{} writes in one request; this store takes at most {MAX_KEYS_AT_ONCE}",
+                writes.len()
+            )));
+        }
+        let partitions: Vec<&str> = writes.iter().map(|write| write.key.partition()).collect();
+        let sorts: Vec<&str> = writes
+            .iter()
+            .map(|write| row::sort_column(&write.key))
+            .collect();
+        let expected: Vec<Option<&str>> = writes
+            .iter()
+            .map(|write| match &write.expect {
+                Expect::Vacant => None,
+                Expect::Version(rvn) => Some(rvn.as_str()),
+            })
+            .collect();
+        let statements: Vec<(&str, Vec<(&(dyn ToSql + Sync), Type)>)> = (0..writes.len())
+            .map(|i| {
+                self.put_statement(&values[i], expected[i].as_ref(), &partitions[i], &sorts[i])
+            })
+            .collect();
+        let mut connection = self.connection().await?;
+        let Some(client) = connection.client() else {
+            return Err(transport(
+                Stage::Connecting,
+                "no PostgreSQL connection".into(),
+            ));
+        };
+        let reply = self.inner.timeouts.reply;
+        // Sent together: tokio-postgres pipelines requests made before their
+        // replies are read.
+        let begin = client.query_typed("BEGIN", &[]);
+        let puts = futures_util::future::join_all(
+            statements
+                .iter()
+                .map(|(sql, params)| client.query_typed(sql, params)),
+        );
+        let sent = tokio::time::timeout(reply, futures_util::future::join(begin, puts)).await;
+        let Ok((begun, replies)) = sent else {
+            // Nothing was committed: closing the connection (it is not
+            // returned to the pool) rolls the transaction back.
+            return Err(StoreError::unavailable(format!(
+                "no reply from PostgreSQL within {reply:?} to the statements of a transaction; it was not committed"
+            )));
+        };
+        let decided = begun
+            .map_err(|error| classify(&error, Stage::Read, self.table()))
+            .and_then(|_| {
+                let mut records = Vec::with_capacity(replies.len());
+                for (index, rows) in replies.into_iter().enumerate() {
+                    let rows = rows.map_err(|error| classify(&error, Stage::Read, self.table()))?;
+                    // A reply that cannot be read is not committed yet: roll back.
+                    match Self::outcome(&rows).map_err(|error| {
+                        StoreError::unavailable(format!(
+                            "{}; the transaction was rolled back",
+                            error.message()
+                        ))
+                    })? {
+                        Outcome::Applied(record) => records.push(record),
+                        Outcome::Rejected { current } => {
+                            return Ok(ManyOutcome::Rejected { index, current });
+                        }
+                    }
+                }
+                Ok(ManyOutcome::Applied(records))
+            });
+        let end = match &decided {
+            Ok(ManyOutcome::Applied(_)) => "COMMIT",
+            _ => "ROLLBACK",
+        };
+        let ended = tokio::time::timeout(reply, client.query_typed(end, &[])).await;
+        match (end, ended, decided) {
+            (_, Ok(Ok(_)), decided) => {
+                connection.finished();
+                decided
+            }
+            // A rollback that failed: nothing was committed either way (the
+            // connection is closed, not reused).
+            ("ROLLBACK", _, decided) => decided,
+            (_, Ok(Err(error)), _) => Err(classify(&error, Stage::Write, self.table())),
+            (_, Err(_elapsed), _) => Err(StoreError::ambiguous(format!(
+                "no reply from PostgreSQL within {reply:?} to COMMIT; the writes may have applied"
+            ))),
+        }
+    }
+
     /// Read the outcome of a conditional statement: its one row (`applied`
     /// first, then the record), or none when the key is absent.
     ///
@@ -486,29 +620,22 @@ impl ConditionalStore for PostgresStore {
         let values = WriteValues::check(key, &new)?;
         let partition = key.partition();
         let sort = row::sort_column(key);
-        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
-            (&partition, Type::TEXT),
-            (&sort, Type::TEXT),
-            (&values.owner, Type::TEXT),
-            (&values.rvn, Type::TEXT),
-            (&values.lease_ms, Type::INT8),
-            (&values.released, Type::BOOL),
-            (&values.next_fence, Type::BOOL),
-            (&values.data_mode, Type::INT4),
-            (&values.data, Type::BYTEA),
-            (&values.expires_at, Type::INT8),
-        ];
-        let expected;
-        let sql = match &expect {
-            Expect::Vacant => &self.inner.statements.put_vacant,
-            Expect::Version(rvn) => {
-                expected = rvn.as_str();
-                params.push((&expected, Type::TEXT));
-                &self.inner.statements.put_version
-            }
+        let expected = match &expect {
+            Expect::Vacant => None,
+            Expect::Version(rvn) => Some(rvn.as_str()),
         };
+        let (sql, params) = self.put_statement(&values, expected.as_ref(), &partition, &sort);
         let rows = self.query(sql, &params, Stage::Write).await?;
         Self::outcome(&rows)
+    }
+
+    async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
+        if matches!(self.inner.connections, Connections::Client(_)) {
+            return Err(StoreError::invalid(
+                "a store on one shared connection cannot write several keys in one transaction (other statements would run inside it); build it with a pool",
+            ));
+        }
+        self.write_many(&writes).await
     }
 
     async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
@@ -616,12 +743,26 @@ impl ConditionalStore for PostgresStore {
     }
 
     fn capabilities(&self) -> Capabilities {
+        // Several keys in one transaction on a connection of its own: not on
+        // a connection shared with the store's other statements.
+        let atomic = match self.inner.connections {
+            Connections::Pool(_) => Some(AtomicWrites::new(
+                MAX_KEYS_AT_ONCE,
+                MAX_KEYS_AT_ONCE * row::MAX_RECORD_BYTES,
+            )),
+            Connections::Client(_) => None,
+        };
         row::limits()
             .with_returns_current_on_conflict(true)
             .with_keeps_released_records(true)
             .with_stores_expiry(true)
+            .with_atomic_writes(atomic)
     }
 }
+
+/// The most keys one `put_many` writes: each is a statement of its
+/// transaction, all sent at once.
+const MAX_KEYS_AT_ONCE: usize = 1_000;
 
 /// A cursor is the last key of the page, as a JSON pair.
 fn encode_cursor(key: &LockKey) -> Cursor {

@@ -301,6 +301,32 @@ async fn a_semaphore_under_failed_exchanges_never_has_more_safe_holders_than_per
     drills::semaphore_under_faults(store, via, &proxy, faults).await;
 }
 
+#[tokio::test]
+async fn sets_of_keys_under_failed_exchanges_are_all_or_nothing() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::sets_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn a_reader_writer_lock_under_failed_exchanges_never_has_a_writer_beside_another() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::reader_writer_under_faults(store, via, &proxy, faults).await;
+}
+
 /// A crashed holder's lock is taken over by a fresh process the first time it
 /// looks once the lease has passed on the server's clock, in one refused
 /// "if vacant" write (which returns the record and its age) and one takeover:

@@ -13,6 +13,14 @@
 //! * [`semaphore_under_faults`]: five clients share a semaphore of two permits
 //!   while the proxy fails a fraction of the traffic; never more than two safe
 //!   holders at once, one per slot, fences rising per slot, nothing left held.
+//! * [`sets_under_faults`]: four clients take overlapping sets of three keys
+//!   all or nothing (in one request where the store can) while the proxy fails
+//!   a fraction of the traffic; no key in two safe sets at once, fences rising
+//!   per key, nothing left held.
+//! * [`reader_writer_under_faults`]: five clients read and write one
+//!   reader-writer lock while the proxy fails a fraction of the traffic; never
+//!   a safe write beside a safe read or another write, readers together,
+//!   nothing left held.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -399,4 +407,215 @@ where
             None => break,
         }
     }
+}
+
+/// One safe holding of a set of keys.
+#[derive(Clone, Debug)]
+struct SetHolding {
+    keys: Vec<(LockKey, Fence)>,
+    from: Instant,
+    to: Instant,
+    at_once: bool,
+}
+
+/// Every record of `direct` is released (or `skip` says to leave it alone).
+async fn nothing_left_held(direct: &impl ConditionalStore, skip: impl Fn(&LockKey) -> bool) {
+    let mut cursor = None;
+    loop {
+        let page = bounded("a listing", direct.list(None, cursor, 100))
+            .await
+            .unwrap_or_else(|error| panic!("listing the records: {error}"));
+        for record in page.records.iter().filter(|record| !skip(&record.key)) {
+            assert!(
+                record.released,
+                "left held with nobody heartbeating: {record:?}"
+            );
+        }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+}
+
+/// Four clients take overlapping sets of three of five keys, all or nothing,
+/// four times each, through the proxy in `faults`; see the
+/// [module docs](self).
+pub async fn sets_under_faults<S>(direct: S, via: S, proxy: &FaultProxy, faults: ProxyMode)
+where
+    S: ConditionalStore + Clone,
+{
+    proxy.set(faults);
+    let holdings: Arc<Mutex<Vec<SetHolding>>> = Arc::default();
+    let clients: Vec<LockClient> = (0..4)
+        .map(|i| client(via.clone(), &format!("worker-{i}")))
+        .collect();
+    let mut workers = Vec::new();
+    for (i, worker) in clients.iter().enumerate() {
+        let (worker, holdings) = (worker.clone(), holdings.clone());
+        workers.push(tokio::spawn(async move {
+            let mut acquired = 0;
+            for round in 0..4 {
+                // Each set overlaps every other worker's in some rounds, in
+                // another order.
+                let keys: Vec<String> = [0, 3, 1]
+                    .iter()
+                    .map(|offset| format!("set-{}", (i + round + offset) % 5))
+                    .collect();
+                let options = AcquireOptions::new().wait(Duration::from_secs(8));
+                let Ok(group) = worker.acquire_all(keys, options).await else {
+                    continue;
+                };
+                acquired += 1;
+                let from = Instant::now();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let to = Instant::now();
+                if group.is_safe() {
+                    holdings
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(SetHolding {
+                            keys: group
+                                .fences()
+                                .map(|(key, fence)| (key.clone(), fence))
+                                .collect(),
+                            from,
+                            to,
+                            at_once: group.taken_at_once(),
+                        });
+                }
+                let _ = group.release().await;
+            }
+            acquired
+        }));
+    }
+    let acquired = joined(workers, Duration::from_secs(180)).await;
+    let holdings = holdings
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let at_once = holdings.iter().filter(|h| h.at_once).count();
+    println!(
+        "{acquired} sets taken ({at_once} of the safe ones in one request); proxy {:?}",
+        proxy.stats()
+    );
+    assert!(acquired >= 6, "the sets kept changing hands: {acquired}");
+    // Per key: one safe set at a time, fences rising.
+    for n in 0..5 {
+        let key = LockKey::new(format!("set-{n}"));
+        let mut mine: Vec<(&SetHolding, Fence)> = holdings
+            .iter()
+            .filter_map(|h| {
+                h.keys
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, fence)| (h, *fence))
+            })
+            .collect();
+        mine.sort_by_key(|(h, _)| h.from);
+        for pair in mine.windows(2) {
+            assert!(
+                pair[0].0.to <= pair[1].0.from,
+                "{key} in two safe sets at once: {:?} and {:?}",
+                pair[0].0,
+                pair[1].0
+            );
+            assert!(
+                pair[0].1 < pair[1].1,
+                "{key}: {:?} then {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+    proxy.set(ProxyMode::Pass);
+    shut_down(&clients).await;
+    nothing_left_held(&direct, |_| false).await;
+}
+
+/// One safe read or write of a reader-writer lock.
+#[derive(Clone, Copy, Debug)]
+struct RwHolding {
+    write: bool,
+    from: Instant,
+    to: Instant,
+}
+
+/// Five clients read (two rounds in three) and write one reader-writer lock,
+/// four times each, through the proxy in `faults`; see the
+/// [module docs](self).
+pub async fn reader_writer_under_faults<S>(direct: S, via: S, proxy: &FaultProxy, faults: ProxyMode)
+where
+    S: ConditionalStore + Clone,
+{
+    proxy.set(faults);
+    let holdings: Arc<Mutex<Vec<RwHolding>>> = Arc::default();
+    let clients: Vec<LockClient> = (0..5)
+        .map(|i| client(via.clone(), &format!("worker-{i}")))
+        .collect();
+    let mut workers = Vec::new();
+    for (i, worker) in clients.iter().enumerate() {
+        let lock = worker
+            .rw_lock("shared", 4)
+            .unwrap_or_else(|error| panic!("opening the reader-writer lock: {error}"));
+        let holdings = holdings.clone();
+        workers.push(tokio::spawn(async move {
+            let mut taken = 0;
+            for round in 0..4 {
+                let options = AcquireOptions::new().wait(Duration::from_secs(10));
+                let write = (i + round) % 3 == 0;
+                let (from, to, safe, release) = if write {
+                    let Ok(guard) = lock.write(options).await else {
+                        continue;
+                    };
+                    let from = Instant::now();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let to = Instant::now();
+                    let safe = guard.is_safe();
+                    (from, to, safe, guard.release().await)
+                } else {
+                    let Ok(guard) = lock.read(options).await else {
+                        continue;
+                    };
+                    let from = Instant::now();
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let to = Instant::now();
+                    let safe = guard.is_safe();
+                    (from, to, safe, guard.release().await)
+                };
+                let _ = release;
+                taken += 1;
+                if safe {
+                    holdings
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(RwHolding { write, from, to });
+                }
+            }
+            taken
+        }));
+    }
+    let taken = joined(workers, Duration::from_secs(240)).await;
+    let holdings = holdings
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let writes = holdings.iter().filter(|h| h.write).count();
+    println!(
+        "{taken} reads and writes taken ({writes} safe writes); proxy {:?}",
+        proxy.stats()
+    );
+    assert!(taken >= 10 && writes >= 2, "{taken} taken, {writes} writes");
+    for (i, a) in holdings.iter().enumerate() {
+        for b in &holdings[i + 1..] {
+            let overlap = a.from < b.to && b.from < a.to;
+            assert!(
+                !(overlap && (a.write || b.write)),
+                "a write beside another holding: {a:?} and {b:?}"
+            );
+        }
+    }
+    proxy.set(ProxyMode::Pass);
+    shut_down(&clients).await;
+    nothing_left_held(&direct, |key| key.to_string().ends_with("#readers")).await;
 }
