@@ -441,7 +441,7 @@ impl PostgresStore {
         expected: Option<&'a &'a str>,
         partition: &'a &'a str,
         sort: &'a &'a str,
-    ) -> (&'a str, Vec<(&'a (dyn ToSql + Sync), Type)>) {
+    ) -> (&'a str, Params<'a>) {
         let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
             (partition, Type::TEXT),
             (sort, Type::TEXT),
@@ -497,7 +497,7 @@ impl PostgresStore {
                 Expect::Version(rvn) => Some(rvn.as_str()),
             })
             .collect();
-        let statements: Vec<(&str, Vec<(&(dyn ToSql + Sync), Type)>)> = (0..writes.len())
+        let statements: Vec<(&str, Params<'_>)> = (0..writes.len())
             .map(|i| {
                 self.put_statement(&values[i], expected[i].as_ref(), &partitions[i], &sorts[i])
             })
@@ -759,6 +759,9 @@ impl ConditionalStore for PostgresStore {
             .with_atomic_writes(atomic)
     }
 }
+
+/// A statement's typed parameters.
+type Params<'a> = Vec<(&'a (dyn ToSql + Sync), Type)>;
 
 /// The most keys one `put_many` writes: each is a statement of its
 /// transaction, all sent at once.
