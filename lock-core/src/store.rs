@@ -360,7 +360,11 @@ pub trait ConditionalStore: Send + Sync + std::fmt::Debug + 'static {
     /// (the default) refuses every call as
     /// [`Invalid`](crate::StoreErrorKind::Invalid), and the client never
     /// makes one. Errors mean what they mean for `put`: `Ambiguous` when the
-    /// request may have applied (then all of it or none).
+    /// request may have applied (then all of it or none). A store that learns
+    /// only from its server's answer that it cannot (a DynamoDB-compatible
+    /// service without transactions) refuses that call as `Invalid`, having
+    /// written nothing, and reports `atomic_writes: None` from then on; the
+    /// client then takes the keys one by one.
     async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
         let _ = writes;
         Err(StoreError::invalid(

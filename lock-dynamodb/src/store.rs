@@ -14,11 +14,15 @@ use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{Intercept, SharedInterceptor};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Get, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactGetItem,
+    TransactWriteItem, Update,
+};
 use lock_core::{
-    Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, Fence, FenceUpdate, LockKey,
-    LockRecord, NewRecord, Outcome, Page, StoreClock, StoreError,
+    AtomicWrites, Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, Fence, FenceUpdate,
+    KeyedWrite, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, StoreClock, StoreError,
 };
 
 use crate::errors::StoreConfigError;
@@ -231,6 +235,7 @@ impl DynamoDbStoreBuilder {
                 table: self.table,
                 layout: self.layout,
                 schema: tokio::sync::OnceCell::new(),
+                no_transactions: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -312,6 +317,10 @@ pub(crate) struct Inner {
     /// Whether the table's key schema fits the layout (`Some((expected,
     /// found))` when it does not), learnt once, when first needed.
     schema: tokio::sync::OnceCell<Option<(String, String)>>,
+    /// Set when the server answered `TransactWriteItems` as an operation it
+    /// does not have (a DynamoDB-compatible server): several keys are then
+    /// written one per request.
+    no_transactions: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for DynamoDbStore {
@@ -326,6 +335,21 @@ impl fmt::Debug for DynamoDbStore {
 /// The per-call override that turns off SDK retries for conditional writes.
 fn single_attempt() -> aws_sdk_dynamodb::config::Builder {
     aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled())
+}
+
+/// The most items of one DynamoDB transaction.
+const MAX_TRANSACTION_ITEMS: usize = 100;
+
+/// The most bytes of one DynamoDB transaction.
+const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
+
+/// One conditional `UpdateItem`, ready to send alone or in a transaction.
+struct PreparedUpdate {
+    key: HashMap<String, AttributeValue>,
+    update: String,
+    condition: String,
+    names: HashMap<String, String>,
+    values: Option<HashMap<String, AttributeValue>>,
 }
 
 /// Expression attribute names and values, built up per request.
@@ -755,48 +779,22 @@ impl DynamoDbStore {
         Ok(Ok((set, remove)))
     }
 
-    async fn put_item(
+    /// The `UpdateItem` that writes `new` under `key` if `expect` holds (an
+    /// acquisition adds 1 to the fence): its expressions, for one request or
+    /// one item of a transaction. `data_set` and `data_remove` are the data
+    /// attributes of a layout that keeps data as attributes.
+    fn prepare_update(
         &self,
         key: &LockKey,
-        expect: Expect,
-        new: NewRecord,
-    ) -> Result<Outcome, StoreError> {
+        key_item: HashMap<String, AttributeValue>,
+        expect: &Expect,
+        new: &NewRecord,
+        data_set: Vec<(String, AttributeValue)>,
+        data_remove: Vec<String>,
+    ) -> Result<PreparedUpdate, StoreError> {
         let layout = &self.inner.layout;
-        let key_item = item::key_item(layout, key)?;
-        if new.data.bytes().is_some() && layout.data().is_none() && !layout.data_as_attributes() {
-            return Err(StoreError::invalid(format!(
-                "lock {key} carries data, but the table layout ({}) has no data attribute",
-                layout.preset_name()
-            )));
-        }
-        if new.rvn.as_str().is_empty() {
-            return Err(StoreError::invalid("the record version number is empty"));
-        }
-        if new.released && layout.release_mode() == ReleaseMode::Delete {
-            return self.release_by_delete(key, key_item, expect, new).await;
-        }
-
-        let (data_set, data_remove) = if layout.data_as_attributes() {
-            // A released record keeps no data attributes (see
-            // Layout::with_data_as_attributes): a release that keeps the data
-            // clears it.
-            let data = match &new.data {
-                DataUpdate::Keep if new.released => &DataUpdate::Clear,
-                data => data,
-            };
-            match self
-                .data_attributes(key, &expect, data, new.released)
-                .await?
-            {
-                Ok(attributes) => attributes,
-                Err(rejected) => return Ok(rejected),
-            }
-        } else {
-            (Vec::new(), Vec::new())
-        };
-
         let mut expr = Expr::default();
-        let condition = match &expect {
+        let condition = match expect {
             Expect::Vacant => self.vacant_condition(&mut expr),
             Expect::Version(rvn) => self.version_condition(&mut expr, rvn),
         };
@@ -813,7 +811,7 @@ impl DynamoDbStore {
             .data
             .bytes()
             .map(|bytes| AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes)));
-        let expires = self.expiry(&new).map(|t| AttributeValue::N(t.to_string()));
+        let expires = self.expiry(new).map(|t| AttributeValue::N(t.to_string()));
 
         let mut sized: Vec<(&str, &AttributeValue)> = vec![
             (layout.owner(), &owner),
@@ -892,16 +890,66 @@ impl DynamoDbStore {
         }
 
         let (names, values) = expr.values();
+        Ok(PreparedUpdate {
+            key: key_item,
+            update,
+            condition,
+            names,
+            values,
+        })
+    }
+
+    async fn put_item(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        let layout = &self.inner.layout;
+        let key_item = item::key_item(layout, key)?;
+        if new.data.bytes().is_some() && layout.data().is_none() && !layout.data_as_attributes() {
+            return Err(StoreError::invalid(format!(
+                "lock {key} carries data, but the table layout ({}) has no data attribute",
+                layout.preset_name()
+            )));
+        }
+        if new.rvn.as_str().is_empty() {
+            return Err(StoreError::invalid("the record version number is empty"));
+        }
+        if new.released && layout.release_mode() == ReleaseMode::Delete {
+            return self.release_by_delete(key, key_item, expect, new).await;
+        }
+
+        let (data_set, data_remove) = if layout.data_as_attributes() {
+            // A released record keeps no data attributes (see
+            // Layout::with_data_as_attributes): a release that keeps the data
+            // clears it.
+            let data = match &new.data {
+                DataUpdate::Keep if new.released => &DataUpdate::Clear,
+                data => data,
+            };
+            match self
+                .data_attributes(key, &expect, data, new.released)
+                .await?
+            {
+                Ok(attributes) => attributes,
+                Err(rejected) => return Ok(rejected),
+            }
+        } else {
+            (Vec::new(), Vec::new())
+        };
+
+        let update = self.prepare_update(key, key_item, &expect, &new, data_set, data_remove)?;
         let result = self
             .inner
             .client
             .update_item()
             .table_name(&self.inner.table)
-            .set_key(Some(key_item))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(values)
+            .set_key(Some(update.key))
+            .update_expression(update.update)
+            .condition_expression(update.condition)
+            .set_expression_attribute_names(Some(update.names))
+            .set_expression_attribute_values(update.values)
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .customize()
@@ -927,6 +975,203 @@ impl DynamoDbStore {
                 Err(map_sdk_error(err, Access::Write, self.ctx("UpdateItem")))
             }
         }
+    }
+
+    /// `put_many`: one `TransactWriteItems` of an `UpdateItem` per key, then
+    /// one `TransactGetItems` that reads the records it wrote (their fences),
+    /// since a transaction returns none.
+    async fn write_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
+        let layout = &self.inner.layout;
+        if self.atomic_writes().is_none() {
+            return Err(StoreError::invalid(format!(
+                "table {:?} (layout {}) writes one key per request: the layout keeps data as attributes, which a write reads first, or the server has no transactions",
+                self.inner.table,
+                layout.preset_name()
+            )));
+        }
+        if writes.len() > MAX_TRANSACTION_ITEMS {
+            return Err(StoreError::invalid(format!(
+                "{} writes in one request; a DynamoDB transaction takes at most {MAX_TRANSACTION_ITEMS}",
+                writes.len()
+            )));
+        }
+        let mut sorted: Vec<&LockKey> = writes.iter().map(|write| &write.key).collect();
+        sorted.sort();
+        if sorted.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(StoreError::invalid(
+                "a key written twice in one request: each key once",
+            ));
+        }
+        let mut items = Vec::with_capacity(writes.len());
+        let mut keys = Vec::with_capacity(writes.len());
+        for write in &writes {
+            let key = &write.key;
+            if write.new.data.bytes().is_some() && layout.data().is_none() {
+                return Err(StoreError::invalid(format!(
+                    "lock {key} carries data, but the table layout ({}) has no data attribute",
+                    layout.preset_name()
+                )));
+            }
+            if write.new.rvn.as_str().is_empty() {
+                return Err(StoreError::invalid("the record version number is empty"));
+            }
+            if write.new.released && layout.release_mode() == ReleaseMode::Delete {
+                return Err(StoreError::invalid(format!(
+                    "lock {key}: this table layout ({}) releases by deleting, one key per request",
+                    layout.preset_name()
+                )));
+            }
+            let key_item = item::key_item(layout, key)?;
+            let prepared = self.prepare_update(
+                key,
+                key_item.clone(),
+                &write.expect,
+                &write.new,
+                Vec::new(),
+                Vec::new(),
+            )?;
+            let update = Update::builder()
+                .table_name(&self.inner.table)
+                .set_key(Some(prepared.key))
+                .update_expression(prepared.update)
+                .condition_expression(prepared.condition)
+                .set_expression_attribute_names(Some(prepared.names))
+                .set_expression_attribute_values(prepared.values)
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(|error| StoreError::invalid(format!("lock {key}: {error}")))?;
+            items.push(TransactWriteItem::builder().update(update).build());
+            keys.push(key_item);
+        }
+        // The same request sent again (by a retry this store does not make)
+        // would be recognised by DynamoDB for ten minutes.
+        let token: Option<String> = writes
+            .first()
+            .map(|write| write.new.rvn.as_str().chars().take(36).collect());
+        let result = self
+            .inner
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .set_client_request_token(token)
+            .customize()
+            .config_override(single_attempt())
+            .send()
+            .await;
+        match result {
+            Ok(_) => self.read_written(&writes, keys).await,
+            Err(err) => {
+                if let SdkError::ServiceError(service) = &err
+                    && let TransactWriteItemsError::TransactionCanceledException(cancelled) =
+                        service.err()
+                {
+                    let reasons = cancelled.cancellation_reasons();
+                    if let Some(index) = reasons
+                        .iter()
+                        .position(|reason| reason.code() == Some("ConditionalCheckFailed"))
+                    {
+                        let current = reasons[index]
+                            .item()
+                            .filter(|item| !item.is_empty())
+                            .map(|item| self.record(item))
+                            .transpose()?;
+                        return Ok(ManyOutcome::Rejected { index, current });
+                    }
+                    let codes: Vec<&str> = reasons
+                        .iter()
+                        .filter_map(|reason| reason.code())
+                        .filter(|code| *code != "None")
+                        .collect();
+                    // Another transaction on one of the items, capacity: nothing
+                    // was written, and trying again may work.
+                    return Err(StoreError::unavailable(format!(
+                        "DynamoDB cancelled the transaction on table {:?} ({}); nothing was written",
+                        self.inner.table,
+                        codes.join(", ")
+                    )));
+                }
+                if crate::table::unsupported_operation(&err) {
+                    // Nothing was written; from now on the store says it
+                    // writes one key per request.
+                    self.inner
+                        .no_transactions
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Err(StoreError::invalid(format!(
+                        "the server of table {:?} has no transactions (TransactWriteItems is an unknown operation there): it writes one key per request",
+                        self.inner.table
+                    )));
+                }
+                Err(map_sdk_error(
+                    err,
+                    Access::Write,
+                    self.ctx("TransactWriteItems"),
+                ))
+            }
+        }
+    }
+
+    /// The records a transaction that applied wrote, read in one consistent
+    /// `TransactGetItems`: each must carry its write's version. A read that
+    /// fails leaves it to the caller to read them (ambiguous).
+    async fn read_written(
+        &self,
+        writes: &[KeyedWrite],
+        keys: Vec<HashMap<String, AttributeValue>>,
+    ) -> Result<ManyOutcome, StoreError> {
+        let mut gets = Vec::with_capacity(keys.len());
+        for key in keys {
+            let get = Get::builder()
+                .table_name(&self.inner.table)
+                .set_key(Some(key))
+                .build()
+                .map_err(|error| StoreError::invalid(error.to_string()))?;
+            gets.push(TransactGetItem::builder().get(get).build());
+        }
+        let read = self
+            .inner
+            .client
+            .transact_get_items()
+            .set_transact_items(Some(gets))
+            .send()
+            .await;
+        let unread = |why: String| {
+            StoreError::ambiguous(format!(
+                "TransactWriteItems on DynamoDB table {:?} applied, but reading back its records failed ({why})",
+                self.inner.table
+            ))
+        };
+        let output = read.map_err(|err| {
+            unread(map_sdk_error(err, Access::Read, self.ctx("TransactGetItems")).to_string())
+        })?;
+        let mut records = Vec::with_capacity(writes.len());
+        for (write, response) in writes.iter().zip(output.responses()) {
+            let record = response
+                .item()
+                .filter(|item| !item.is_empty())
+                .map(|item| self.record(item))
+                .transpose()?
+                .filter(|record| record.rvn == write.new.rvn)
+                .ok_or_else(|| unread(format!("lock {} does not carry its write", write.key)))?;
+            records.push(record);
+        }
+        if records.len() != writes.len() {
+            return Err(unread("fewer records than writes".into()));
+        }
+        Ok(ManyOutcome::Applied(records))
+    }
+
+    /// What one `put_many` may write on this table: none where the layout
+    /// keeps data as attributes (a write reads the item first), nor on a
+    /// server found to have no transactions.
+    fn atomic_writes(&self) -> Option<AtomicWrites> {
+        let no_transactions = self
+            .inner
+            .no_transactions
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (!self.inner.layout.data_as_attributes() && !no_transactions)
+            .then(|| AtomicWrites::new(MAX_TRANSACTION_ITEMS, MAX_TRANSACTION_BYTES))
     }
 
     async fn delete_item(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
@@ -1079,6 +1324,11 @@ impl ConditionalStore for DynamoDbStore {
         self.explain(result).await
     }
 
+    async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
+        let result = self.write_many(writes).await;
+        self.explain(result).await
+    }
+
     async fn list(
         &self,
         partition: Option<&str>,
@@ -1111,6 +1361,7 @@ impl ConditionalStore for DynamoDbStore {
                 },
                 None => StoreClock::None,
             })
+            .with_atomic_writes(self.atomic_writes())
     }
 }
 

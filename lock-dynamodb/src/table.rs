@@ -446,7 +446,7 @@ pub(crate) fn key_schema_mismatch(
 /// Whether the server refused a request as an operation it does not have (a
 /// DynamoDB-compatible server without time to live, for instance), rather
 /// than for its contents or its credentials.
-fn unsupported_operation<E, R>(err: &SdkError<E, R>) -> bool
+pub(crate) fn unsupported_operation<E, R>(err: &SdkError<E, R>) -> bool
 where
     E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
     R: std::fmt::Debug,

@@ -94,9 +94,16 @@ const NOT_THEIR_OWN_ACTION: &[&str] = &[
     "batch_execute_statement",
     "execute_statement",
     "execute_transaction",
-    "transact_get_items",
-    "transact_write_items",
     "search_vectors",
+];
+
+/// Operations whose IAM action is worked out by hand: a transaction is
+/// authorised per item action, and the store's `TransactWriteItems` holds only
+/// `Update` items (`put_many`, `lock-dynamodb/src/store.rs`), its
+/// `TransactGetItems` only `Get` items.
+const BY_HAND: &[(&str, &str)] = &[
+    ("transact_write_items", "UpdateItem"),
+    ("transact_get_items", "GetItem"),
 ];
 
 /// Methods of the SDK client that send nothing.
@@ -436,6 +443,9 @@ impl Crate {
 
 /// `update_time_to_live` → `UpdateTimeToLive`.
 fn action(operation: &str) -> String {
+    if let Some((_, action)) = BY_HAND.iter().find(|(op, _)| *op == operation) {
+        return (*action).to_owned();
+    }
     assert!(
         !NOT_THEIR_OWN_ACTION.contains(&operation),
         "the store calls {operation}, whose IAM actions are not its own name: \

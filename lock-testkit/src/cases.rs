@@ -1083,6 +1083,17 @@ pub async fn all_or_nothing_leaves_nothing_held(store: Arc<dyn ConditionalStore>
     Ok(())
 }
 
+/// None of `keys` has a record: a refused `put_many` wrote nothing.
+async fn nothing_written(store: &Arc<dyn ConditionalStore>, keys: &[LockKey]) -> CaseResult {
+    for key in keys {
+        ensure!(
+            store.get(key).await?.is_none(),
+            "{key} written by a refused put_many"
+        );
+    }
+    Ok(())
+}
+
 /// Several writes in one request ([`ConditionalStore::put_many`]), all or
 /// nothing, on a store whose [`Capabilities::atomic_writes`](lock_core::Capabilities::atomic_writes)
 /// says it can; refused as `Invalid` with nothing written on one that says
@@ -1121,13 +1132,7 @@ pub async fn put_many_is_all_or_nothing(store: Arc<dyn ConditionalStore>) -> Cas
             matches!(&refused, Err(error) if error.kind() == StoreErrorKind::Invalid),
             "a store without atomic writes must refuse put_many as Invalid, not {refused:?}"
         );
-        for key in &keys {
-            ensure!(
-                store.get(key).await?.is_none(),
-                "{key} written by a refused put_many"
-            );
-        }
-        return Ok(());
+        return nothing_written(&store, &keys).await;
     };
     ensure!(
         limits.max_keys >= 2,
@@ -1136,8 +1141,17 @@ pub async fn put_many_is_all_or_nothing(store: Arc<dyn ConditionalStore>) -> Cas
     // Every key free: all applied, in order, fence 1.
     let writes = vacant("o");
     let rvns: Vec<Rvn> = writes.iter().map(|write| write.new.rvn.clone()).collect();
-    let records = match store.put_many(writes).await? {
-        ManyOutcome::Applied(records) => records,
+    let records = match store.put_many(writes).await {
+        Ok(ManyOutcome::Applied(records)) => records,
+        // A store may learn at its first put_many that its server cannot (a
+        // DynamoDB-compatible one without transactions): it then refuses as
+        // Invalid, writing nothing, and says so from then on.
+        Err(error)
+            if error.kind() == StoreErrorKind::Invalid
+                && store.capabilities().atomic_writes.is_none() =>
+        {
+            return nothing_written(&store, &keys).await;
+        }
         other => return Err(CaseError::Violation(format!("free keys: {other:?}"))),
     };
     ensure!(records.len() == 3, "{records:?}");
