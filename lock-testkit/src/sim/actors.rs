@@ -139,6 +139,7 @@ impl Run {
                 rng,
                 stop,
             )),
+            Workload::Sets => tokio::spawn(take_sets(world.clone(), client, locks, rng, stop)),
             _ => tokio::spawn(work(world.clone(), client, locks, rng, stop)),
         };
         self.processes[client] = Some(Process {
@@ -360,6 +361,85 @@ async fn permit_worker(
             }
             Err(LockError::AcquireTimeout { .. }) => world.count_timeout(),
             Err(_) => {}
+        }
+        tokio::time::sleep(between(&mut rng, Duration::ZERO, lease / 2)).await;
+    }
+}
+
+/// One client's worker taking sets of keys: two or more of the run's keys,
+/// all or nothing, within a wait budget; while the set is safe, writes to the
+/// resource of each key (some after a pause); release; repeat. A set that
+/// failed must leave none of its keys held by the client.
+async fn take_sets(
+    world: Arc<World>,
+    client: usize,
+    locks: LockClient,
+    mut rng: fastrand::Rng,
+    stop: watch::Receiver<bool>,
+) {
+    let schedule = world.schedule.clone();
+    let lease = schedule.lease;
+    while !*stop.borrow() && !world.violated() {
+        let mut keys: Vec<usize> = (0..schedule.keys).collect();
+        rng.shuffle(&mut keys);
+        keys.truncate(rng.usize(2..=schedule.keys));
+        let keys: Vec<lock_core::LockKey> = keys.into_iter().map(key_name).collect();
+        let holds = schedule.holds[client];
+        let mut options = AcquireOptions::new().wait(lease.mul_f64(3.0 * rng.f64()));
+        if let Some(min) = holds.min {
+            options = options.min_hold(min);
+        }
+        if let Some(max) = holds.max {
+            options = options.max_hold(max);
+        }
+        match locks.acquire_all(keys.clone(), options).await {
+            Ok(group) => {
+                world.count_set(group.taken_at_once());
+                let members: Vec<(LockView, u64)> = group
+                    .guards()
+                    .iter()
+                    .map(|guard| {
+                        let view = guard.view();
+                        let epoch = world.add_guard(client, view.clone());
+                        (view, epoch)
+                    })
+                    .collect();
+                for _ in 0..rng.usize(1..=4) {
+                    tokio::time::sleep(between(&mut rng, Duration::from_millis(20), lease / 2))
+                        .await;
+                    if *stop.borrow() || !group.is_safe() {
+                        break;
+                    }
+                    let paused = rng.f64() < schedule.pause_before_write;
+                    if paused {
+                        let length = lease.mul_f64(0.5 + 2.0 * rng.f64());
+                        world.set_paused(client, true);
+                        tokio::time::sleep(length).await;
+                        world.set_paused(client, false);
+                    }
+                    let careless = paused && rng.f64() < schedule.careless;
+                    if !careless && !group.is_safe() {
+                        break;
+                    }
+                    for (view, epoch) in &members {
+                        world.resource_write(view, *epoch, !careless);
+                    }
+                }
+                for (view, _) in &members {
+                    world.remove_guard(client, view.key());
+                }
+                let _ = group.release().await;
+            }
+            Err(error) => {
+                if let LockError::AcquireTimeout { .. } = error {
+                    world.count_timeout();
+                }
+                // Nothing of the set stays held by this client.
+                let held = locks.held_keys();
+                if let Some(key) = keys.iter().find(|key| held.contains(key)) {
+                    world.set_failed_set_held(client, key, &error);
+                }
+            }
         }
         tokio::time::sleep(between(&mut rng, Duration::ZERO, lease / 2)).await;
     }

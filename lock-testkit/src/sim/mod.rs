@@ -67,6 +67,10 @@ pub struct SimReport {
     pub stale_rejected: u64,
     /// Reads of the resource by readers of a reader-writer lock.
     pub resource_reads: u64,
+    /// Sets of keys taken (a sets run).
+    pub sets_taken: u64,
+    /// Of them, taken in one request.
+    pub sets_at_once: u64,
     /// Acquire calls that timed out.
     pub acquire_timeouts: u64,
     /// Client crashes.
@@ -163,6 +167,10 @@ pub struct SimSummary {
     pub stale_rejected: u64,
     /// Sum of [`SimReport::resource_reads`].
     pub resource_reads: u64,
+    /// Sum of [`SimReport::sets_taken`].
+    pub sets_taken: u64,
+    /// Sum of [`SimReport::sets_at_once`].
+    pub sets_at_once: u64,
     /// Sum of [`SimReport::crashes`].
     pub crashes: u64,
     /// Sum of [`SimReport::pauses`].
@@ -188,6 +196,8 @@ impl SimSummary {
         self.resource_writes += report.resource_writes;
         self.stale_rejected += report.stale_rejected;
         self.resource_reads += report.resource_reads;
+        self.sets_taken += report.sets_taken;
+        self.sets_at_once += report.sets_at_once;
         self.crashes += report.crashes;
         self.pauses += report.pauses;
         self.acquire_timeouts += report.acquire_timeouts;

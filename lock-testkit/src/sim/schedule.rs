@@ -120,6 +120,12 @@ pub enum Workload {
         /// The lock's reader slots.
         readers: u32,
     },
+    /// Each worker takes a set of two or more of the run's keys all or
+    /// nothing ([`LockClient::acquire_all`](lock_core::LockClient::acquire_all);
+    /// in one request when every key is free, the memory store writing
+    /// several keys at once) and writes to each: one holder per key, and a
+    /// set that failed leaves none of its keys held by its client.
+    Sets,
 }
 
 /// The semaphore's name in a [`Workload::Semaphore`] run.
@@ -333,6 +339,12 @@ impl Schedule {
             Workload::Semaphore { permits } => {
                 self.keys = permits as usize;
                 self.releases = vec![Release::Keep; self.clients];
+            }
+            Workload::Sets => {
+                self.keys = self.keys.max(3);
+                // How long a set waits depends on the other sets, not only on
+                // when a key was freed.
+                self.check_liveness = false;
             }
             Workload::ReaderWriter { readers } => {
                 // The write lock, the upgrade lock and the reader slots.

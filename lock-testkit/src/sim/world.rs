@@ -514,6 +514,27 @@ impl World {
         });
     }
 
+    /// A set of keys was taken (`at_once`: in one request).
+    pub(crate) fn count_set(&self, at_once: bool) {
+        let report = &mut self.lock().report;
+        report.sets_taken += 1;
+        report.sets_at_once += u64::from(at_once);
+    }
+
+    /// A set of keys failed (`error`) and left `key` held by its client: a
+    /// violation.
+    pub(crate) fn set_failed_set_held(
+        &self,
+        client: usize,
+        key: &LockKey,
+        error: &lock_core::LockError,
+    ) {
+        let mut state = self.lock();
+        let owner = state.clients[client].owner.clone();
+        let problem = format!("{owner}'s set of keys failed ({error}) and left {key} held by it");
+        self.violate(&mut state, problem);
+    }
+
     /// A worker was admitted as a reader: its slot is a guard like any other
     /// (one holder per slot, fences granted by the store), and the read is
     /// checked against the writers.

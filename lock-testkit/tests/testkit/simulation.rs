@@ -302,6 +302,26 @@ fn reader_writer_locks_hold_across_seeded_schedules() {
     }
 }
 
+/// Sets of keys across seeded schedules: one trusted holder per key (the
+/// sets' members and their fences among the store's grants), fenced writes
+/// only from the current holder, and a set that failed never leaves a key
+/// held by its client; taken in one request (the memory store writes several
+/// keys at once) or key by key.
+#[test]
+fn sets_of_keys_hold_across_seeded_schedules() {
+    let summary = coordination("sets", |seed| {
+        Schedule::from_seed(seed, None).with_workload(sim::Workload::Sets)
+    });
+    if summary.schedules > 0 {
+        assert!(summary.resource_writes > 0, "{summary:?}");
+        // Both ways: in one request, and key by key after a refusal.
+        assert!(
+            summary.sets_at_once > 0 && summary.sets_at_once < summary.sets_taken,
+            "{summary:?}"
+        );
+    }
+}
+
 /// The reader-writer checks have teeth: clients that ignore a 20 % clock
 /// drift let a writer in beside a reader that still trusts its read (or two
 /// holders share a slot or the write lock).
