@@ -62,11 +62,13 @@ pub enum CallKind {
     Delete,
     /// `list`.
     List,
+    /// `put_many`: several keys in one request.
+    PutMany,
 }
 
 impl CallKind {
     /// Every kind, in display order.
-    pub const ALL: [CallKind; 8] = [
+    pub const ALL: [CallKind; 9] = [
         CallKind::Get,
         CallKind::Acquire,
         CallKind::Takeover,
@@ -75,6 +77,7 @@ impl CallKind {
         CallKind::OtherPut,
         CallKind::Delete,
         CallKind::List,
+        CallKind::PutMany,
     ];
 
     /// Classify a `put`.
@@ -99,6 +102,7 @@ impl CallKind {
             CallKind::OtherPut => "put other",
             CallKind::Delete => "delete",
             CallKind::List => "list",
+            CallKind::PutMany => "put many",
         }
     }
 
@@ -111,7 +115,7 @@ impl CallKind {
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Counts {
     /// Calls by [`CallKind`] (indexed in [`CallKind::ALL`] order).
-    pub by_kind: [u64; 8],
+    pub by_kind: [u64; 9],
     /// Writes answered with `Rejected`.
     pub rejected: u64,
     /// Calls that returned an error.
@@ -141,7 +145,7 @@ impl Counts {
 
     /// The calls made between `earlier` and `self`.
     pub fn since(&self, earlier: &Counts) -> Counts {
-        let mut by_kind = [0; 8];
+        let mut by_kind = [0; 9];
         for (i, slot) in by_kind.iter_mut().enumerate() {
             *slot = self.by_kind[i] - earlier.by_kind[i];
         }
@@ -178,7 +182,7 @@ impl fmt::Display for Counts {
 
 #[derive(Debug, Default)]
 struct Counters {
-    by_kind: [AtomicU64; 8],
+    by_kind: [AtomicU64; 9],
     rejected: AtomicU64,
     errors: AtomicU64,
 }
@@ -210,7 +214,7 @@ impl<S> CountingStore<S> {
 
     /// The counts so far.
     pub fn counts(&self) -> Counts {
-        let mut by_kind = [0; 8];
+        let mut by_kind = [0; 9];
         for (slot, counter) in by_kind.iter_mut().zip(&self.counters.by_kind) {
             *slot = counter.load(Ordering::Relaxed);
         }
@@ -233,6 +237,7 @@ impl StoreLayer for Counters {
             StoreCall::Put { expect, new, .. } => CallKind::of_put(expect, new),
             StoreCall::Get { .. } => CallKind::Get,
             StoreCall::Delete { .. } => CallKind::Delete,
+            StoreCall::PutMany { .. } => CallKind::PutMany,
             // A listing (the call enum is open to new methods).
             _ => CallKind::List,
         };

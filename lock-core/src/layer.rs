@@ -220,9 +220,13 @@ impl StoreReply {
         }
     }
 
-    /// Whether this is a rejected write.
+    /// Whether this is a rejected write (or several, in one request).
     pub fn is_rejected(&self) -> bool {
-        matches!(self, StoreReply::Outcome(Outcome::Rejected { .. }))
+        matches!(
+            self,
+            StoreReply::Outcome(Outcome::Rejected { .. })
+                | StoreReply::Many(ManyOutcome::Rejected { .. })
+        )
     }
 
     /// The outcome, to change in place.

@@ -340,6 +340,9 @@ fn single_attempt() -> aws_sdk_dynamodb::config::Builder {
 /// The most items of one DynamoDB transaction.
 const MAX_TRANSACTION_ITEMS: usize = 100;
 
+/// The most keys read back in one `TransactGetItems` after a transaction.
+const READ_BACK_ITEMS: usize = 25;
+
 /// The most bytes of one DynamoDB transaction.
 const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
 
@@ -978,8 +981,8 @@ impl DynamoDbStore {
     }
 
     /// `put_many`: one `TransactWriteItems` of an `UpdateItem` per key, then
-    /// one `TransactGetItems` that reads the records it wrote (their fences),
-    /// since a transaction returns none.
+    /// `TransactGetItems` (one per 25 keys) that read the records it wrote
+    /// (their fences), since a transaction returns none.
     async fn write_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
         let layout = &self.inner.layout;
         if self.atomic_writes().is_none() {
@@ -1112,52 +1115,63 @@ impl DynamoDbStore {
         }
     }
 
-    /// The records a transaction that applied wrote, read in one consistent
-    /// `TransactGetItems`: each must carry its write's version. A read that
-    /// fails leaves it to the caller to read them (ambiguous).
+    /// The records a transaction that applied wrote, read back in consistent
+    /// `TransactGetItems` of up to 25 keys (DynamoDB takes 100; some
+    /// DynamoDB-compatible servers, moto among them, 25): each must carry its
+    /// write's version. A read that fails leaves it to the caller to read
+    /// them (ambiguous).
     async fn read_written(
         &self,
         writes: &[KeyedWrite],
         keys: Vec<HashMap<String, AttributeValue>>,
     ) -> Result<ManyOutcome, StoreError> {
-        let mut gets = Vec::with_capacity(keys.len());
-        for key in keys {
-            let get = Get::builder()
-                .table_name(&self.inner.table)
-                .set_key(Some(key))
-                .build()
-                .map_err(|error| StoreError::invalid(error.to_string()))?;
-            gets.push(TransactGetItem::builder().get(get).build());
-        }
-        let read = self
-            .inner
-            .client
-            .transact_get_items()
-            .set_transact_items(Some(gets))
-            .send()
-            .await;
         let unread = |why: String| {
             StoreError::ambiguous(format!(
                 "TransactWriteItems on DynamoDB table {:?} applied, but reading back its records failed ({why})",
                 self.inner.table
             ))
         };
-        let output = read.map_err(|err| {
-            unread(map_sdk_error(err, Access::Read, self.ctx("TransactGetItems")).to_string())
-        })?;
         let mut records = Vec::with_capacity(writes.len());
-        for (write, response) in writes.iter().zip(output.responses()) {
-            let record = response
-                .item()
-                .filter(|item| !item.is_empty())
-                .map(|item| self.record(item))
-                .transpose()?
-                .filter(|record| record.rvn == write.new.rvn)
-                .ok_or_else(|| unread(format!("lock {} does not carry its write", write.key)))?;
-            records.push(record);
-        }
-        if records.len() != writes.len() {
-            return Err(unread("fewer records than writes".into()));
+        for (writes, keys) in writes
+            .chunks(READ_BACK_ITEMS)
+            .zip(keys.chunks(READ_BACK_ITEMS))
+        {
+            let mut gets = Vec::with_capacity(keys.len());
+            for key in keys {
+                let get = Get::builder()
+                    .table_name(&self.inner.table)
+                    .set_key(Some(key.clone()))
+                    .build()
+                    .map_err(|error| StoreError::invalid(error.to_string()))?;
+                gets.push(TransactGetItem::builder().get(get).build());
+            }
+            let output = self
+                .inner
+                .client
+                .transact_get_items()
+                .set_transact_items(Some(gets))
+                .send()
+                .await
+                .map_err(|err| {
+                    unread(
+                        map_sdk_error(err, Access::Read, self.ctx("TransactGetItems")).to_string(),
+                    )
+                })?;
+            if output.responses().len() != writes.len() {
+                return Err(unread("fewer records than writes".into()));
+            }
+            for (write, response) in writes.iter().zip(output.responses()) {
+                let record = response
+                    .item()
+                    .filter(|item| !item.is_empty())
+                    .map(|item| self.record(item))
+                    .transpose()?
+                    .filter(|record| record.rvn == write.new.rvn)
+                    .ok_or_else(|| {
+                        unread(format!("lock {} does not carry its write", write.key))
+                    })?;
+                records.push(record);
+            }
         }
         Ok(ManyOutcome::Applied(records))
     }
