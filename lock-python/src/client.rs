@@ -284,8 +284,8 @@ impl Client {
     }
 
     /// Acquire every key of `keys` (`(key, sort_key)` pairs) all or nothing:
-    /// the held locks, one `Lock` each, in key order (see
-    /// `lease_lock.LockClient.acquire_all`).
+    /// the held locks, one `Lock` each, in key order, and whether they were
+    /// taken in one request (see `lease_lock.LockClient.acquire_all`).
     #[pyo3(signature = (keys, is_async, *, wait=None, lease=None, data=None, min_hold=None, max_hold=None, refresh=None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire_all(
@@ -314,12 +314,14 @@ impl Client {
             async move { client.acquire_all(keys, options).await },
             move |py, result| match result {
                 Ok(group) => {
+                    let at_once = group.taken_at_once();
                     let locks = group
                         .into_guards()
                         .into_iter()
                         .map(|guard| Py::new(py, Lock::new(guard, runtime.clone())))
                         .collect::<PyResult<Vec<_>>>()?;
-                    Ok(PyList::new(py, locks)?.into_any().unbind())
+                    let locks = PyList::new(py, locks)?;
+                    Ok((locks, at_once).into_pyobject(py)?.into_any().unbind())
                 }
                 Err(error) => Err(errors::lock_error(py, error)),
             },

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -109,7 +109,7 @@ def test_reads_and_writes_from_asyncio(clients: Clients) -> None:
     asyncio.run(main())
 
 
-def test_several_locks_all_or_nothing(clients: Clients) -> None:
+def test_several_locks_all_or_nothing(clients: Clients, store: Any) -> None:
     alice, bob = clients("alice"), clients("bob")
     blocker = bob.acquire("acct-2", wait=5)
     with pytest.raises(lease_lock.AcquireTimeout) as timed_out:
@@ -124,6 +124,8 @@ def test_several_locks_all_or_nothing(clients: Clients) -> None:
         # acct-1 was taken (fence 1) and let go by the failed attempt.
         assert group.fences == {"acct-1": 2, "acct-2": 2, "acct-3": 1}
         assert group.is_safe
+        # Every key free this time: in one request where the store can.
+        assert group.taken_at_once == (not isinstance(store, lease_lock.BucketStore))
         assert bob.try_acquire("acct-3") is None
     assert not any(lock.held for lock in group.locks)
     assert bob.try_acquire("acct-3") is not None

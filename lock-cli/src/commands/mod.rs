@@ -293,7 +293,15 @@ pub async fn take_all(
             )
         })
         .collect();
-    eprintln!("lockctl: acquired locks {}", fences.join(", "));
+    eprintln!(
+        "lockctl: acquired locks {}{}",
+        fences.join(", "),
+        if group.taken_at_once() {
+            " (in one request)"
+        } else {
+            ""
+        }
+    );
     Ok(group)
 }
 

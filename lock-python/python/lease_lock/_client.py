@@ -501,11 +501,11 @@ class LockClient:
         naming the key) is raised. Each member keeps its own lease, heartbeats
         and fence; the other arguments apply to each.
         """
-        locks: list[Lock] = self._native.acquire_all(
+        locks, at_once = self._native.acquire_all(
             _pairs(keys), False, wait=wait, lease=lease, data=data, min_hold=min_hold,
             max_hold=max_hold, refresh=refresh,
         )
-        return LockGroup(locks)
+        return LockGroup(locks, at_once)
 
     async def acquire_all_async(
         self,
@@ -519,11 +519,11 @@ class LockClient:
         refresh: Seconds | None = None,
     ) -> LockGroup:
         """``acquire_all``, awaited. Cancelling it leaves nothing held."""
-        locks: list[Lock] = await self._native.acquire_all(
+        locks, at_once = await self._native.acquire_all(
             _pairs(keys), True, wait=wait, lease=lease, data=data, min_hold=min_hold,
             max_hold=max_hold, refresh=refresh,
         )
-        return LockGroup(locks)
+        return LockGroup(locks, at_once)
 
     def lock_all(
         self,

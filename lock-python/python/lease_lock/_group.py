@@ -46,10 +46,17 @@ class LockGroup:
     reverse order, each tried even if one fails.
     """
 
-    __slots__ = ("_locks",)
+    __slots__ = ("_locks", "_at_once")
 
-    def __init__(self, locks: list[Lock]) -> None:
+    def __init__(self, locks: list[Lock], at_once: bool = False) -> None:
         self._locks = tuple(locks)
+        self._at_once = at_once
+
+    @property
+    def taken_at_once(self) -> bool:
+        """Whether the set was taken in one atomic request (a store with
+        transactions, every key free), rather than key by key."""
+        return self._at_once
 
     @property
     def locks(self) -> tuple[Lock, ...]:
