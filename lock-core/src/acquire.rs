@@ -212,8 +212,20 @@ impl Shared {
                 return AtOnce::NotNow;
             }
             Err(error) if error.is_ambiguous() => match self.read_many(&attempts).await {
-                Some(records) => records,
-                None => return AtOnce::NotNow,
+                // Applied, and still young enough to trust (the reads may
+                // have taken a while): held. Too old, the writes stay
+                // candidates, released by version, and the keys are taken
+                // one by one.
+                Some(records)
+                    if self
+                        .config
+                        .timing_for(lease)
+                        .lease_state(sent, self.clock.now())
+                        .is_safe() =>
+                {
+                    records
+                }
+                _ => return AtOnce::NotNow,
             },
             Err(_) => {
                 attempts

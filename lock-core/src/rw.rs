@@ -89,7 +89,8 @@ impl LockClient {
     /// [`LockError::TooManyReaders`] when `max_readers` is 0 or more than the
     /// store allows ([`Capabilities::max_readers`](crate::Capabilities::max_readers)),
     /// and with [`LockError::InvalidInput`] when the name does not fit the
-    /// store's keys.
+    /// store's keys or the store deletes released records (the writer fences
+    /// readers carry would restart).
     ///
     /// ```
     /// # use lock_core::{AcquireOptions, LockClient};
@@ -118,6 +119,14 @@ impl LockClient {
     pub fn rw_lock(&self, name: impl Into<String>, max_readers: u32) -> Result<RwLock, LockError> {
         let name = name.into();
         self.inner.ensure_running()?;
+        if !self.inner.caps.keeps_released_records {
+            return Err(LockError::InvalidInput {
+                reason: format!(
+                    "reader-writer lock {name}: this store deletes released records, which would restart the writer fences readers carry; use a store (or table layout) that keeps released records"
+                ),
+                source: None,
+            });
+        }
         let max = self.inner.caps.max_readers();
         if max_readers == 0 || max_readers > max {
             return Err(LockError::TooManyReaders {
@@ -400,6 +409,14 @@ impl RwLock {
                 }
             };
             match writer {
+                // The slot's lease ran out while the read retried: take a
+                // slot again (or time out).
+                _ if !permit.is_safe() => {
+                    release_quietly(permit.release().await, &self.shared.name);
+                    if budget.once || shared.clock.now() >= budget.deadline {
+                        return Ok(None);
+                    }
+                }
                 None => return Ok(Some(ReadGuard::new(permit, Fence(0), None))),
                 Some(record) if record.released => {
                     return Ok(Some(ReadGuard::new(permit, record.fence, record.data)));
@@ -536,7 +553,9 @@ impl RwLock {
             }
         };
         match self.drain(None, budget).await {
-            Ok(true) => Ok(Some(WriteGuard {
+            // Safe at the end of the wait, or not returned at all (its lease
+            // may have run out while the readers left).
+            Ok(true) if writer.is_safe() && upgrade.is_safe() => Ok(Some(WriteGuard {
                 writer,
                 upgrade,
                 reader: None,
@@ -544,6 +563,7 @@ impl RwLock {
             })),
             other => {
                 release_quietly(writer.release().await, &self.shared.name);
+                self.shared.local.writer_left.notify_waiters();
                 release_quietly(upgrade.release().await, &self.shared.name);
                 other.map(|_| None)
             }
@@ -551,9 +571,14 @@ impl RwLock {
     }
 
     /// With the write lock held: wait until no reader but `own` (an
-    /// upgrading reader's slot) holds a slot, clearing crashed readers' slots
-    /// once the takeover rule allows. `false` when the budget ended first.
-    async fn drain(&self, own: Option<u32>, budget: Budget) -> Result<bool, LockError> {
+    /// upgrading reader's slot, at the version it holds) holds a slot,
+    /// clearing crashed readers' slots once the takeover rule allows. `false`
+    /// when the budget ended first.
+    async fn drain(
+        &self,
+        own: Option<(u32, &LockView)>,
+        budget: Budget,
+    ) -> Result<bool, LockError> {
         let shared = &self.shared.client.inner;
         let readers = &self.shared.readers;
         let refresh = shared.config.refresh_period;
@@ -568,7 +593,14 @@ impl RwLock {
                 let Some(record) = record.as_ref().filter(|record| !record.released) else {
                     continue;
                 };
-                if own == Some(slot) && self.is_mine(record) {
+                // The upgrading reader's own read, at the version it holds
+                // (not another task of this client that took the slot after
+                // that read was lost).
+                if let Some((own, view)) = own
+                    && own == slot
+                    && view.is_safe()
+                    && record.rvn == view.version()
+                {
                     continue;
                 }
                 // A reader keeping its slot to the end of a min hold has
@@ -590,7 +622,13 @@ impl RwLock {
                 return Ok(true);
             }
             let now = shared.clock.now();
-            if (budget.once && next.is_none_or(|next| next > now)) || now >= budget.deadline {
+            // One attempt goes on only to read again after clearing a slot.
+            let over = if budget.once {
+                next.is_none_or(|next| next > now)
+            } else {
+                now >= budget.deadline
+            };
+            if over {
                 return Ok(false);
             }
             let wake = next
@@ -916,6 +954,22 @@ impl UpgradeableReadGuard {
         if let Err(error) = lock.check(&options) {
             return Err(UpgradeFailed { guard: self, error });
         }
+        // A read no longer safe cannot become a write: its slot may be
+        // another reader's by now.
+        if !self.is_safe() {
+            let reason = match self.read.state() {
+                LeaseState::Lost { reason } => reason,
+                _ => match self.upgrade.state() {
+                    LeaseState::Lost { reason } => reason,
+                    _ => LostReason::InDanger,
+                },
+            };
+            let error = LockError::Lost {
+                key: self.read.slot().key().clone(),
+                reason,
+            };
+            return Err(UpgradeFailed { guard: self, error });
+        }
         let wait = lock.wait_of(&options);
         let budget = lock.budget(wait, false);
         let writer = match lock
@@ -931,8 +985,12 @@ impl UpgradeableReadGuard {
             }
             Err(error) => return Err(UpgradeFailed { guard: self, error }),
         };
-        match lock.drain(Some(self.read.slot_index()), budget).await {
-            Ok(true) => Ok(WriteGuard {
+        let own = self.read.slot().clone();
+        match lock
+            .drain(Some((self.read.slot_index(), &own)), budget)
+            .await
+        {
+            Ok(true) if writer.is_safe() && self.is_safe() => Ok(WriteGuard {
                 writer,
                 upgrade: self.upgrade,
                 reader: Some(self.read),

@@ -669,3 +669,85 @@ async fn a_waiting_writer_gets_in_while_readers_keep_coming() {
     }
     w.shutdown().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_upgrade_whose_read_was_lost_never_writes_beside_a_reader_of_its_own_client() {
+    // One reader slot. The upgradeable reader's slot is forced away (an
+    // operator); another task of the same client then reads, in that slot.
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let lock = a.rw_lock("config", 1).unwrap();
+    let upgradeable = lock.upgradeable_read(AcquireOptions::new()).await.unwrap();
+    let slot = upgradeable.slot().key().clone();
+    let operator = client(store.clone(), "operator");
+    operator.force_release(slot.clone()).await.unwrap();
+    timeout(PATIENCE, upgradeable.until_unsafe()).await.unwrap();
+    let reader = lock.read(wait(LEASE)).await.unwrap();
+    assert_eq!(reader.slot().key(), &slot, "the same slot");
+    assert!(reader.is_safe());
+    let upgraded = upgradeable.upgrade(wait(Duration::from_secs(2))).await;
+    assert!(
+        upgraded.is_err(),
+        "a write beside a safe read of the same client"
+    );
+    assert!(reader.is_safe());
+    drop(upgraded);
+    reader.release().await.unwrap();
+    a.shutdown().await.unwrap();
+    operator.shutdown().await.unwrap();
+}
+
+/// A store that says it deletes released records (as python-dynamodb-lock's
+/// layout does).
+#[derive(Debug)]
+struct DeletesReleased;
+
+impl lock_core::layer::StoreLayer for DeletesReleased {
+    fn capabilities(&self, inner: lock_core::Capabilities) -> lock_core::Capabilities {
+        inner.with_keeps_released_records(false)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_deletes_released_records_is_refused_before_anything_is_written() {
+    let store = MemoryStore::new();
+    let a = client(
+        lock_core::layer::Layered::new(DeletesReleased, store.clone()),
+        "a",
+    );
+    let error = a.rw_lock("config", 4).unwrap_err();
+    assert!(
+        matches!(&error, LockError::InvalidInput { reason, .. } if reason.contains("keeps released records")),
+        "{error:?}"
+    );
+    assert!(store.records().is_empty());
+    a.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_attempt_write_clears_a_crashed_readers_slot_once_it_may() {
+    let store = MemoryStore::new();
+    let (dead, crash) = crashable(&store, "dead");
+    let read = dead
+        .rw_lock("config", 2)
+        .unwrap()
+        .read(AcquireOptions::new())
+        .await
+        .unwrap();
+    crash.set_unavailable(true);
+    let b = client(store.clone(), "b");
+    let lock = b.rw_lock("config", 2).unwrap();
+    // Seen now; its lease runs out 10.1 s from now, as the writer sees it.
+    assert!(
+        lock.try_write(AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    sleep(LEASE.mul_f64(1.01) + Duration::from_millis(100)).await;
+    let write = lock.try_write(AcquireOptions::new()).await.unwrap();
+    assert!(write.is_some(), "the crashed reader's slot was due");
+    drop(write);
+    drop(read);
+    b.shutdown().await.unwrap();
+}

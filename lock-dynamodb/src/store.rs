@@ -1136,13 +1136,15 @@ impl DynamoDbStore {
             .chunks(READ_BACK_ITEMS)
             .zip(keys.chunks(READ_BACK_ITEMS))
         {
+            // Every failure from here on comes after the writes applied:
+            // ambiguous, so the caller reads them (or releases them).
             let mut gets = Vec::with_capacity(keys.len());
             for key in keys {
                 let get = Get::builder()
                     .table_name(&self.inner.table)
                     .set_key(Some(key.clone()))
                     .build()
-                    .map_err(|error| StoreError::invalid(error.to_string()))?;
+                    .map_err(|error| unread(error.to_string()))?;
                 gets.push(TransactGetItem::builder().get(get).build());
             }
             let output = self
@@ -1165,7 +1167,8 @@ impl DynamoDbStore {
                     .item()
                     .filter(|item| !item.is_empty())
                     .map(|item| self.record(item))
-                    .transpose()?
+                    .transpose()
+                    .map_err(|error| unread(error.message().to_owned()))?
                     .filter(|record| record.rvn == write.new.rvn)
                     .ok_or_else(|| {
                         unread(format!("lock {} does not carry its write", write.key))

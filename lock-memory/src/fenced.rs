@@ -37,7 +37,9 @@ struct Entry<T> {
     /// The key of the lock whose fences write the resource.
     lock: String,
     fence: Fence,
-    value: T,
+    /// `None` for a resource only read so far: the readers' fence is kept,
+    /// nothing was written.
+    value: Option<T>,
 }
 
 impl<T> Default for FencedResource<T> {
@@ -78,7 +80,14 @@ impl<T> FencedResource<T> {
             .get(resource)
             .map(|entry| (entry.lock.as_str(), entry.fence));
         admit(resource, current, &lock, fence)?;
-        entries.insert(resource.to_owned(), Entry { lock, fence, value });
+        entries.insert(
+            resource.to_owned(),
+            Entry {
+                lock,
+                fence,
+                value: Some(value),
+            },
+        );
         Ok(())
     }
 
@@ -95,7 +104,8 @@ impl<T: Clone> FencedResource<T> {
     /// refused when a higher writer fence wrote it, admitted otherwise
     /// ([`admit_read`](lock_core::fencing::admit_read)), raising the
     /// resource's highest fence to `fence` so that a writer older than the
-    /// reader is refused from then on. `None` when nothing wrote it yet.
+    /// reader is refused from then on (also when nothing wrote it yet: the
+    /// fence is kept). `None` when nothing wrote it yet.
     pub fn read_fenced(
         &self,
         resource: &str,
@@ -108,17 +118,31 @@ impl<T: Clone> FencedResource<T> {
             .get(resource)
             .map(|entry| (entry.lock.as_str(), entry.fence));
         lock_core::fencing::admit_read(resource, current, &lock, fence)?;
-        Ok(entries.get_mut(resource).map(|entry| {
+        if let Some(entry) = entries.get_mut(resource) {
             entry.fence = entry.fence.max(fence);
-            entry.value.clone()
-        }))
+            return Ok(entry.value.clone());
+        }
+        // Nothing wrote it yet: the readers' fence is kept all the same, so a
+        // writer older than them (a crashed one they cleared) is refused.
+        if fence.get() > 0 {
+            entries.insert(
+                resource.to_owned(),
+                Entry {
+                    lock,
+                    fence,
+                    value: None,
+                },
+            );
+        }
+        Ok(None)
     }
 
-    /// The value of `resource` and the fence that wrote it.
+    /// The value of `resource` and the highest fence it has seen (the one
+    /// that wrote it, or a later reader's).
     pub fn read(&self, resource: &str) -> Option<(T, Fence)> {
         self.entries()
             .get(resource)
-            .map(|entry| (entry.value.clone(), entry.fence))
+            .and_then(|entry| Some((entry.value.clone()?, entry.fence)))
     }
 }
 
@@ -149,6 +173,23 @@ mod tests {
         ));
         assert_eq!(resource.read("o/1"), Some((3, Fence(5))));
         assert_eq!(resource.highest("o/2"), None);
+    }
+
+    #[test]
+    fn a_read_of_a_resource_nothing_wrote_keeps_the_readers_fence() {
+        // Readers cleared a crashed writer (fence 1) with fence 2 and read
+        // the resource before anyone wrote it: the crashed writer, back, is
+        // refused.
+        let resource: FencedResource<&str> = FencedResource::new();
+        let lock = LockKey::new("config/writer");
+        assert_eq!(resource.read_fenced("settings", &lock, Fence(2)), Ok(None));
+        assert!(matches!(
+            resource.write("settings", &lock, Fence(1), "zombie"),
+            Err(FenceRefused::Stale { .. })
+        ));
+        assert_eq!(resource.read("settings"), None, "nothing written");
+        resource.write("settings", &lock, Fence(3), "new").unwrap();
+        assert_eq!(resource.read("settings"), Some(("new", Fence(3))));
     }
 
     #[test]

@@ -526,27 +526,16 @@ impl PostgresStore {
                 "no reply from PostgreSQL within {reply:?} to the statements of a transaction; it was not committed"
             )));
         };
-        let decided = begun
-            .map_err(|error| classify(&error, Stage::Read, self.table()))
-            .and_then(|_| {
-                let mut records = Vec::with_capacity(replies.len());
-                for (index, rows) in replies.into_iter().enumerate() {
-                    let rows = rows.map_err(|error| classify(&error, Stage::Read, self.table()))?;
-                    // A reply that cannot be read is not committed yet: roll back.
-                    match Self::outcome(&rows).map_err(|error| {
-                        StoreError::unavailable(format!(
-                            "{}; the transaction was rolled back",
-                            error.message()
-                        ))
-                    })? {
-                        Outcome::Applied(record) => records.push(record),
-                        Outcome::Rejected { current } => {
-                            return Ok(ManyOutcome::Rejected { index, current });
-                        }
-                    }
-                }
-                Ok(ManyOutcome::Applied(records))
-            });
+        // Each statement is synchronised on its own: had BEGIN failed, the
+        // writes after it ran outside a transaction, each committed if it
+        // applied.
+        if let Err(error) = begun {
+            return Err(StoreError::ambiguous(format!(
+                "BEGIN failed ({}), so the writes sent with it ran one by one; some may have applied",
+                classify(&error, Stage::Read, self.table()).message()
+            )));
+        }
+        let decided = self.decide(replies);
         let end = match &decided {
             Ok(ManyOutcome::Applied(_)) => "COMMIT",
             _ => "ROLLBACK",
@@ -565,6 +554,33 @@ impl PostgresStore {
                 "no reply from PostgreSQL within {reply:?} to COMMIT; the writes may have applied"
             ))),
         }
+    }
+
+    /// What the statements of a transaction decided, before its end: every
+    /// write applied, or the first refused one. Nothing is committed yet, so
+    /// an error here means "not applied".
+    fn decide(
+        &self,
+        replies: Vec<Result<Vec<Row>, tokio_postgres::Error>>,
+    ) -> Result<ManyOutcome, StoreError> {
+        let mut records = Vec::with_capacity(replies.len());
+        for (index, rows) in replies.into_iter().enumerate() {
+            let rows = rows.map_err(|error| classify(&error, Stage::Read, self.table()))?;
+            // A reply that cannot be read is not committed yet: roll back.
+            let outcome = Self::outcome(&rows).map_err(|error| {
+                StoreError::unavailable(format!(
+                    "{}; the transaction was rolled back",
+                    error.message()
+                ))
+            })?;
+            match outcome {
+                Outcome::Applied(record) => records.push(record),
+                Outcome::Rejected { current } => {
+                    return Ok(ManyOutcome::Rejected { index, current });
+                }
+            }
+        }
+        Ok(ManyOutcome::Applied(records))
     }
 
     /// Read the outcome of a conditional statement: its one row (`applied`

@@ -983,11 +983,26 @@ fn client_on(store: &Arc<dyn ConditionalStore>, owner: &str) -> Result<LockClien
 /// while it writes, readers carry the writer's fence (and, where released
 /// records are kept, its data), and everything ends released. The lock's
 /// records share a partition (or, without sort keys, a name prefix) with a
-/// header the store must list and read back as written.
+/// header the store must list and read back as written. A store that deletes
+/// released records refuses it before anything is written.
 pub async fn reader_writer_lock_readers_share_and_writers_are_alone(
     store: Arc<dyn ConditionalStore>,
 ) -> CaseResult {
     let (a, b) = (client_on(&store, "a")?, client_on(&store, "b")?);
+    if !store.capabilities().keeps_released_records {
+        // The writer fences readers carry would restart: refused before
+        // anything is written.
+        let refused = a.rw_lock("rw", 4);
+        ensure!(
+            matches!(refused, Err(lock_core::LockError::InvalidInput { .. })),
+            "a store that deletes released records must refuse reader-writer locks, not {refused:?}"
+        );
+        ensure!(
+            store.list(None, None, 10).await?.records.is_empty(),
+            "written by a refused reader-writer lock"
+        );
+        return Ok(());
+    }
     let (lock_a, lock_b) = (a.rw_lock("rw", 4)?, b.rw_lock("rw", 4)?);
     let once = AcquireOptions::new;
     let read_a = lock_a.try_read(once()).await?;
