@@ -571,7 +571,7 @@ impl RwLock {
     }
 
     /// With the write lock held: wait until no reader but `own` (an
-    /// upgrading reader's slot, at the version it holds) holds a slot,
+    /// upgrading reader's slot, and the read that holds it) holds a slot,
     /// clearing crashed readers' slots once the takeover rule allows. `false`
     /// when the budget ended first.
     async fn drain(
@@ -593,13 +593,19 @@ impl RwLock {
                 let Some(record) = record.as_ref().filter(|record| !record.released) else {
                     continue;
                 };
-                // The upgrading reader's own read, at the version it holds
-                // (not another task of this client that took the slot after
-                // that read was lost).
+                // The upgrading reader's own read: still safe, and still the
+                // acquisition this client holds the slot with (not another
+                // task of this client that took the slot after that read was
+                // lost). Not by version: one of its heartbeats may be on its
+                // way.
                 if let Some((own, view)) = own
                     && own == slot
                     && view.is_safe()
-                    && record.rvn == view.version()
+                    && record.owner == shared.config.owner
+                    && shared
+                        .registry
+                        .get(&record.key)
+                        .is_some_and(|held| Arc::ptr_eq(&held, &view.held))
                 {
                     continue;
                 }

@@ -471,9 +471,11 @@ async fn read_and_write(
         if let Some(max) = holds.max {
             options = options.max_hold(max);
         }
+        let paused = world.pauses(client);
         let outcome = match rng.u8(..10) {
             0..=2 => match lock.write(options).await {
                 Ok(write) => {
+                    world.check_writer_wait(client, paused);
                     let view = write.view();
                     fenced_work(&world, client, &view, || view.is_safe(), &mut rng, &stop).await;
                     world.remove_guard(client, view.key());
@@ -486,8 +488,10 @@ async fn read_and_write(
                 Ok(read) => {
                     world.add_read(client, read.view());
                     reads(&world, client, &read.view(), &mut rng, &stop).await;
+                    let paused = world.pauses(client);
                     match read.upgrade(options).await {
                         Ok(write) => {
+                            world.check_writer_wait(client, paused);
                             let view = write.view();
                             fenced_work(&world, client, &view, || view.is_safe(), &mut rng, &stop)
                                 .await;

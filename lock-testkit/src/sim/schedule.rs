@@ -350,10 +350,9 @@ impl Schedule {
                 // The write lock, the upgrade lock and the reader slots.
                 self.keys = readers as usize + 2;
                 self.releases = vec![Release::Keep; self.clients];
-                // A waiter's bound depends on who is inside, not only on when
-                // a key was freed: the waiting writer's bound is a paused-time
-                // test of lock-core's (`rw.rs`), not this run's check.
-                self.check_liveness = false;
+                // The workers wait for no single key (a waiter's bound
+                // depends on who is inside): `check_liveness` applies to the
+                // writers' wait instead (`World::check_writer_wait`).
             }
         }
         self

@@ -58,6 +58,8 @@ struct KeyState {
     holder: Option<String>,
     last_write: Instant,
     free: Option<Free>,
+    /// When the current holder's acquisition applied.
+    held_since: Option<Instant>,
     /// Highest fence the resource accepted, and whose write it was.
     resource: Option<(Epoched, String)>,
 }
@@ -172,6 +174,7 @@ impl World {
                 holder: None,
                 last_write: start,
                 free: None,
+                held_since: None,
                 resource: None,
             })
             .collect();
@@ -386,6 +389,7 @@ impl World {
             ks.grants
                 .insert(record.owner.clone(), (ks.epoch, record.fence));
             ks.holder = Some(record.owner.clone());
+            ks.held_since = Some(now);
             // An acquisition sent before its writer crashed is an orphan at once.
             ks.free = dead.then_some(Free::Orphaned(now, record.lease));
             state.report.acquisitions += 1;
@@ -533,6 +537,66 @@ impl World {
         let owner = state.clients[client].owner.clone();
         let problem = format!("{owner}'s set of keys failed ({error}) and left {key} held by it");
         self.violate(&mut state, problem);
+    }
+
+    /// A writer of the run's reader-writer lock was admitted: it must not
+    /// have been kept waiting once the readers inside had left, whatever
+    /// readers kept coming. From the moment it held the write lock, once
+    /// every reader slot (but its own, for an upgrade) was free, it is
+    /// admitted within one poll: a refresh period on its clock and a few
+    /// round trips. Checked in runs without store faults or min holds, for a
+    /// writer not paused since it asked.
+    pub(crate) fn check_writer_wait(&self, client: usize, paused_at_start: u64) {
+        let mut state = self.lock();
+        let schedule = &self.schedule;
+        if !schedule.check_liveness || schedule.holds.iter().any(|holds| holds.min.is_some()) {
+            return;
+        }
+        let slot = &state.clients[client];
+        if slot.pauses != paused_at_start || slot.dead {
+            return;
+        }
+        let owner = slot.owner.clone();
+        let Some(writer) = self.index(&rw_writer_key()).map(|i| &state.keys[i]) else {
+            return;
+        };
+        let (Some(holder), Some(since)) = (&writer.holder, writer.held_since) else {
+            return;
+        };
+        if *holder != owner {
+            return;
+        }
+        // The latest instant a reader slot (not the writer's own) was freed;
+        // none still held by another.
+        let mut last_free = since;
+        for ks in &state.keys {
+            let name = ks.key.sort().unwrap_or_default();
+            if !name.starts_with("reader-") {
+                continue;
+            }
+            match (&ks.holder, ks.free) {
+                (Some(holder), _) if *holder == owner => {}
+                (Some(_), _) => return,
+                (None, Some(Free::Released(at))) => last_free = last_free.max(at),
+                (None, _) => {}
+            }
+        }
+        let now = Instant::now();
+        let bound = schedule.released_bound() + schedule.latency.1;
+        let waited = now.saturating_duration_since(last_free);
+        if waited > bound {
+            let problem = format!(
+                "writer {owner} was admitted {waited:?} after every reader slot was free \
+                 (it held the write lock since {:.3}s; bound {bound:?})",
+                self.since_start(since).as_secs_f64()
+            );
+            self.violate(&mut state, problem);
+        }
+    }
+
+    /// How many times `client` has been paused so far.
+    pub(crate) fn pauses(&self, client: usize) -> u64 {
+        self.lock().clients[client].pauses
     }
 
     /// A worker was admitted as a reader: its slot is a guard like any other
