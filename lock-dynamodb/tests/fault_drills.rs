@@ -221,3 +221,14 @@ async fn a_reader_writer_lock_under_reset_connections_never_has_a_writer_beside_
         drills::reader_writer_under_faults(store, via, &proxy, faults).await;
     }
 }
+
+/// A partitioned reader of a reader-writer lock stops trusting its read
+/// before a writer going direct is admitted.
+#[tokio::test]
+async fn a_partitioned_reader_is_lost_before_a_writer_going_direct_is_admitted() {
+    let Some(store) = fresh_store(Layout::native()).await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    drills::partitioned_reader(store, via, &proxy).await;
+}

@@ -287,3 +287,14 @@ async fn a_reader_writer_lock_under_failed_exchanges_never_has_a_writer_beside_a
     };
     drills::reader_writer_under_faults(store, via, &proxy, faults).await;
 }
+
+/// A partitioned reader of a reader-writer lock stops trusting its read
+/// before a writer going direct is admitted.
+#[tokio::test]
+async fn a_partitioned_reader_is_lost_before_a_writer_going_direct_is_admitted() {
+    let Some(store) = fresh_s3_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    drills::partitioned_reader(store, via, &proxy).await;
+}

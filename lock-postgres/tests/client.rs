@@ -381,3 +381,14 @@ async fn a_fresh_process_takes_a_crashed_holders_lock_by_the_servers_clock() {
     fresh.shutdown().await.unwrap();
     crashed.shutdown().await.unwrap();
 }
+
+/// A partitioned reader of a reader-writer lock stops trusting its read
+/// before a writer going direct is admitted.
+#[tokio::test]
+async fn a_partitioned_reader_is_lost_before_a_writer_going_direct_is_admitted() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store);
+    drills::partitioned_reader(store, via, &proxy).await;
+}

@@ -21,6 +21,8 @@
 //!   reader-writer lock while the proxy fails a fraction of the traffic; never
 //!   a safe write beside a safe read or another write, readers together,
 //!   nothing left held.
+//! * [`partitioned_reader`]: a reader's connections go silent; a writer going
+//!   direct is admitted only once the reader no longer trusts its read.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -617,5 +619,74 @@ where
     }
     proxy.set(ProxyMode::Pass);
     shut_down(&clients).await;
+    nothing_left_held(&direct, |key| key.to_string().ends_with("#readers")).await;
+}
+
+/// A reader of a reader-writer lock is partitioned (its connections go
+/// silent); a writer going direct is admitted only once the reader can no
+/// longer trust its read, having cleared its slot; the healed reader's
+/// release writes nothing. See the [module docs](self).
+pub async fn partitioned_reader<S>(direct: S, via: S, proxy: &FaultProxy)
+where
+    S: ConditionalStore + Clone,
+{
+    let lease = DRILL_LEASE;
+    let reader = client(via, "reader");
+    let writer = client(direct.clone(), "writer");
+    let read = bounded(
+        "the reader's read",
+        reader
+            .rw_lock("shared", 2)
+            .unwrap_or_else(|error| panic!("opening the reader-writer lock: {error}"))
+            .read(AcquireOptions::new()),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("the reader's read: {error}"));
+    let lost = tokio::spawn({
+        let unsafe_ = read.until_unsafe();
+        async move {
+            let reason = unsafe_.await;
+            (Instant::now(), reason)
+        }
+    });
+    // Let a heartbeat or two through first.
+    tokio::time::sleep(lease / 2).await;
+    proxy.set(ProxyMode::Blackhole);
+    let cut = Instant::now();
+    let write = bounded(
+        "the writer's write",
+        writer
+            .rw_lock("shared", 2)
+            .unwrap_or_else(|error| panic!("opening the reader-writer lock: {error}"))
+            .write(AcquireOptions::new().wait(Duration::from_secs(10))),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("the writer is admitted once the reader is gone: {error}"));
+    let admitted = Instant::now();
+    let Ok((unsafe_at, reason)) = bounded("the reader's loss", lost).await else {
+        panic!("the loss watch panicked");
+    };
+    println!(
+        "cut at 0; the read unsafe at {:?} ({reason}); the writer admitted at {:?}",
+        unsafe_at - cut,
+        admitted - cut
+    );
+    assert!(
+        unsafe_at <= admitted,
+        "the reader stopped trusting its read before the writer was admitted"
+    );
+    assert!(write.is_safe());
+    // Healed: the old reader's release changes nothing the writer holds.
+    proxy.set(ProxyMode::Pass);
+    let _ = bounded("the stale release", read.release()).await;
+    assert!(write.is_safe(), "the writer keeps the lock");
+    bounded("the writer's release", write.release())
+        .await
+        .unwrap_or_else(|error| panic!("the writer's release: {error}"));
+    for (who, client) in [("reader", &reader), ("writer", &writer)] {
+        bounded("a shutdown", client.shutdown())
+            .await
+            .unwrap_or_else(|error| panic!("the {who}'s shutdown: {error}"));
+    }
     nothing_left_held(&direct, |key| key.to_string().ends_with("#readers")).await;
 }

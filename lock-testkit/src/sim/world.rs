@@ -805,6 +805,20 @@ impl World {
                 .filter(|read| read.is_safe())
                 .filter(|read| writers.iter().all(|w| w.owner() != read.slot().owner()))
                 .collect();
+            if let Workload::ReaderWriter { readers: limit } = self.schedule.workload {
+                let reading = state
+                    .reads
+                    .iter()
+                    .filter(|read| read.view.is_safe())
+                    .count();
+                if reading > limit as usize {
+                    let problem = format!(
+                        "{reading} readers trust their reads at once; the lock has {limit}"
+                    );
+                    self.violate(state, problem);
+                    return;
+                }
+            }
             if let Some(writer) = writers.first()
                 && let Some(reader) = readers.first()
             {
