@@ -301,16 +301,7 @@ impl Shared {
             return result;
         }
         let lease = options.lease.unwrap_or(self.config.timing.lease);
-        let refresh = options.refresh_period.unwrap_or(self.config.refresh_period);
-        // Busy-unless-dead is a wait rule of its own: it watches a silent
-        // holder until it may be taken over, and gives up on a live one.
-        let wait = options.wait.unwrap_or_else(|| {
-            if options.busy_unless_dead {
-                Duration::ZERO
-            } else {
-                self.config.default_wait(lease, refresh)
-            }
-        });
+        let wait = self.config.wait_for(&options);
         if options.reentrant
             && handed.is_none()
             && let Some(guard) = self.share(&key)

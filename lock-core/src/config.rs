@@ -316,6 +316,28 @@ impl ClientConfig {
             .saturating_add(self.lock_delay)
     }
 
+    /// [`default_wait`](Self::default_wait) for an acquire with `options`
+    /// (its lease and refresh period, or the client's).
+    pub(crate) fn default_wait_for(&self, options: &crate::AcquireOptions) -> Duration {
+        let lease = options.lease.unwrap_or(self.timing.lease);
+        let refresh = options.refresh_period.unwrap_or(self.refresh_period);
+        self.default_wait(lease, refresh)
+    }
+
+    /// The wait budget of an acquire with `options`: the one it sets, or
+    /// none for busy-unless-dead (a wait rule of its own: it watches a
+    /// silent holder until it may be taken over, and gives up on a live
+    /// one), or [`default_wait_for`](Self::default_wait_for).
+    pub(crate) fn wait_for(&self, options: &crate::AcquireOptions) -> Duration {
+        options.wait.unwrap_or_else(|| {
+            if options.busy_unless_dead {
+                Duration::ZERO
+            } else {
+                self.default_wait_for(options)
+            }
+        })
+    }
+
     /// The timing of a lock held with `lease`: the client's drift bound, and
     /// its margin (a tenth of `lease`, at most 1 s, unless the builder set one).
     pub(crate) fn timing_for(&self, lease: Duration) -> Timing {

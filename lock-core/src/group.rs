@@ -130,13 +130,9 @@ impl LockClient {
         let mut keys: Vec<LockKey> = keys.into_iter().map(Into::into).collect();
         keys.sort();
         keys.dedup();
-        let budget = options.wait.unwrap_or_else(|| {
-            let lease = options.lease.unwrap_or(self.inner.config.timing.lease);
-            let refresh = options
-                .refresh_period
-                .unwrap_or(self.inner.config.refresh_period);
-            self.inner.config.default_wait(lease, refresh)
-        });
+        let budget = options
+            .wait
+            .unwrap_or_else(|| self.inner.config.default_wait_for(&options));
         let started = self.inner.clock.now();
         if self.fits_one_request(&keys, &options) {
             match self.inner.acquire_at_once(&keys, &options).await {

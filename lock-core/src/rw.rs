@@ -297,12 +297,7 @@ impl RwLock {
     }
 
     fn wait_of(&self, options: &AcquireOptions) -> Duration {
-        let config = &self.shared.client.inner.config;
-        options.wait.unwrap_or_else(|| {
-            let lease = options.lease.unwrap_or(config.timing.lease);
-            let refresh = options.refresh_period.unwrap_or(config.refresh_period);
-            config.default_wait(lease, refresh)
-        })
+        self.shared.client.inner.config.wait_for(options)
     }
 
     fn budget(&self, wait: Duration, once: bool) -> Budget {

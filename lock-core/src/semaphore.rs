@@ -310,19 +310,8 @@ impl Semaphore {
     /// permit). The options' lease, data and hold limits apply to the permit;
     /// `reentrant` and `only_if_exists` are refused.
     pub async fn acquire(&self, options: AcquireOptions) -> Result<Permit, LockError> {
-        let shared = &self.shared.client.inner;
-        let lease = options.lease.unwrap_or(shared.config.timing.lease);
-        let refresh = options
-            .refresh_period
-            .unwrap_or(shared.config.refresh_period);
         // Busy-unless-dead is a wait rule of its own, as for a lock.
-        let wait = options.wait.unwrap_or_else(|| {
-            if options.busy_unless_dead {
-                Duration::ZERO
-            } else {
-                shared.config.default_wait(lease, refresh)
-            }
-        });
+        let wait = self.shared.client.inner.config.wait_for(&options);
         self.take(options, wait)
             .await?
             .ok_or_else(|| LockError::AcquireTimeout {

@@ -390,25 +390,7 @@ where
     shut_down(&clients).await;
     // Nothing left held: every slot's record is absent or released (the
     // header that holds the count without sort keys is held for good).
-    let mut cursor = None;
-    loop {
-        let page = bounded("a listing", direct.list(None, cursor, 100))
-            .await
-            .unwrap_or_else(|error| panic!("listing the records: {error}"));
-        for record in &page.records {
-            if record.key.partition().ends_with("#permits") {
-                continue;
-            }
-            assert!(
-                record.released,
-                "left held with nobody heartbeating: {record:?}"
-            );
-        }
-        match page.next {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
+    nothing_left_held(&direct, |key| key.partition().ends_with("#permits")).await;
 }
 
 /// One safe holding of a set of keys.
