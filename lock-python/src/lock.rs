@@ -347,24 +347,10 @@ impl Lock {
                     Holding::Lock(guard) => guard.detach().await,
                     Holding::Permit(permit) => permit.detach().await,
                     // Refused above, before the guard was taken out.
-                    Holding::Read(read) => {
-                        drop(read);
+                    Holding::Read(_) | Holding::Upgradeable(_) | Holding::Write(_) => {
                         Err(lock_core::LockError::InvalidInput {
-                            reason: "a read cannot be detached".into(),
-                            source: None,
-                        })
-                    }
-                    Holding::Upgradeable(read) => {
-                        drop(read);
-                        Err(lock_core::LockError::InvalidInput {
-                            reason: "a read cannot be detached".into(),
-                            source: None,
-                        })
-                    }
-                    Holding::Write(write) => {
-                        drop(write);
-                        Err(lock_core::LockError::InvalidInput {
-                            reason: "a write cannot be detached".into(),
+                            reason: "a read or write of a reader-writer lock cannot be detached"
+                                .into(),
                             source: None,
                         })
                     }
