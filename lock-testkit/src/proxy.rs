@@ -19,11 +19,15 @@
 //! * [`ProxyMode::Reset`]: connections are reset before anything reaches the
 //!   server.
 //! * [`ProxyMode::FailSomeExchanges`]: a seeded fraction of requests on any
-//!   connection, open or new, fail: half reset before the request is forwarded,
-//!   half after the server answered (for servers that keep connections open).
-//! * [`ProxyMode::ResetSome`]: a seeded fraction of new connections fail, half
-//!   before the request is forwarded (nothing applied) and half after the server
-//!   answered (applied, reply lost).
+//!   connection, open or new, fail: in turn, reset before the request is
+//!   forwarded and after the server answered (for servers that keep
+//!   connections open).
+//! * [`ProxyMode::ResetSome`]: a seeded fraction of new connections fail, in
+//!   turn before the request is forwarded (nothing applied) and after the
+//!   server answered (applied, reply lost).
+//!
+//! The failures these two modes draw alternate in kind, so a short run sees
+//! both kinds whatever its seed.
 //!
 //! The proxy runs on its own thread with its own runtime, so it serves sync
 //! tests (which start binaries) and async tests alike, and keeps serving while
@@ -64,9 +68,8 @@ pub enum ProxyMode {
     LoseReplies,
     /// Reset connections before anything is forwarded.
     Reset,
-    /// Each new connection fails with probability `fraction`: half of those
-    /// before the request is forwarded, half after the reply arrived (reply
-    /// lost). Drawn from `seed`, so a run can be replayed.
+    /// Each new connection fails with probability `fraction`: in turn before
+    /// the request is forwarded and after the reply arrived (reply lost). Drawn from `seed`, so a run can be replayed.
     ResetSome {
         /// Probability that a connection fails, 0.0 to 1.0.
         fraction: f64,
@@ -74,9 +77,9 @@ pub enum ProxyMode {
         seed: u64,
     },
     /// Each request (a chunk from the client) fails with probability
-    /// `fraction`, on connections already open too: half of those are reset
-    /// before the request is forwarded, half after the server's reply arrived
-    /// (reply lost). Drawn from `seed`. For servers that keep connections open
+    /// `fraction`, on connections already open too: in turn reset before the
+    /// request is forwarded and after the server's reply arrived (reply
+    /// lost). Drawn from `seed`. For servers that keep connections open
     /// (PostgreSQL), where [`ResetSome`](Self::ResetSome) reaches only new ones.
     FailSomeExchanges {
         /// Probability that a request fails, 0.0 to 1.0.
@@ -138,7 +141,7 @@ struct Shared {
     upstream: SocketAddr,
     mode: watch::Sender<ProxyMode>,
     stats: Mutex<ProxyStats>,
-    rng: Mutex<Option<(u64, fastrand::Rng)>>,
+    rng: Mutex<Option<Draws>>,
     script: Mutex<std::collections::VecDeque<ScriptedFault>>,
     /// Replies still to lose, on whichever connection they come
     /// ([`FaultProxy::lose_next_replies`]).
@@ -191,25 +194,45 @@ impl Shared {
         }
     }
 
-    /// The next seeded draw: a failure with probability `fraction`, half of
-    /// them before forwarding and half after the reply.
+    /// The next seeded draw: a failure with probability `fraction`. The
+    /// failures alternate in kind (the first one's kind drawn too), so that
+    /// even a short run sees both: reset before forwarding and reply lost.
     fn draw(&self, fraction: f64, seed: u64) -> Exchange {
-        let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut draws = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
         // A new seed starts a new sequence; the same seed continues it.
-        if rng.as_ref().is_none_or(|(current, _)| *current != seed) {
-            *rng = Some((seed, fastrand::Rng::with_seed(seed)));
+        if draws.as_ref().is_none_or(|d| d.seed != seed) {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let reset_next = rng.bool();
+            *draws = Some(Draws {
+                seed,
+                rng,
+                reset_next,
+            });
         }
-        let Some((_, rng)) = rng.as_mut() else {
+        let Some(draws) = draws.as_mut() else {
             return Exchange::Forward;
         };
-        if rng.f64() >= fraction {
-            Exchange::Forward
-        } else if rng.bool() {
+        if draws.rng.f64() >= fraction {
+            return Exchange::Forward;
+        }
+        let reset = draws.reset_next;
+        draws.reset_next = !reset;
+        if reset {
             Exchange::ResetBeforeForwarding
         } else {
             Exchange::LoseReply
         }
     }
+}
+
+/// The seeded sequence behind [`ProxyMode::ResetSome`] and
+/// [`ProxyMode::FailSomeExchanges`].
+#[derive(Debug)]
+struct Draws {
+    seed: u64,
+    rng: fastrand::Rng,
+    /// The kind of the next failure drawn.
+    reset_next: bool,
 }
 
 /// A fault-injecting TCP proxy on a loopback port; stops when dropped.

@@ -314,3 +314,40 @@ async fn reset_some_fails_about_that_fraction_half_before_and_half_after_the_ser
     let applied = u64::try_from(seen.lock().unwrap().len()).unwrap();
     assert_eq!(applied, answered + stats.replies_lost, "{stats:?}");
 }
+
+/// The faults `FailSomeExchanges` draws alternate in kind, so a short drill
+/// sees both after two faults whatever its seed. This seed drew eleven lost
+/// replies in a row when the kind was a coin toss, and a drill that needed
+/// both kinds failed on it.
+#[tokio::test]
+async fn drawn_faults_alternate_reset_and_lost_reply() {
+    let (upstream, _seen) = line_server().await;
+    let proxy = FaultProxy::start(&upstream).unwrap();
+    proxy.set(ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: 4_942_026_910_430_442_931,
+    });
+    let mut kinds = Vec::new();
+    for i in 0..400 {
+        if kinds.len() == 4 {
+            break;
+        }
+        let before = proxy.stats();
+        if ask_new(&proxy, &format!("r{i}"), LIMIT).await.is_ok() {
+            continue;
+        }
+        let after = proxy.stats();
+        kinds.push(
+            if after.reset_before_forwarding > before.reset_before_forwarding {
+                "reset"
+            } else {
+                "lost"
+            },
+        );
+    }
+    assert_eq!(kinds.len(), 4, "four faults drawn: {:?}", proxy.stats());
+    assert!(
+        kinds.windows(2).all(|pair| pair[0] != pair[1]),
+        "the kinds alternate: {kinds:?}"
+    );
+}
