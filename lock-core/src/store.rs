@@ -218,6 +218,16 @@ impl RequestCosts {
         write_on_unseen: 2,
         rejection: 1,
     };
+
+    /// A store that writes on a revision it must know (etcd's
+    /// `mod_revision`), learns revisions from its own writes and reads, and
+    /// gets the current record back with a rejection: a write on a key it
+    /// has not seen is refused once and made again on the revision returned.
+    pub const REVISIONED_KEYS: Self = Self {
+        write_on_seen: 1,
+        write_on_unseen: 2,
+        rejection: 0,
+    };
 }
 
 impl Default for Capabilities {

@@ -1,0 +1,688 @@
+//! [`EtcdStore`]: the [`ConditionalStore`] contract on etcd transactions.
+//!
+//! * `get` is one linearizable range request; the record and its
+//!   `mod_revision` are remembered ([`Revisions`]).
+//! * `put` is one transaction: `IF mod_revision(key) == <the base's>` (or
+//!   `create_revision(key) == 0` for a key taken to be absent) `THEN put
+//!   ELSE get`. The base is the record this store last saw at the key when
+//!   the condition holds on it, else "absent". The fence is the base's + 1,
+//!   computed here: the transaction only applies on exactly that revision, so
+//!   the step is atomic.
+//! * A refused transaction returns the current record in the same round
+//!   trip. It is the rejection, unless the condition holds on it (a released
+//!   record this store had not seen): then the transaction is made again on
+//!   its revision.
+//! * `delete` is the same transaction with a delete; `put_many` compares and
+//!   writes every key in one transaction.
+
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, KvClient, Txn, TxnOp, TxnOpResponse,
+};
+use lock_core::{
+    AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, KeyedWrite,
+    LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, RequestCosts, StoreError,
+};
+
+use crate::errors::{Call, classify, timed_out};
+use crate::layout::{Layout, MAX_PARTITION_BYTES, MAX_SORT_BYTES};
+use crate::revisions::{Known, Revisions};
+use crate::value;
+
+/// Largest record, measured as the client measures it (key, owner, data):
+/// with base64 and JSON, well inside etcd's default request limit
+/// (`--max-request-bytes`, 1.5 MiB).
+pub(crate) const MAX_RECORD_BYTES: usize = 400 * 1024;
+
+/// Most keys one `put_many` writes: its transaction holds as many compares,
+/// puts and gets, within etcd's default `--max-txn-ops` (128).
+pub(crate) const MAX_KEYS_AT_ONCE: usize = 64;
+
+/// Most bytes one `put_many` writes, as records are measured: within
+/// etcd's default request limit once encoded.
+pub(crate) const MAX_BYTES_AT_ONCE: usize = 1_000_000;
+
+/// How many times one write is made again when the condition held on the
+/// record a refused transaction returned, but the key changed again before
+/// the next transaction: other writers releasing and re-acquiring every time.
+const RACED_WRITES: usize = 4;
+
+/// Locks in etcd: one key per lock under a prefix.
+///
+/// Built with [`EtcdStore::builder`] or
+/// [`EtcdStoreBuilder::from_url`](crate::EtcdStoreBuilder::from_url); see the
+/// [crate docs](crate).
+#[derive(Clone)]
+pub struct EtcdStore {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    /// The channel requests go on; replaced after a request that got no
+    /// answer ([`EtcdStore::failed`]).
+    channel: RwLock<etcd_client::Client>,
+    /// How to open a new channel.
+    connector: Connector,
+    /// The last request timed out: the next opens a new channel.
+    suspect: AtomicBool,
+    pub layout: Layout,
+    pub revisions: Revisions,
+    /// Where the locks are, for messages: `etcd://host:port/prefix`.
+    pub url: String,
+}
+
+/// What a new channel is opened with: the endpoints and options the store
+/// was built with.
+#[derive(Clone, Debug)]
+pub(crate) struct Connector {
+    pub endpoints: Vec<String>,
+    pub options: ConnectOptions,
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("url", &self.inner.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The record and revision a write is made on: `None` when the key is taken
+/// to be absent.
+type Base = Option<Known>;
+
+impl EtcdStore {
+    pub(crate) fn from_parts(
+        client: etcd_client::Client,
+        connector: Connector,
+        layout: Layout,
+        url: String,
+        remembered: NonZeroUsize,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                channel: RwLock::new(client),
+                connector,
+                suspect: AtomicBool::new(false),
+                layout,
+                revisions: Revisions::new(remembered),
+                url,
+            }),
+        }
+    }
+
+    /// Where the locks are (`etcd://host:port/prefix`, password hidden).
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The prefix every lock key is under.
+    pub fn prefix(&self) -> &str {
+        self.inner.layout.prefix()
+    }
+
+    /// The etcd key that holds `key`'s record.
+    pub fn etcd_key(&self, key: &LockKey) -> String {
+        self.inner.layout.key(key)
+    }
+
+    /// The etcd client underneath (for your own keys), on the channel in
+    /// use now.
+    pub fn client(&self) -> etcd_client::Client {
+        self.inner
+            .channel
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The KV client of the channel to use now: a new channel when the last
+    /// request timed out. An HTTP/2 connection whose packets are silently
+    /// dropped (a firewall that forgot it, a partition the proxy or network
+    /// does not heal) hangs every request sent on it until TCP gives up,
+    /// minutes later, and etcd refuses keep-alive pings frequent enough to
+    /// notice sooner. So, as the PostgreSQL store never reuses a connection
+    /// whose reply timed out, the request after a timeout opens a new channel
+    /// (a new connection, made when the request is sent). Opening it sends
+    /// nothing, except with a user, when it logs in first: if that fails,
+    /// the request fails as `Unavailable` (not sent) and the next one tries
+    /// again.
+    async fn kv(&self, what: &str) -> Result<KvClient, StoreError> {
+        if self.inner.suspect.swap(false, Ordering::SeqCst) {
+            let connector = &self.inner.connector;
+            let opened = tokio::time::timeout(
+                connector.timeout,
+                etcd_client::Client::connect(&connector.endpoints, Some(connector.options.clone())),
+            )
+            .await;
+            match opened {
+                Ok(Ok(client)) => {
+                    *self
+                        .inner
+                        .channel
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner) = client;
+                }
+                Ok(Err(error)) => {
+                    self.inner.suspect.store(true, Ordering::SeqCst);
+                    return Err(StoreError::unavailable(format!(
+                        "{what}: opening a new etcd channel after a timeout: {error}"
+                    ))
+                    .with_source(error));
+                }
+                Err(_) => {
+                    self.inner.suspect.store(true, Ordering::SeqCst);
+                    return Err(StoreError::unavailable(format!(
+                        "{what}: opening a new etcd channel after a timeout took over {:?}",
+                        connector.timeout
+                    )));
+                }
+            }
+        }
+        Ok(self.client().kv_client())
+    }
+
+    /// `request`'s answer. A request abandoned before its answer (its
+    /// caller stopped waiting: the lock client's own deadline) makes the next
+    /// request open a new channel, as a timeout does.
+    async fn awaited<T>(&self, request: impl Future<Output = T>) -> T {
+        let mut waiting = Abandoned {
+            suspect: &self.inner.suspect,
+            answered: false,
+        };
+        let answer = request.await;
+        waiting.answered = true;
+        answer
+    }
+
+    /// `error` classified; a timeout makes the next request open a new
+    /// channel ([`kv`](Self::kv)).
+    fn failed(&self, call: Call, what: &str, error: etcd_client::Error) -> StoreError {
+        if timed_out(&error) {
+            self.inner.suspect.store(true, Ordering::SeqCst);
+        }
+        classify(call, what, error)
+    }
+
+    /// A record read from etcd, remembered with its revision.
+    fn known(&self, key: &str, kv: &KeyValue) -> Result<Known, StoreError> {
+        let record = value::decode(key, kv.value())?;
+        if self.inner.layout.key(&record.key) != key {
+            return Err(StoreError::other(format!(
+                "the etcd key {key} holds the record of lock {}, which belongs elsewhere; move it out of the lock prefix",
+                record.key
+            )));
+        }
+        let known = Known {
+            record,
+            revision: kv.mod_revision(),
+        };
+        self.inner.revisions.remember(key, known.clone());
+        Ok(known)
+    }
+
+    /// The current record of `key` as a refused transaction's `get` returned
+    /// it (`None`: absent), remembered.
+    fn current(&self, key: &str, response: Option<&TxnOpResponse>) -> Result<Base, StoreError> {
+        let kv = match response {
+            Some(TxnOpResponse::Get(get)) => get.kvs().first(),
+            _ => {
+                return Err(StoreError::other(format!(
+                    "write {key}: etcd refused the transaction without the record it read"
+                )));
+            }
+        };
+        match kv {
+            Some(kv) => Ok(Some(self.known(key, kv)?)),
+            None => {
+                self.inner.revisions.forget(key);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Read `key`: the record and its revision, remembered.
+    async fn read(&self, key: &str) -> Result<Base, StoreError> {
+        let what = format!("read {key}");
+        let mut kv = self.kv(&what).await?;
+        let answer = self.awaited(kv.get(key, None)).await;
+        let response = answer.map_err(|error| self.failed(Call::Read, &what, error))?;
+        match response.kvs().first() {
+            Some(found) => Ok(Some(self.known(key, found)?)),
+            None => {
+                self.inner.revisions.forget(key);
+                Ok(None)
+            }
+        }
+    }
+
+    /// The guess a write on `key` starts from: what this store last saw
+    /// there when `expect` holds on it, else "absent" (a refused transaction
+    /// returns the truth).
+    fn guess(&self, key: &str, expect: &Expect) -> Base {
+        self.inner
+            .revisions
+            .get(key)
+            .filter(|known| satisfies(expect, Some(&known.record)))
+    }
+
+    /// Run `txn`; `what` names it in errors.
+    async fn commit(&self, what: &str, txn: Txn) -> Result<etcd_client::TxnResponse, StoreError> {
+        let mut kv = self.kv(what).await?;
+        let answer = self.awaited(kv.txn(txn)).await;
+        answer.map_err(|error| self.failed(Call::Write, what, error))
+    }
+}
+
+/// Marks the channel suspect when dropped before its request was answered.
+struct Abandoned<'a> {
+    suspect: &'a AtomicBool,
+    answered: bool,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.suspect.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The comparison that `base` is still what `key` holds.
+fn unchanged(key: &str, base: &Base) -> Compare {
+    match base {
+        Some(known) => Compare::mod_revision(key, CompareOp::Equal, known.revision),
+        None => Compare::create_revision(key, CompareOp::Equal, 0),
+    }
+}
+
+/// The revision a write transaction committed at: every key it wrote has
+/// this `mod_revision`.
+fn committed_at(what: &str, response: &etcd_client::TxnResponse) -> Result<i64, StoreError> {
+    response
+        .header()
+        .map(etcd_client::ResponseHeader::revision)
+        .ok_or_else(|| {
+            StoreError::ambiguous(format!(
+                "{what}: etcd answered without a revision; the write may have applied"
+            ))
+        })
+}
+
+/// Whether `expect` holds on `record` (`None`: no key).
+fn satisfies(expect: &Expect, record: Option<&LockRecord>) -> bool {
+    match (expect, record) {
+        (Expect::Vacant, None) => true,
+        (Expect::Vacant, Some(record)) => record.is_vacant(),
+        (Expect::Version(_), None) => false,
+        (Expect::Version(rvn), Some(record)) => record.rvn == *rvn,
+    }
+}
+
+/// The record `new` makes on top of `base`.
+fn next_record(
+    key: &LockKey,
+    new: &NewRecord,
+    base: Option<&LockRecord>,
+) -> Result<LockRecord, StoreError> {
+    let fence = match (new.fence, base) {
+        (FenceUpdate::Next, Some(base)) => {
+            Fence(base.fence.get().checked_add(1).ok_or_else(|| {
+                StoreError::invalid(format!("lock {key}: the fence cannot go past u64::MAX"))
+            })?)
+        }
+        (FenceUpdate::Next, None) => Fence(1),
+        (FenceUpdate::Keep, Some(base)) => base.fence,
+        // Keep on no record cannot pass a condition; 0 is never stored.
+        (FenceUpdate::Keep, None) => Fence(0),
+    };
+    Ok(LockRecord {
+        key: key.clone(),
+        owner: new.owner.clone(),
+        rvn: new.rvn.clone(),
+        lease: new.lease,
+        released: new.released,
+        fence,
+        data: new.data.apply(base.and_then(|base| base.data.clone())),
+        expires_at: new.expires_at,
+        written: None,
+    })
+}
+
+/// The record's size as the limits count it.
+fn record_bytes(record: &LockRecord) -> usize {
+    record.key.partition().len()
+        + record.key.sort().map_or(0, str::len)
+        + record.owner.len()
+        + record.data.as_ref().map_or(0, Vec::len)
+}
+
+/// The checks the client makes too, so a store used on its own refuses the
+/// same input before anything is sent.
+fn check_record(record: &LockRecord) -> Result<(), StoreError> {
+    let limits = limits();
+    limits.check_key(&record.key)?;
+    Ok(limits.check_record_size(&record.key, record_bytes(record))?)
+}
+
+/// The key and record limits of this store.
+fn limits() -> Capabilities {
+    Capabilities::default()
+        .with_key_limits(MAX_PARTITION_BYTES, MAX_SORT_BYTES)
+        .with_max_record_bytes(MAX_RECORD_BYTES)
+}
+
+#[async_trait]
+impl ConditionalStore for EtcdStore {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        let key = self.inner.layout.key(key);
+        Ok(self.read(&key).await?.map(|known| known.record))
+    }
+
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        let ekey = self.inner.layout.key(key);
+        // Checked on a record with no data kept, then on the one written:
+        // bad input is refused before any request.
+        check_record(&next_record(key, &new, None)?)?;
+        let what = format!("write {ekey}");
+        let mut base = match (self.guess(&ekey, &expect), &expect) {
+            (Some(known), _) => Some(known),
+            // Taken to be absent: a refused transaction returns the record.
+            (None, Expect::Vacant) => None,
+            // A version is never absent: read the revision to compare.
+            (None, Expect::Version(_)) => {
+                let current = self.read(&ekey).await?;
+                let record = current.as_ref().map(|known| &known.record);
+                if !satisfies(&expect, record) {
+                    return Ok(Outcome::Rejected {
+                        current: record.cloned(),
+                    });
+                }
+                current
+            }
+        };
+        for _ in 0..=RACED_WRITES {
+            let record = next_record(key, &new, base.as_ref().map(|known| &known.record))?;
+            check_record(&record)?;
+            let txn = Txn::new()
+                .when(vec![unchanged(&ekey, &base)])
+                .and_then(vec![TxnOp::put(
+                    ekey.as_str(),
+                    value::encode(&record),
+                    None,
+                )])
+                .or_else(vec![TxnOp::get(ekey.as_str(), None)]);
+            let response = match self.commit(&what, txn).await {
+                Ok(response) => response,
+                Err(error) => {
+                    // The write may have applied: the revision is unknown.
+                    self.inner.revisions.forget(&ekey);
+                    return Err(error);
+                }
+            };
+            if response.succeeded() {
+                let revision = match committed_at(&what, &response) {
+                    Ok(revision) => revision,
+                    Err(error) => {
+                        self.inner.revisions.forget(&ekey);
+                        return Err(error);
+                    }
+                };
+                self.inner.revisions.remember(
+                    &ekey,
+                    Known {
+                        record: record.clone(),
+                        revision,
+                    },
+                );
+                return Ok(Outcome::Applied(record));
+            }
+            let current = self.current(&ekey, response.op_responses().first())?;
+            let record = current.as_ref().map(|known| &known.record);
+            if !satisfies(&expect, record) {
+                return Ok(Outcome::Rejected {
+                    current: record.cloned(),
+                });
+            }
+            // The condition holds on the record etcd returned (released, and
+            // this store had not seen it): write on its revision.
+            base = current;
+        }
+        Err(StoreError::unavailable(format!(
+            "{what}: the key changed under {} transactions in a row while the condition held; try again",
+            RACED_WRITES + 1
+        )))
+    }
+
+    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+        let ekey = self.inner.layout.key(key);
+        let what = format!("delete {ekey}");
+        let mut base = match self.guess(&ekey, &expect) {
+            Some(known) => Some(known),
+            None => self.read(&ekey).await?,
+        };
+        for _ in 0..=RACED_WRITES {
+            let Some(known) = base.take() else {
+                return Ok(Outcome::Rejected { current: None });
+            };
+            if !satisfies(&expect, Some(&known.record)) {
+                return Ok(Outcome::Rejected {
+                    current: Some(known.record),
+                });
+            }
+            let txn = Txn::new()
+                .when(vec![Compare::mod_revision(
+                    ekey.as_str(),
+                    CompareOp::Equal,
+                    known.revision,
+                )])
+                .and_then(vec![TxnOp::delete(ekey.as_str(), None)])
+                .or_else(vec![TxnOp::get(ekey.as_str(), None)]);
+            let response = self.commit(&what, txn).await;
+            // Deleted, or unknown: nothing is remembered either way.
+            self.inner.revisions.forget(&ekey);
+            let response = response?;
+            if response.succeeded() {
+                return Ok(Outcome::Applied(known.record));
+            }
+            base = self.current(&ekey, response.op_responses().first())?;
+        }
+        Err(StoreError::unavailable(format!(
+            "{what}: the key changed under {} transactions in a row while the condition held; try again",
+            RACED_WRITES + 1
+        )))
+    }
+
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let (start, end) = self.inner.layout.listing(partition);
+        let from = match &cursor {
+            None => start.clone(),
+            Some(Cursor(after)) => {
+                if !after.starts_with(&start) || *after >= end {
+                    return Err(StoreError::invalid(format!(
+                        "listing cursor {after:?} is not a key of this listing"
+                    )));
+                }
+                // The smallest key after the last one listed.
+                format!("{after}\0")
+            }
+        };
+        let limit = limit.max(1);
+        let options = GetOptions::new()
+            .with_range(end.as_str())
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let what = format!("list {start}");
+        let mut kv = self.kv(&what).await?;
+        let answer = self.awaited(kv.get(from, Some(options))).await;
+        let response = answer.map_err(|error| self.failed(Call::Read, &what, error))?;
+        let mut records = Vec::with_capacity(response.kvs().len());
+        let mut last = None;
+        for found in response.kvs() {
+            let key = found
+                .key_str()
+                .map_err(|error| {
+                    StoreError::other(format!(
+                        "list {start}: a key under the lock prefix is not UTF-8 ({error}); move it out of the prefix"
+                    ))
+                })?
+                .to_owned();
+            records.push(self.known(&key, found)?.record);
+            last = Some(key);
+        }
+        // Keys come in byte order, so the last key listed is the cursor.
+        let next = if response.more() {
+            last.map(Cursor)
+        } else {
+            None
+        };
+        Ok(Page { records, next })
+    }
+
+    async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
+        if writes.len() > MAX_KEYS_AT_ONCE {
+            return Err(StoreError::invalid(format!(
+                "{} writes in one request; this store takes at most {MAX_KEYS_AT_ONCE}",
+                writes.len()
+            )));
+        }
+        let ekeys: Vec<String> = writes
+            .iter()
+            .map(|write| self.inner.layout.key(&write.key))
+            .collect();
+        let mut sorted: Vec<&String> = ekeys.iter().collect();
+        sorted.sort();
+        if sorted.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(StoreError::invalid(
+                "a key written twice in one request: each key once",
+            ));
+        }
+        let mut total = 0;
+        for write in &writes {
+            let record = next_record(&write.key, &write.new, None)?;
+            check_record(&record)?;
+            total += record_bytes(&record);
+        }
+        if total > MAX_BYTES_AT_ONCE {
+            return Err(StoreError::invalid(format!(
+                "{total} bytes of records in one request; this store takes at most {MAX_BYTES_AT_ONCE}"
+            )));
+        }
+        let what = format!("write {} keys under {}", writes.len(), self.prefix());
+        let mut bases: Vec<Base> = writes
+            .iter()
+            .zip(&ekeys)
+            .map(|(write, ekey)| self.guess(ekey, &write.expect))
+            .collect();
+        // A version is never absent: read the revisions to compare.
+        for (index, (write, ekey)) in writes.iter().zip(&ekeys).enumerate() {
+            if let (Expect::Version(_), Some(None)) = (&write.expect, bases.get(index)) {
+                let current = self.read(ekey).await?;
+                let record = current.as_ref().map(|known| &known.record);
+                if !satisfies(&write.expect, record) {
+                    return Ok(ManyOutcome::Rejected {
+                        index,
+                        current: record.cloned(),
+                    });
+                }
+                if let Some(base) = bases.get_mut(index) {
+                    *base = current;
+                }
+            }
+        }
+        for _ in 0..=RACED_WRITES {
+            let mut records = Vec::with_capacity(writes.len());
+            for (write, base) in writes.iter().zip(&bases) {
+                let record = next_record(&write.key, &write.new, base.as_ref().map(|k| &k.record))?;
+                check_record(&record)?;
+                records.push(record);
+            }
+            let compares: Vec<Compare> = ekeys
+                .iter()
+                .zip(&bases)
+                .map(|(ekey, base)| unchanged(ekey, base))
+                .collect();
+            let puts: Vec<TxnOp> = ekeys
+                .iter()
+                .zip(&records)
+                .map(|(ekey, record)| TxnOp::put(ekey.as_str(), value::encode(record), None))
+                .collect();
+            let gets: Vec<TxnOp> = ekeys
+                .iter()
+                .map(|ekey| TxnOp::get(ekey.as_str(), None))
+                .collect();
+            let txn = Txn::new().when(compares).and_then(puts).or_else(gets);
+            let response = match self.commit(&what, txn).await {
+                Ok(response) => response,
+                Err(error) => {
+                    for ekey in &ekeys {
+                        self.inner.revisions.forget(ekey);
+                    }
+                    return Err(error);
+                }
+            };
+            if response.succeeded() {
+                let revision = match committed_at(&what, &response) {
+                    Ok(revision) => revision,
+                    Err(error) => {
+                        for ekey in &ekeys {
+                            self.inner.revisions.forget(ekey);
+                        }
+                        return Err(error);
+                    }
+                };
+                for (ekey, record) in ekeys.iter().zip(&records) {
+                    self.inner.revisions.remember(
+                        ekey,
+                        Known {
+                            record: record.clone(),
+                            revision,
+                        },
+                    );
+                }
+                return Ok(ManyOutcome::Applied(records));
+            }
+            let replies = response.op_responses();
+            let mut currents = Vec::with_capacity(writes.len());
+            for (index, ekey) in ekeys.iter().enumerate() {
+                currents.push(self.current(ekey, replies.get(index))?);
+            }
+            let refused = writes.iter().zip(&currents).position(|(write, current)| {
+                !satisfies(&write.expect, current.as_ref().map(|k| &k.record))
+            });
+            if let Some(index) = refused {
+                let current = currents
+                    .get(index)
+                    .and_then(|current| current.as_ref().map(|known| known.record.clone()));
+                return Ok(ManyOutcome::Rejected { index, current });
+            }
+            // Every condition holds on what etcd returned: write on it.
+            bases = currents;
+        }
+        Err(StoreError::unavailable(format!(
+            "{what}: the keys changed under {} transactions in a row while the conditions held; try again",
+            RACED_WRITES + 1
+        )))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        limits()
+            .with_requests(RequestCosts::REVISIONED_KEYS)
+            .with_atomic_writes(Some(AtomicWrites::new(MAX_KEYS_AT_ONCE, MAX_BYTES_AT_ONCE)))
+    }
+}

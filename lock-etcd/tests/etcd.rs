@@ -1,0 +1,475 @@
+//! The etcd backend on the single-member cluster `./scripts/test` starts:
+//! the conformance suite, racing writers, listing, errors, the client end to
+//! end, and the shared fault drills through a TCP fault proxy.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)] // each test binary uses part of the shared set-up
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockKey, NewRecord,
+    Outcome, Rvn, StoreErrorKind,
+};
+use lock_etcd::EtcdStore;
+use lock_testkit::drills;
+use lock_testkit::proxy::{FaultProxy, ProxyMode};
+use support::{LIMIT, client, endpoint, fresh_store, store_at};
+use tokio::time::{Instant, timeout};
+
+mod conformance {
+    lock_testkit::conformance_suite!(crate::support::PrefixFactory);
+}
+
+/// An acquire-shaped write by `owner` (a fresh RVN, the next fence).
+fn write(owner: &str) -> NewRecord {
+    NewRecord {
+        owner: owner.into(),
+        rvn: Rvn::fresh(),
+        lease: Duration::from_secs(20),
+        released: false,
+        fence: FenceUpdate::Next,
+        data: DataUpdate::Keep,
+        expires_at: None,
+    }
+}
+
+/// A store on `store`'s prefix reaching etcd through a new fault proxy, with
+/// requests that time out well inside the drills' leases.
+async fn proxied(store: &EtcdStore) -> (FaultProxy, EtcdStore) {
+    let endpoint = endpoint().expect("the store was made, so there is a server");
+    let proxy = FaultProxy::start(&endpoint).unwrap();
+    let via = store_at(&proxy.addr().to_string(), store.prefix()).await;
+    (proxy, via)
+}
+
+/// Eight stores of their own race for one key, thirty times: a new key and a
+/// released one that every writer has read (so each compares the same
+/// revision). Exactly one wins each race, with the right fence; every loser
+/// is shown the winner's record in the same round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let endpoint = endpoint().unwrap();
+    let mut writers = Vec::new();
+    for _ in 0..8 {
+        writers.push(store_at(&endpoint, store.prefix()).await);
+    }
+    let writers = Arc::new(writers);
+    for trial in 0..30 {
+        let key = LockKey::new(format!("race-{trial}"));
+        let released = trial % 2 == 1;
+        if released {
+            let Outcome::Applied(first) =
+                store.put(&key, Expect::Vacant, write("x")).await.unwrap()
+            else {
+                panic!("trial {trial}: a new key was not vacant");
+            };
+            let release = NewRecord {
+                released: true,
+                fence: FenceUpdate::Keep,
+                ..write("x")
+            };
+            store
+                .put(&key, Expect::Version(first.rvn), release)
+                .await
+                .unwrap();
+            for writer in writers.iter() {
+                writer.get(&key).await.unwrap();
+            }
+        }
+        let racing: Vec<_> = (0..writers.len())
+            .map(|i| {
+                let (writers, key) = (writers.clone(), key.clone());
+                tokio::spawn(async move {
+                    writers[i]
+                        .put(&key, Expect::Vacant, write(&format!("w{i}")))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        let mut shown = Vec::new();
+        for writer in racing {
+            match timeout(LIMIT, writer).await.expect("bounded").unwrap() {
+                Outcome::Applied(record) => winners.push(record),
+                Outcome::Rejected { current } => shown.push(current),
+            }
+        }
+        assert_eq!(winners.len(), 1, "trial {trial}: {winners:?}");
+        let winner = &winners[0];
+        assert_eq!(winner.fence, Fence(if released { 2 } else { 1 }));
+        for current in shown {
+            assert_eq!(current.as_ref(), Some(winner), "trial {trial}");
+        }
+        assert_eq!(store.get(&key).await.unwrap().as_ref(), Some(winner));
+    }
+}
+
+/// A write on a record this store has seen is one transaction; one on a
+/// released record it has not seen is two (the refused one returns the
+/// record), and a conflict returns the current record with no extra read.
+#[tokio::test]
+async fn a_stale_guess_costs_one_refused_transaction_and_never_a_wrong_write() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let other = store_at(&endpoint().unwrap(), store.prefix()).await;
+    let key = LockKey::with_sort("jobs", "a");
+    let Outcome::Applied(held) = store.put(&key, Expect::Vacant, write("a")).await.unwrap() else {
+        panic!("vacant");
+    };
+    // `other` never saw the key: its vacant write is refused with the holder.
+    match other.put(&key, Expect::Vacant, write("b")).await.unwrap() {
+        Outcome::Rejected { current } => assert_eq!(current.as_ref(), Some(&held)),
+        applied => panic!("{applied:?}"),
+    }
+    let release = NewRecord {
+        released: true,
+        fence: FenceUpdate::Keep,
+        data: DataUpdate::Replace(b"left".to_vec()),
+        ..write("a")
+    };
+    let Outcome::Applied(released) = store
+        .put(&key, Expect::Version(held.rvn.clone()), release)
+        .await
+        .unwrap()
+    else {
+        panic!("release");
+    };
+    // `other` remembers the held record, which no longer satisfies "vacant";
+    // the refused transaction shows it released, and the second applies on
+    // its revision with the next fence, keeping the data.
+    let Outcome::Applied(taken) = other.put(&key, Expect::Vacant, write("b")).await.unwrap() else {
+        panic!("a released key is vacant");
+    };
+    assert_eq!(taken.fence, Fence(released.fence.get() + 1));
+    assert_eq!(taken.data.as_deref(), Some(&b"left"[..]));
+    // `store` remembers the released record: a version write on it fails
+    // with the current record, never overwriting it.
+    match store
+        .put(&key, Expect::Version(released.rvn), write("a"))
+        .await
+        .unwrap()
+    {
+        Outcome::Rejected { current } => assert_eq!(current, Some(taken.clone())),
+        applied => panic!("{applied:?}"),
+    }
+    assert_eq!(store.get(&key).await.unwrap(), Some(taken));
+}
+
+#[tokio::test]
+async fn listings_page_by_key_and_keep_partitions_apart() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    for sort in ["a", "b", "c", "d", "e"] {
+        store
+            .put(&LockKey::with_sort("p", sort), Expect::Vacant, write("x"))
+            .await
+            .unwrap();
+    }
+    for key in [LockKey::new("p"), LockKey::new("p/q"), LockKey::new("pq")] {
+        store.put(&key, Expect::Vacant, write("x")).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let page = store.list(Some("p"), cursor, 2).await.unwrap();
+        pages += 1;
+        assert!(page.records.len() <= 2);
+        seen.extend(page.records.into_iter().map(|r| r.key));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+        assert!(pages < 10, "the listing pages forever");
+    }
+    seen.sort();
+    let mut expected = vec![LockKey::new("p")];
+    expected.extend(["a", "b", "c", "d", "e"].map(|s| LockKey::with_sort("p", s)));
+    expected.sort();
+    assert_eq!(seen, expected);
+    let all = store.list(None, None, 100).await.unwrap();
+    assert_eq!(all.records.len(), 8);
+    assert_eq!(all.next, None);
+}
+
+#[tokio::test]
+async fn a_value_that_is_not_a_record_is_refused_naming_its_key() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let key = LockKey::new("odd");
+    let mut kv = store.client().kv_client();
+    kv.put(store.etcd_key(&key), "not json", None)
+        .await
+        .unwrap();
+    let error = store.get(&key).await.unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Other, "{error}");
+    assert!(error.to_string().contains(&store.etcd_key(&key)), "{error}");
+}
+
+/// Nothing listens on port 9 of loopback: nothing was sent, so the write is
+/// `Unavailable` (the client repeats it rather than resolving it).
+#[tokio::test]
+async fn a_store_not_reached_fails_as_unavailable_and_nothing_is_written() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let nowhere = store_at("127.0.0.1:9", store.prefix()).await;
+    let key = LockKey::new("job");
+    let error = timeout(LIMIT, nowhere.put(&key, Expect::Vacant, write("a")))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    assert_eq!(store.get(&key).await.unwrap(), None);
+}
+
+/// A reply lost after etcd applied the write is ambiguous, and the store
+/// forgets the revision it can no longer know.
+#[tokio::test]
+async fn a_write_whose_reply_is_lost_is_ambiguous() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let key = LockKey::new("job");
+    // A first request opens the connection.
+    via.get(&key).await.unwrap();
+    proxy.lose_next_replies(1);
+    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Ambiguous, "{error}");
+    let applied = store.get(&key).await.unwrap().expect("etcd applied it");
+    assert_eq!(applied.owner, "a");
+}
+
+#[tokio::test]
+async fn the_client_acquires_heartbeats_takes_over_and_releases() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let other = store_at(&endpoint().unwrap(), store.prefix()).await;
+    let lease = Duration::from_secs(2);
+    let holder = client(store.clone(), "holder", lease);
+    let waiter = client(other, "waiter", lease);
+    let key = LockKey::new("job");
+    let guard = timeout(LIMIT, holder.acquire(key.clone(), AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert_eq!(guard.fence(), Fence(1));
+    let first = store.get(&key).await.unwrap().unwrap();
+    tokio::time::sleep(lease).await;
+    let later = store.get(&key).await.unwrap().unwrap();
+    assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
+    assert!(guard.is_safe(), "{:?}", guard.state());
+
+    let detached = guard.detach().await.unwrap();
+    let started = Instant::now();
+    let taken = timeout(
+        LIMIT,
+        waiter.acquire(
+            key.clone(),
+            AcquireOptions::new().wait(Duration::from_secs(20)),
+        ),
+    )
+    .await
+    .expect("bounded")
+    .unwrap();
+    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
+    assert_eq!(taken.fence(), Fence(2));
+    assert_eq!(
+        taken.took_over().map(|t| (t.owner.as_str(), t.fence)),
+        Some(("holder", Fence(1)))
+    );
+    drop(detached);
+    taken.release().await.unwrap();
+    let record = store.get(&key).await.unwrap().unwrap();
+    assert!(record.released, "{record:?}");
+    assert_eq!(record.fence, Fence(2));
+    holder.shutdown().await.unwrap();
+    waiter.shutdown().await.unwrap();
+}
+
+/// Several keys in one transaction: all taken at once, each with its fence.
+#[tokio::test]
+async fn a_set_of_free_keys_is_taken_in_one_transaction() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let holder = client(store.clone(), "holder", Duration::from_secs(5));
+    let keys: Vec<LockKey> = (0..10).map(|i| LockKey::new(format!("k{i}"))).collect();
+    let group = timeout(
+        LIMIT,
+        holder.acquire_all(keys.clone(), AcquireOptions::new()),
+    )
+    .await
+    .expect("bounded")
+    .unwrap();
+    assert!(group.taken_at_once());
+    for key in &keys {
+        let record = store.get(key).await.unwrap().unwrap();
+        assert!(!record.released && record.owner == "holder", "{record:?}");
+    }
+    group.release().await.unwrap();
+    holder.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_partitioned_holder_is_lost_before_a_waiter_going_direct_takes_over() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    drills::partitioned_holder(store, via, &proxy).await;
+}
+
+/// gRPC keeps one connection open: a fifth of the exchanges fail, in turn
+/// before etcd saw them and after it answered.
+#[tokio::test]
+async fn a_fifth_of_requests_fail_under_contention_no_double_holder_nothing_left_held() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::contention_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn a_semaphore_under_failed_exchanges_never_has_more_safe_holders_than_permits() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::semaphore_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn sets_of_keys_under_failed_exchanges_are_all_or_nothing() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::sets_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn a_reader_writer_lock_under_failed_exchanges_never_has_a_writer_beside_another() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::reader_writer_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn a_partitioned_reader_is_lost_before_a_writer_going_direct_is_admitted() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    drills::partitioned_reader(store, via, &proxy).await;
+}
+
+/// A version expected of a key this store has not seen is read first: on an
+/// absent key it is refused and nothing is written, alone or in a set.
+#[tokio::test]
+async fn a_version_expected_of_an_absent_key_is_refused_and_writes_nothing() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let key = LockKey::new("absent");
+    let outcome = store
+        .put(&key, Expect::Version(Rvn::fresh()), write("a"))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Rejected { current: None });
+    let free = LockKey::new("free");
+    let writes = vec![
+        lock_core::KeyedWrite {
+            key: free.clone(),
+            expect: Expect::Vacant,
+            new: write("a"),
+        },
+        lock_core::KeyedWrite {
+            key: key.clone(),
+            expect: Expect::Version(Rvn::fresh()),
+            new: write("a"),
+        },
+    ];
+    let outcome = store.put_many(writes).await.unwrap();
+    assert_eq!(
+        outcome,
+        lock_core::ManyOutcome::Rejected {
+            index: 1,
+            current: None
+        }
+    );
+    assert_eq!(store.get(&key).await.unwrap(), None);
+    assert_eq!(store.get(&free).await.unwrap(), None);
+}
+
+/// A connection whose packets vanish (the proxy's blackhole) is never used
+/// again once a request on it timed out, or was abandoned by its caller:
+/// after the network heals, the next request goes on a new connection and
+/// is answered at once, instead of hanging on the dead one.
+#[tokio::test]
+async fn after_a_timeout_or_an_abandoned_request_the_next_goes_on_a_new_connection() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let endpoint = endpoint().unwrap();
+    let proxy = FaultProxy::start(&endpoint).unwrap();
+    let via = support::store_with(&proxy.addr().to_string(), store.prefix(), |builder| {
+        builder.timeouts(lock_etcd::Timeouts::default().with_request(Duration::from_millis(500)))
+    })
+    .await;
+    let key = LockKey::new("job");
+    via.get(&key).await.unwrap();
+
+    // Timed out by the store.
+    proxy.set(ProxyMode::Blackhole);
+    let error = timeout(LIMIT, via.get(&key))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    proxy.set(ProxyMode::Pass);
+    let read = timeout(Duration::from_millis(400), via.get(&key)).await;
+    assert!(matches!(read, Ok(Ok(None))), "{read:?}");
+
+    // Abandoned by its caller before the store's timeout.
+    proxy.set(ProxyMode::Blackhole);
+    let abandoned = timeout(Duration::from_millis(100), via.get(&key)).await;
+    assert!(abandoned.is_err(), "{abandoned:?}");
+    proxy.set(ProxyMode::Pass);
+    let read = timeout(Duration::from_millis(400), via.get(&key)).await;
+    assert!(matches!(read, Ok(Ok(None))), "{read:?}");
+}
