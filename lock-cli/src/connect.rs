@@ -1,6 +1,7 @@
 //! Connecting to the lock table: DynamoDB (AWS settings from `aws-config`,
-//! overridden by the global options), PostgreSQL (`--store postgres://...`)
-//! or a bucket (`--store s3://bucket/prefix`, `gs://...`, `az://...`),
+//! overridden by the global options), PostgreSQL (`--store postgres://...`),
+//! etcd (`--store etcd://host:port/prefix`) or a bucket (`--store
+//! s3://bucket/prefix`, `gs://...`, `az://...`),
 //! and a lock client with the chosen owner and lease.
 
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use aws_config::{BehaviorVersion, Region};
 use lock_core::{ConditionalStore, LockClient};
 use lock_dynamodb::{DynamoDbStore, Layout, StoreConfigError};
+use lock_etcd::{EtcdStore, EtcdStoreBuilder};
 use lock_object_store::BucketStore;
 use lock_postgres::PostgresStore;
 
@@ -49,6 +51,8 @@ pub enum Backend {
     Postgres(PostgresStore),
     /// A prefix in an S3, GCS or Azure bucket.
     Bucket(BucketStore),
+    /// A prefix in etcd.
+    Etcd(EtcdStore),
 }
 
 /// Which kind of store `--store` names.
@@ -60,6 +64,8 @@ pub enum StoreKind<'a> {
     Postgres(&'a str),
     /// An object store, by this URL.
     Bucket(&'a str),
+    /// etcd, by this URL.
+    Etcd(&'a str),
 }
 
 /// The URL schemes of object stores lockctl takes (`file://` too, so that
@@ -79,8 +85,11 @@ impl Global {
             Some(url) if BUCKET_SCHEMES.iter().any(|scheme| url.starts_with(scheme)) => {
                 Ok(StoreKind::Bucket(url))
             }
+            Some(url) if url.starts_with("etcd://") || url.starts_with("etcds://") => {
+                Ok(StoreKind::Etcd(url))
+            }
             Some(_) => Err(CliError::Usage(
-                "--store must be `dynamodb`, a PostgreSQL connection string (postgres://user:password@host:port/database) or a bucket URL (s3://bucket/prefix, gs://bucket/prefix, az://container/prefix)"
+                "--store must be `dynamodb`, a PostgreSQL connection string (postgres://user:password@host:port/database), an etcd URL (etcd://host:port[,host:port...]/prefix) or a bucket URL (s3://bucket/prefix, gs://bucket/prefix, az://container/prefix)"
                     .into(),
             )),
         }
@@ -91,6 +100,7 @@ impl Global {
         match self.store_kind() {
             Ok(StoreKind::Postgres(_)) => "PostgreSQL",
             Ok(StoreKind::Bucket(_)) => "object store",
+            Ok(StoreKind::Etcd(_)) => "etcd",
             _ => "DynamoDB",
         }
     }
@@ -102,7 +112,8 @@ impl Global {
             .unwrap_or_else(|| self.layout.default_table())
     }
 
-    /// The store the options name. Sends nothing.
+    /// The store the options name. Sends nothing (but an etcd login, with a
+    /// user in the URL).
     pub async fn backend(&self) -> Result<Backend, CliError> {
         let kind = self.store_kind()?;
         if kind == StoreKind::DynamoDb {
@@ -121,6 +132,17 @@ impl Global {
             .map(|(_, option)| {
                 format!("{option} applies to DynamoDB only; leave it out with --store postgres://...")
             }),
+            StoreKind::Etcd(_) => [
+                (self.region.is_some(), "--region"),
+                (self.endpoint_url.is_some(), "--endpoint-url"),
+                (self.layout != crate::args::LayoutName::Native, "--layout"),
+                (self.table.is_some(), "--table"),
+            ]
+            .into_iter()
+            .find(|(given, _)| *given)
+            .map(|(_, option)| {
+                format!("{option} does not apply to etcd: the URL's path is where the locks are (etcd://host:port/prefix)")
+            }),
             _ if self.table.is_some() => Some(
                 "--table does not apply to a bucket: the URL's path is where the locks are (s3://bucket/prefix)"
                     .to_owned(),
@@ -137,6 +159,9 @@ impl Global {
                 PostgresStore::builder(self.table_name()).build_from_url(url)?,
             )),
             StoreKind::Bucket(url) => Ok(Backend::Bucket(self.bucket_store(url)?)),
+            StoreKind::Etcd(url) => Ok(Backend::Etcd(
+                EtcdStoreBuilder::from_url(url)?.connect().await?,
+            )),
             StoreKind::DynamoDb => Ok(Backend::DynamoDb(self.dynamodb_store().await?)),
         }
     }
@@ -198,6 +223,7 @@ impl Global {
             Backend::DynamoDb(store) => Arc::new(store),
             Backend::Postgres(store) => Arc::new(store),
             Backend::Bucket(store) => Arc::new(store),
+            Backend::Etcd(store) => Arc::new(store),
         };
         // A command-line tool should fail within seconds: store retries back
         // off to at most 1 s (so an acquire whose answers are lost gives up

@@ -100,6 +100,10 @@ pub enum CliError {
     /// store without conditional writes).
     #[error(transparent)]
     BucketConfig(#[from] lock_object_store::StoreConfigError),
+    /// The etcd store configuration is invalid (a bad URL or file), or the
+    /// login failed.
+    #[error(transparent)]
+    EtcdConfig(#[from] lock_etcd::StoreConfigError),
     /// Checking the bucket failed.
     #[error("{0}")]
     Bucket(#[source] lock_object_store::BucketError),
@@ -151,6 +155,8 @@ impl CliError {
             | CliError::StoreConfig(_)
             | CliError::PostgresConfig(_)
             | CliError::BucketConfig(_) => USAGE,
+            CliError::EtcdConfig(lock_etcd::StoreConfigError::Login { .. }) => ERROR,
+            CliError::EtcdConfig(_) => USAGE,
             CliError::Lock(LockError::AcquireTimeout { .. }) => TIMED_OUT,
             CliError::Lock(LockError::Lost { .. }) | CliError::Lost { .. } => LOST,
             CliError::MaxTime { .. } => MAX_TIME,
@@ -195,6 +201,9 @@ pub fn report(error: &CliError, verbose: bool) -> ExitCode {
                 .is_some()
             || cause
                 .downcast_ref::<lock_postgres::StoreConfigError>()
+                .is_some()
+            || cause
+                .downcast_ref::<lock_etcd::StoreConfigError>()
                 .is_some();
         if !ours && !verbose {
             left_out = true;

@@ -1,8 +1,10 @@
 //! `lockctl create-table` and `lockctl validate-table`, on DynamoDB (a table
-//! of the chosen layout), PostgreSQL (the `lock-postgres` schema) or a bucket
-//! (checked: buckets are made with the cloud's own tools).
+//! of the chosen layout), PostgreSQL (the `lock-postgres` schema), a bucket
+//! (checked: buckets are made with the cloud's own tools) or etcd (checked:
+//! there is nothing to create).
 
 use lock_dynamodb::{DynamoDbStore, TableError, TableOptions};
+use lock_etcd::EtcdStore;
 use lock_object_store::BucketStore;
 use lock_postgres::{PostgresStore, SchemaError};
 use serde::Serialize;
@@ -28,6 +30,7 @@ pub async fn create(global: &Global, args: &CreateTableArgs) -> Result<u8, CliEr
         Backend::DynamoDb(store) => create_dynamodb(global, args, &store).await,
         Backend::Postgres(store) => create_postgres(global, &store).await,
         Backend::Bucket(store) => check_bucket(global, &store, "ready").await,
+        Backend::Etcd(store) => check_etcd(global, &store, "ready").await,
     }
 }
 
@@ -37,6 +40,7 @@ pub async fn validate(global: &Global) -> Result<u8, CliError> {
         Backend::DynamoDb(store) => validate_dynamodb(global, &store).await,
         Backend::Postgres(store) => validate_postgres(global, &store).await,
         Backend::Bucket(store) => check_bucket(global, &store, "fits").await,
+        Backend::Etcd(store) => check_etcd(global, &store, "fits").await,
     }
 }
 
@@ -197,6 +201,46 @@ async fn check_bucket(global: &Global, store: &BucketStore, verb: &str) -> Resul
             } else {
                 format!("{}/", store.prefix())
             },
+            costs.write_on_seen,
+            costs.write_on_unseen,
+            costs.rejection,
+        ))?,
+    }
+    Ok(OK)
+}
+
+/// etcd has nothing to create: the check reads the prefix (the user may, and
+/// every value there is a lock record) and says how the locks are kept.
+async fn check_etcd(global: &Global, store: &EtcdStore, verb: &str) -> Result<u8, CliError> {
+    let mut cursor = None;
+    loop {
+        let page = lock_core::ConditionalStore::list(store, None, cursor, 1000)
+            .await
+            .map_err(|source| {
+                CliError::Lock(lock_core::LockError::List {
+                    partition: None,
+                    source,
+                })
+            })?;
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let costs = lock_core::ConditionalStore::capabilities(store).requests;
+    match global.output {
+        OutputFormat::Json => output::json(&TableJson {
+            store: "etcd",
+            table: store.url(),
+            layout: "etcd",
+            ttl_attribute: None,
+            warnings: &[],
+        })?,
+        OutputFormat::Text => output::line(&format!(
+            "{} {verb}: every value under {}/r/ is a lock record; nothing to create (etcd keeps keys as they are written)\n\
+             requests: {} per heartbeat or release, {} for a write on a lock this process has not read, {} more after a refused write",
+            store.url(),
+            store.prefix(),
             costs.write_on_seen,
             costs.write_on_unseen,
             costs.rejection,

@@ -41,6 +41,9 @@ pub struct Env {
     /// The bucket URL (`s3://bucket/prefix` on moto), for an environment in
     /// a bucket.
     bucket: Option<String>,
+    /// The etcd URL (`etcd://127.0.0.1:PORT/prefix`), for an environment in
+    /// etcd.
+    etcd: Option<String>,
 }
 
 impl Env {
@@ -63,6 +66,7 @@ impl Env {
             layout,
             postgres: None,
             bucket: None,
+            etcd: None,
         })
     }
 
@@ -85,6 +89,7 @@ impl Env {
             layout: "default",
             postgres: None,
             bucket: None,
+            etcd: None,
         }
     }
 
@@ -102,6 +107,7 @@ impl Env {
             layout: "default",
             postgres: Some(url),
             bucket: None,
+            etcd: None,
         })
     }
 
@@ -122,6 +128,26 @@ impl Env {
             layout: "default",
             postgres: None,
             bucket: Some(format!("s3://{BUCKET}/cli-{prefix}-{id}")),
+            etcd: None,
+        })
+    }
+
+    /// A fresh prefix in the etcd test server and a scratch directory;
+    /// `lockctl` gets `--store etcd://...`.
+    pub fn etcd(prefix: &str) -> Option<Self> {
+        let endpoint =
+            lock_testkit::server_from_env("LOCK_ETCD_ENDPOINT", "LOCK_ETCD_SKIP", "lockctl etcd")?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("lockctl-{prefix}-{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(Self {
+            endpoint: String::new(),
+            table: String::new(),
+            dir,
+            layout: "default",
+            postgres: None,
+            bucket: None,
+            etcd: Some(format!("etcd://{endpoint}/cli-{prefix}-{id}")),
         })
     }
 
@@ -143,6 +169,9 @@ impl Env {
     /// The options that point a `lockctl` at this table and server (for
     /// one started by a command under `run`).
     pub fn target_args(&self) -> Vec<String> {
+        if let Some(url) = &self.etcd {
+            return vec!["--store".into(), url.clone()];
+        }
         if let Some(url) = &self.bucket {
             return vec![
                 "--store".into(),
@@ -205,6 +234,9 @@ impl Env {
         let mut command = Command::new(env!("CARGO_BIN_EXE_lockctl"));
         match (&self.postgres, &self.bucket) {
             _ if !targeted => &mut command,
+            _ if self.etcd.is_some() => {
+                command.args(["--store", self.etcd.as_deref().unwrap_or_default()])
+            }
             (_, Some(url)) => command.args(["--store", url, "--endpoint-url", &self.endpoint]),
             (Some(url), None) => command.args(["--store", url, "--table", &self.table]),
             (None, None) => command.args([

@@ -1,0 +1,129 @@
+//! `lockctl --store etcd://host:port/prefix`: the same commands in the etcd
+//! test server (started by `./scripts/test`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)] // each test binary uses part of the shared set-up
+mod support;
+
+use std::time::Duration;
+
+use support::Env;
+
+/// Every wait on a process is bounded by this.
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn validate_table_reads_the_prefix_and_options_of_other_stores_are_refused() {
+    let Some(env) = Env::etcd("check") else {
+        return;
+    };
+    let out = env.run(&["validate-table"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("nothing to create"), "{out:?}");
+    assert!(out.stdout.contains("1 per heartbeat"), "{out:?}");
+    let out = env.run(&["create-table", "-o", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.json()["store"], "etcd");
+
+    let out = env.run(&["--table", "t", "show", "job"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("--table does not apply to etcd"),
+        "{out:?}"
+    );
+    let out = env.run_bare(&["--store", "etcd://127.0.0.1/x", "show", "job"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("no port"), "{out:?}");
+    // Nothing listens on port 9: unavailable, said plainly.
+    let out = env.run_bare(&["--store", "etcd://127.0.0.1:9/x", "show", "job"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("Connection refused") || out.stderr.contains("connect"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn acquire_show_list_and_release_by_version() {
+    let Some(env) = Env::etcd("acquire") else {
+        return;
+    };
+    let out = env.run(&[
+        "acquire", "deploy", "--lease", "30s", "--owner", "script-1", "-o", "json",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let acquired = out.json();
+    assert_eq!(acquired["fence"], 1);
+    let version = acquired["version"].as_str().unwrap().to_owned();
+
+    let out = env.run(&["acquire", "deploy", "--lease", "30s", "--wait", "1s"]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(out.stderr.contains("script-1"), "{out:?}");
+
+    let show = env.run(&["show", "deploy", "-o", "json"]);
+    assert_eq!(show.json()["held"], true, "{show:?}");
+    let list = env.run(&["list", "-o", "json"]);
+    assert_eq!(list.code, Some(0), "{list:?}");
+    assert!(list.stdout.contains("deploy"), "{list:?}");
+
+    let out = env.run(&["release", "deploy", "--version", &version]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let show = env.run(&["show", "deploy", "-o", "json"]);
+    assert_eq!(show.json()["held"], false, "{show:?}");
+}
+
+#[test]
+fn concurrent_runs_on_one_key_never_overlap_and_fences_increase() {
+    let Some(env) = Env::etcd("overlap") else {
+        return;
+    };
+    let log = env.path("log");
+    let script = format!(
+        "echo \"start $LOCK_FENCE\" >> {log}; sleep 0.3; echo \"end $LOCK_FENCE\" >> {log}",
+        log = log.display()
+    );
+    let runs: Vec<_> = (0..3)
+        .map(|i| {
+            env.spawn(
+                &format!("run{i}"),
+                &[
+                    "run", "job", "--wait", "20s", "--lease", "2s", "--", "sh", "-c", &script,
+                ],
+            )
+        })
+        .collect();
+    for run in runs {
+        let out = run.finish(LIMIT);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"],
+        "{text}"
+    );
+}
+
+/// Several keys on one run, in one etcd transaction.
+#[test]
+fn a_run_under_several_keys_takes_them_in_one_request() {
+    let Some(env) = Env::etcd("keys") else {
+        return;
+    };
+    let out = env.run(&[
+        "run",
+        "a",
+        "b",
+        "c",
+        "--lease",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$LOCK_KEYS $LOCK_FENCES\"",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "a\nb\nc a=1\nb=1\nc=1\n", "{out:?}");
+    assert!(out.stderr.contains("in one request"), "{out:?}");
+}
