@@ -1,6 +1,6 @@
 //! The stores a `LockClient` can run on: `MemoryStore`, `DynamoDBStore`,
-//! `PostgresStore` and `BucketStore`, with their set-up calls (table, schema,
-//! bucket check).
+//! `PostgresStore`, `BucketStore` and `EtcdStore`, with their set-up calls
+//! (table, schema, bucket check).
 
 use std::sync::Arc;
 
@@ -39,9 +39,11 @@ pub(crate) fn parts(py: Python<'_>, store: &Bound<'_, PyAny>) -> PyResult<StoreP
         postgres.get().built.parts()
     } else if let Ok(bucket) = store.cast::<BucketStore>() {
         bucket.get().built.parts()
+    } else if let Ok(etcd) = store.cast::<EtcdStore>() {
+        etcd.get().built.parts()
     } else {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "store must be a lease_lock.MemoryStore, DynamoDBStore, PostgresStore or BucketStore, not {}",
+            "store must be a lease_lock.MemoryStore, DynamoDBStore, PostgresStore, BucketStore or EtcdStore, not {}",
             store.get_type().name()?
         )));
     };
@@ -626,6 +628,81 @@ impl BucketStore {
 
     fn __repr__(&self) -> String {
         format!("BucketStore({:?})", self.built.store.url())
+    }
+}
+
+/// Locks in etcd v3, one key per lock under the URL's prefix
+/// (`etcd://[user:password@]host:port[,host:port...]/prefix`, `etcds://` for
+/// TLS, `?cacert=&cert=&key=` naming PEM files as etcdctl's flags do), each
+/// change one transaction comparing the key's revision. With a user, the
+/// store logs in when it is made, so a wrong password raises here.
+#[pyclass(module = "lease_lock._native", name = "EtcdStore", frozen)]
+pub(crate) struct EtcdStore {
+    built: Built<lock_etcd::EtcdStore>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("url", &self.built.store.url())
+            .finish()
+    }
+}
+
+#[pymethods]
+impl EtcdStore {
+    #[new]
+    #[pyo3(signature = (url, *, user=None, password=None, request_timeout=None))]
+    fn new(
+        py: Python<'_>,
+        url: &str,
+        user: Option<String>,
+        password: Option<String>,
+        request_timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let mut builder = lock_etcd::EtcdStoreBuilder::from_url(url)
+            .map_err(|error| errors::setup_error(py, &error))?;
+        match (user, password) {
+            (Some(user), Some(password)) => builder = builder.user(user, password),
+            (None, None) => {}
+            _ => {
+                return Err(errors::invalid_input(
+                    py,
+                    "user and password go together: give both, or put them in the URL",
+                ));
+            }
+        }
+        if let Some(timeout) = request_timeout {
+            let timeout = convert::seconds(py, "request_timeout", timeout)?;
+            builder = builder.timeouts(lock_etcd::Timeouts::default().with_request(timeout));
+        }
+        let runtime = runtime()?;
+        let store = runtime
+            .block_on(py, builder.connect())?
+            .map_err(|error| errors::setup_error(py, &error))?;
+        Ok(Self {
+            built: Built {
+                shared: Arc::new(store.clone()),
+                store,
+                runtime,
+            },
+        })
+    }
+
+    /// Where the locks are: the URL, its password hidden.
+    #[getter]
+    fn url(&self) -> &str {
+        self.built.store.url()
+    }
+
+    /// The prefix every lock key is under.
+    #[getter]
+    fn prefix(&self) -> &str {
+        self.built.store.prefix()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("EtcdStore({:?})", self.built.store.url())
     }
 }
 

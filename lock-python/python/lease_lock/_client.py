@@ -13,14 +13,23 @@ from typing import Any, Union
 from . import _events, _native
 from ._errors import ConfigError, InvalidInput
 from ._group import Keys, LockGroup, LockGroupContext, _pairs
-from ._native import BucketStore, DynamoDBStore, Election, Lock, MemoryStore, PostgresStore, Semaphore
+from ._native import (
+    BucketStore,
+    DynamoDBStore,
+    Election,
+    EtcdStore,
+    Lock,
+    MemoryStore,
+    PostgresStore,
+    Semaphore,
+)
 from ._rw import RwLock
 from ._types import LockInfo, LostReason, Seconds
 
 __all__ = ["LockClient", "LockContext", "Store"]
 
 #: The stores a client runs on.
-Store = Union[MemoryStore, DynamoDBStore, PostgresStore, BucketStore]
+Store = Union[MemoryStore, DynamoDBStore, PostgresStore, BucketStore, EtcdStore]
 
 logger = logging.getLogger("lease_lock")
 

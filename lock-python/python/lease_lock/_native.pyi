@@ -118,6 +118,23 @@ class BucketStore:
     ) -> Awaitable[tuple[bytes, int | None] | None]: ...
 
 @final
+class EtcdStore:
+    """Locks in etcd v3, one key per lock under the URL's prefix."""
+
+    def __new__(
+        cls,
+        url: str,
+        *,
+        user: str | None = None,
+        password: str | None = None,
+        request_timeout: Seconds | None = None,
+    ) -> Self: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def prefix(self) -> str: ...
+
+@final
 class Lock:
     """A held lock."""
 
@@ -327,7 +344,7 @@ class Election:
 class Client:
     def __new__(
         cls,
-        store: MemoryStore | DynamoDBStore | PostgresStore | BucketStore,
+        store: MemoryStore | DynamoDBStore | PostgresStore | BucketStore | EtcdStore,
         owner: str | None = None,
         lease: float | None = None,
         heartbeat: float | None = None,
