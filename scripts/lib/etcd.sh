@@ -9,7 +9,11 @@
 #                sudo when not root. Idempotent. Exports LOCK_ETCD_BIN, the
 #                etcd binary the three-member drill starts members with
 # etcd_start     start the member, wait until it answers; exports
-#                LOCK_ETCD_ENDPOINT (127.0.0.1:PORT). Log: .etcd/server.log
+#                LOCK_ETCD_ENDPOINT (127.0.0.1:PORT), and LOCK_ETCD_TLS_DIR:
+#                throw-away certificates for the TLS test's own member
+#                (postgres_make_certificates of postgres.sh, when sourced:
+#                ca.crt, server.crt for `localhost`, client.crt, other-ca.crt).
+#                Log: .etcd/server.log
 # etcd_stop      stop it and remove its data (safe to call twice)
 
 : "${root:?set root to the repository root before sourcing etcd.sh}"
@@ -82,6 +86,11 @@ etcd_start() {
     LOCK_ETCD_ENDPOINT="127.0.0.1:$SERVED_PORT"
     echo "==> etcd $(etcd --version | sed -n 's/^etcd Version: //p') answering at $LOCK_ETCD_ENDPOINT (pid $ETCD_PID, log .etcd/server.log)"
     export LOCK_ETCD_ENDPOINT
+    if declare -F postgres_make_certificates >/dev/null; then
+        postgres_make_certificates "$ETCD_DATA/tls" || return 1
+        LOCK_ETCD_TLS_DIR="$ETCD_DATA/tls"
+        export LOCK_ETCD_TLS_DIR
+    fi
 }
 
 etcd_stop() {

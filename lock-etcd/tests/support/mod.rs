@@ -116,6 +116,71 @@ impl Drop for Member {
     }
 }
 
+/// One member serving TLS with the certificates in `LOCK_ETCD_TLS_DIR`
+/// (`server.crt` for the name `localhost`, signed by `ca.crt`), asking
+/// clients for a certificate `ca.crt` signed; `None` when the etcd tests are
+/// skipped. Its endpoint is `localhost:PORT`. Waits until it listens.
+pub async fn start_tls_member() -> Option<(Member, std::path::PathBuf)> {
+    endpoint()?;
+    let tls = std::path::PathBuf::from(
+        std::env::var("LOCK_ETCD_TLS_DIR").expect("./scripts/test sets LOCK_ETCD_TLS_DIR"),
+    );
+    let binary = std::env::var("LOCK_ETCD_BIN").unwrap_or_else(|_| "etcd".into());
+    let (client, peer) = (free_port(), free_port());
+    let data =
+        std::env::temp_dir().join(format!("lock-etcd-tls-{}", uuid::Uuid::new_v4().simple()));
+    let path = |name: &str| tls.join(name).to_string_lossy().into_owned();
+    let child = Command::new(&binary)
+        .args(["--name", "tls"])
+        .arg("--data-dir")
+        .arg(&data)
+        .args([
+            "--listen-client-urls",
+            &format!("https://127.0.0.1:{client}"),
+            "--advertise-client-urls",
+            &format!("https://localhost:{client}"),
+            "--listen-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+            "--initial-advertise-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+            "--initial-cluster",
+            &format!("tls=http://127.0.0.1:{peer}"),
+            "--cert-file",
+            &path("server.crt"),
+            "--key-file",
+            &path("server.key"),
+            "--client-cert-auth",
+            "--trusted-ca-file",
+            &path("ca.crt"),
+            "--logger",
+            "zap",
+            "--log-level",
+            "error",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start an etcd member (LOCK_ETCD_BIN, or etcd on PATH)");
+    let member = Member {
+        name: "tls".into(),
+        endpoint: format!("localhost:{client}"),
+        child,
+        data,
+    };
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while tokio::net::TcpStream::connect(("127.0.0.1", client))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the TLS member did not listen within {LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Some((member, tls))
+}
+
 /// A cluster of `size` members on loopback, started by the test with the
 /// etcd binary `./scripts/test` installed (`LOCK_ETCD_BIN`), `extra`
 /// arguments given to each; `None` when the etcd tests are skipped. Waits
