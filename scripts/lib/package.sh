@@ -13,9 +13,9 @@
 : "${root:?set root to the repository root before sourcing package.sh}"
 
 # The crates published, in no particular order (cargo orders them).
-PACKAGE_CRATES=(lock-core lock-memory lock-dynamodb lock-postgres lock-object-store lock-etcd lock-testkit lock-cli)
+PACKAGE_CRATES=(lock-core lock-memory lock-dynamodb lock-postgres lock-object-store lock-etcd lock-redis lock-testkit lock-cli)
 # The library crates others depend on by version.
-PACKAGE_LIBRARIES=(lock-core lock-memory lock-dynamodb lock-postgres lock-object-store lock-etcd lock-testkit)
+PACKAGE_LIBRARIES=(lock-core lock-memory lock-dynamodb lock-postgres lock-object-store lock-etcd lock-redis lock-testkit)
 
 package_check() {
     local patches=() crate

@@ -1,0 +1,591 @@
+//! [`RedisStore`]: the [`ConditionalStore`] contract on Redis scripts.
+//!
+//! Every call is one script ([`scripts`](crate::scripts)), which Redis runs
+//! atomically: the condition, the fence and the write are decided on the
+//! record as it is when the script runs, and a refused write returns the
+//! current record in the same round trip. Reads run a script too, so each
+//! record comes with its age on the server's clock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use lock_core::{
+    AtomicWrites, Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, FenceUpdate,
+    KeyedWrite, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, StoreClock, StoreError,
+    WriteTime,
+};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Value};
+
+use crate::builder::{ReplicaAcks, Timeouts};
+use crate::errors::{Call, classify};
+use crate::layout::{Layout, MAX_PARTITION_BYTES, MAX_SORT_BYTES};
+use crate::record::{self, array, integer};
+use crate::scripts::Scripts;
+
+/// Largest record, measured as the client measures it (key, owner, data).
+pub(crate) const MAX_RECORD_BYTES: usize = 400 * 1024;
+/// Most keys one `put_many` writes (one script).
+pub(crate) const MAX_KEYS_AT_ONCE: usize = 100;
+/// Most bytes one `put_many` writes, as records are measured.
+pub(crate) const MAX_BYTES_AT_ONCE: usize = 4 * 1024 * 1024;
+
+/// How the store opens a connection: the client (URL, TLS) and timeouts.
+#[derive(Clone, Debug)]
+pub(crate) struct Connector {
+    pub client: redis::Client,
+    pub timeouts: Timeouts,
+}
+
+impl Connector {
+    /// A new multiplexed connection, within the connect timeout; every
+    /// request on it times out after the request timeout.
+    pub async fn open(&self) -> Result<MultiplexedConnection, StoreError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeouts.connect))
+            .set_response_timeout(Some(self.timeouts.request));
+        let opening = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config);
+        match tokio::time::timeout(self.timeouts.connect * 2, opening).await {
+            Ok(Ok(connection)) => Ok(connection),
+            // Nothing of a request was sent on a connection not open.
+            Ok(Err(error)) => {
+                let unauthorized = matches!(error.kind(), redis::ErrorKind::AuthenticationFailed)
+                    || matches!(error.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"));
+                let message = format!("connect: {error}");
+                Err(if unauthorized {
+                    StoreError::unauthorized(message)
+                } else {
+                    StoreError::unavailable(message)
+                }
+                .with_source(error))
+            }
+            Err(_) => Err(StoreError::unavailable(format!(
+                "connect: no connection within {:?}",
+                self.timeouts.connect * 2
+            ))),
+        }
+    }
+}
+
+/// Locks in Redis or Valkey: one hash per lock under a prefix.
+///
+/// Built with [`RedisStore::builder`] or
+/// [`RedisStoreBuilder::from_url`](crate::RedisStoreBuilder::from_url); see
+/// the [crate docs](crate).
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    connector: Connector,
+    /// The connection requests go on; replaced after one that failed or
+    /// timed out ([`RedisStore::connection`]).
+    connection: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    /// The last request got no answer: the next opens a new connection.
+    suspect: AtomicBool,
+    scripts: Scripts,
+    layout: Layout,
+    url: String,
+    replicas: Option<ReplicaAcks>,
+    announce: bool,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.inner.url)
+            .field("prefix", &self.inner.layout.prefix())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Marks the connection suspect when dropped before its request was
+/// answered.
+struct Abandoned<'a> {
+    suspect: &'a AtomicBool,
+    answered: bool,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.suspect.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl RedisStore {
+    pub(crate) fn from_parts(
+        connector: Connector,
+        connection: MultiplexedConnection,
+        layout: Layout,
+        url: String,
+        replicas: Option<ReplicaAcks>,
+        announce: bool,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                connector,
+                connection: tokio::sync::Mutex::new(Some(connection)),
+                suspect: AtomicBool::new(false),
+                scripts: Scripts::new(),
+                layout,
+                url,
+                replicas,
+                announce,
+            }),
+        }
+    }
+
+    /// Where the locks are (the URL, its password hidden).
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The prefix every lock key is under.
+    pub fn prefix(&self) -> &str {
+        self.inner.layout.prefix()
+    }
+
+    /// The Redis key of `key`'s record (a hash).
+    pub fn record_key(&self, key: &LockKey) -> String {
+        self.inner.layout.keys(key).record
+    }
+
+    /// The channel releases are announced on (`{prefix}:released`); each
+    /// message names the lock released (`partition/lock`, escaped as in the
+    /// keys).
+    pub fn release_channel(&self) -> String {
+        self.inner.layout.channel()
+    }
+
+    /// A connection of the store's client (for your own commands): a new
+    /// one, not the one the store's requests share.
+    pub async fn open_connection(&self) -> Result<MultiplexedConnection, StoreError> {
+        self.inner.connector.open().await
+    }
+
+    /// The connection to use now: a new one when the last request failed
+    /// without an answer or was abandoned. A connection whose packets vanish
+    /// (a firewall that forgot it, a partition) would otherwise hang every
+    /// request on it until TCP gives up, minutes later; and one the server
+    /// closed is dead for good.
+    async fn connection(&self) -> Result<MultiplexedConnection, StoreError> {
+        let mut slot = self.inner.connection.lock().await;
+        if self.inner.suspect.swap(false, Ordering::SeqCst) {
+            *slot = None;
+        }
+        if let Some(connection) = slot.as_ref() {
+            return Ok(connection.clone());
+        }
+        match self.inner.connector.open().await {
+            Ok(connection) => {
+                *slot = Some(connection.clone());
+                Ok(connection)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Load the scripts into the server's script cache.
+    pub(crate) async fn load_scripts(&self) -> Result<(), StoreError> {
+        let mut connection = self.connection().await?;
+        let scripts = &self.inner.scripts;
+        for script in [&scripts.put, &scripts.delete, &scripts.read] {
+            script
+                .load_async(&mut connection)
+                .await
+                .map_err(|error| classify(Call::Read, "load the scripts", error))?;
+        }
+        Ok(())
+    }
+
+    /// Run `script` with `keys` and `args`: `EVALSHA`, and on `NOSCRIPT`
+    /// (the server restarted or flushed its scripts; nothing ran) load it
+    /// and run it again. A write waits for replica acknowledgements when the
+    /// builder asked for them.
+    async fn run(
+        &self,
+        call: Call,
+        what: &str,
+        script: &redis::Script,
+        keys: &[String],
+        args: Vec<Vec<u8>>,
+    ) -> Result<Value, StoreError> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
+        }
+        for arg in args {
+            invocation.arg(arg);
+        }
+        let mut connection = self.connection().await?;
+        let mut waiting = Abandoned {
+            suspect: &self.inner.suspect,
+            answered: false,
+        };
+        let answer: Result<Value, redis::RedisError> =
+            invocation.invoke_async(&mut connection).await;
+        waiting.answered = true;
+        let value = answer.map_err(|error| self.failed(call, what, error))?;
+        if call == Call::Write
+            && let Some(acks) = self.inner.replicas
+        {
+            self.wait_for_replicas(what, &mut connection, acks).await?;
+        }
+        Ok(value)
+    }
+
+    /// `WAIT` for the replicas after a write that applied on the primary:
+    /// fewer acknowledgements in time make the write ambiguous.
+    async fn wait_for_replicas(
+        &self,
+        what: &str,
+        connection: &mut MultiplexedConnection,
+        acks: ReplicaAcks,
+    ) -> Result<(), StoreError> {
+        let millis = u64::try_from(acks.timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut waiting = Abandoned {
+            suspect: &self.inner.suspect,
+            answered: false,
+        };
+        // WAIT blocks up to its own timeout: the reply may come that much
+        // later than a request's.
+        let mut waiting_connection = connection.clone();
+        waiting_connection
+            .set_response_timeout(self.inner.connector.timeouts.request + acks.timeout);
+        let answer: Result<i64, redis::RedisError> = redis::cmd("WAIT")
+            .arg(acks.replicas)
+            .arg(millis)
+            .query_async(&mut waiting_connection)
+            .await;
+        waiting.answered = true;
+        match answer {
+            Ok(count) if count >= i64::from(acks.replicas) => Ok(()),
+            Ok(count) => Err(StoreError::ambiguous(format!(
+                "{what}: applied on the primary, but {count} of {} replicas acknowledged it within {:?}; a failover now could lose it",
+                acks.replicas, acks.timeout
+            ))),
+            Err(error) => {
+                self.inner.suspect.store(true, Ordering::SeqCst);
+                Err(StoreError::ambiguous(format!(
+                    "{what}: applied on the primary, but WAIT for replicas failed: {error}"
+                ))
+                .with_source(error))
+            }
+        }
+    }
+
+    /// `error` classified; one that left the connection in doubt (no
+    /// answer, a dropped connection) makes the next request open a new one.
+    fn failed(&self, call: Call, what: &str, error: redis::RedisError) -> StoreError {
+        if matches!(error.kind(), redis::ErrorKind::Io) || error.is_unrecoverable_error() {
+            self.inner.suspect.store(true, Ordering::SeqCst);
+        }
+        classify(call, what, error)
+    }
+
+    /// The script's arguments for one write.
+    fn write_args(&self, key: &LockKey, expect: &Expect, new: &NewRecord, args: &mut Vec<Vec<u8>>) {
+        let keys = self.inner.layout.keys(key);
+        let (condition, expected) = match expect {
+            Expect::Vacant => ("vacant", ""),
+            Expect::Version(rvn) => ("version", rvn.as_str()),
+        };
+        let (data_mode, data): (&str, &[u8]) = match &new.data {
+            DataUpdate::Keep => ("keep", b""),
+            DataUpdate::Replace(bytes) => ("replace", bytes),
+            DataUpdate::Clear => ("clear", b""),
+        };
+        let text = |value: &str| value.as_bytes().to_vec();
+        args.extend([
+            text(condition),
+            text(expected),
+            text(&keys.lock),
+            text(&keys.member),
+            text(key.partition()),
+            text(if key.sort().is_some() { "1" } else { "0" }),
+            text(key.sort().unwrap_or_default()),
+            text(&new.owner),
+            text(new.rvn.as_str()),
+            text(&new.lease.as_millis().to_string()),
+            text(if new.released { "1" } else { "0" }),
+            text(match new.fence {
+                FenceUpdate::Next => "next",
+                FenceUpdate::Keep => "keep",
+            }),
+            text(data_mode),
+            data.to_vec(),
+            text(&new.expires_at.map(|at| at.to_string()).unwrap_or_default()),
+        ]);
+    }
+
+    /// The checks the client makes too, so a store used on its own refuses
+    /// the same input before anything is sent.
+    fn check(key: &LockKey, new: &NewRecord) -> Result<usize, StoreError> {
+        let limits = limits();
+        limits.check_key(key)?;
+        let size = key.partition().len()
+            + key.sort().map_or(0, str::len)
+            + new.owner.len()
+            + new.data.bytes().map_or(0, <[u8]>::len);
+        limits.check_record_size(key, size)?;
+        Ok(size)
+    }
+
+    /// Run the write script on `writes`.
+    async fn write(
+        &self,
+        what: &str,
+        writes: &[(&LockKey, &Expect, &NewRecord)],
+    ) -> Result<Value, StoreError> {
+        let mut keys = vec![self.inner.layout.index()];
+        let channel = if self.inner.announce {
+            self.inner.layout.channel()
+        } else {
+            String::new()
+        };
+        let mut args = vec![channel.into_bytes()];
+        for (key, expect, new) in writes {
+            let lock = self.inner.layout.keys(key);
+            keys.push(lock.record);
+            keys.push(lock.fences);
+            self.write_args(key, expect, new, &mut args);
+        }
+        self.run(Call::Write, what, &self.inner.scripts.put, &keys, args)
+            .await
+    }
+}
+
+/// The key and record limits of this store.
+fn limits() -> Capabilities {
+    Capabilities::default()
+        .with_key_limits(MAX_PARTITION_BYTES, MAX_SORT_BYTES)
+        .with_max_record_bytes(MAX_RECORD_BYTES)
+}
+
+/// A record just written: its age is zero.
+fn fresh(record: Option<LockRecord>) -> Option<LockRecord> {
+    record.map(|record| LockRecord {
+        written: Some(WriteTime::Ago(std::time::Duration::ZERO)),
+        ..record
+    })
+}
+
+/// The written records of the write script's `{1, {record...}, now}`, or
+/// the refusal of its `{0, index, record, now}`.
+enum Written {
+    Applied(Vec<LockRecord>),
+    Rejected {
+        index: usize,
+        current: Option<LockRecord>,
+    },
+}
+
+fn written(what: &str, reply: Value) -> Result<Written, StoreError> {
+    let mut items = array(what, reply)?.into_iter();
+    let status = integer(what, &items.next().unwrap_or(Value::Nil))?;
+    if status == 1 {
+        let records = array(what, items.next().unwrap_or(Value::Nil))?;
+        let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
+        let mut applied = Vec::with_capacity(records.len());
+        for fields in records {
+            let record = record::decode(what, fields, now)?;
+            applied.extend(fresh(record));
+        }
+        return Ok(Written::Applied(applied));
+    }
+    let index = integer(what, &items.next().unwrap_or(Value::Nil))?;
+    let fields = items.next().unwrap_or(Value::Nil);
+    let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
+    Ok(Written::Rejected {
+        index: usize::try_from(index).unwrap_or(usize::MAX),
+        current: record::decode(what, fields, now)?,
+    })
+}
+
+#[async_trait]
+impl ConditionalStore for RedisStore {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        let lock = self.inner.layout.keys(key);
+        let what = format!("read {}", lock.record);
+        let keys = [self.inner.layout.index(), lock.record];
+        let reply = self
+            .run(
+                Call::Read,
+                &what,
+                &self.inner.scripts.read,
+                &keys,
+                vec![lock.member.into_bytes()],
+            )
+            .await?;
+        let mut items = array(&what, reply)?.into_iter();
+        let now = integer(&what, &items.next().unwrap_or(Value::Nil))?;
+        record::decode(&what, items.next().unwrap_or(Value::Nil), now)
+    }
+
+    async fn put(
+        &self,
+        key: &LockKey,
+        expect: Expect,
+        new: NewRecord,
+    ) -> Result<Outcome, StoreError> {
+        Self::check(key, &new)?;
+        let what = format!("write {}", self.inner.layout.keys(key).record);
+        match written(&what, self.write(&what, &[(key, &expect, &new)]).await?)? {
+            Written::Applied(mut records) => match records.pop() {
+                Some(record) => Ok(Outcome::Applied(record)),
+                None => Err(record::unreadable(&what, "no record written")),
+            },
+            Written::Rejected { current, .. } => Ok(Outcome::Rejected { current }),
+        }
+    }
+
+    async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+        let lock = self.inner.layout.keys(key);
+        let what = format!("delete {}", lock.record);
+        let (condition, expected) = match &expect {
+            Expect::Vacant => ("vacant", ""),
+            Expect::Version(rvn) => ("version", rvn.as_str()),
+        };
+        let keys = [self.inner.layout.index(), lock.record, lock.fences];
+        let args = vec![
+            condition.as_bytes().to_vec(),
+            expected.as_bytes().to_vec(),
+            lock.member.into_bytes(),
+            lock.lock.into_bytes(),
+        ];
+        let reply = self
+            .run(Call::Write, &what, &self.inner.scripts.delete, &keys, args)
+            .await?;
+        let mut items = array(&what, reply)?.into_iter();
+        let status = integer(&what, &items.next().unwrap_or(Value::Nil))?;
+        let fields = items.next().unwrap_or(Value::Nil);
+        let now = integer(&what, &items.next().unwrap_or(Value::Nil))?;
+        let record = record::decode(&what, fields, now)?;
+        match (status, record) {
+            (1, Some(record)) => Ok(Outcome::Applied(record)),
+            (_, current) => Ok(Outcome::Rejected { current }),
+        }
+    }
+
+    async fn list(
+        &self,
+        partition: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let layout = &self.inner.layout;
+        let index = layout.index();
+        let what = format!("list {index}");
+        let (start, end) = layout.listing(partition);
+        let min = match (&cursor, partition) {
+            (Some(Cursor(after)), _) => {
+                if layout.keys_of_member(after).is_none() || after.as_str() < start.as_str() {
+                    return Err(StoreError::invalid(format!(
+                        "listing cursor {after:?} is not a lock of this listing"
+                    )));
+                }
+                format!("({after}")
+            }
+            (None, Some(_)) => format!("[{start}"),
+            (None, None) => "-".to_owned(),
+        };
+        let max = match partition {
+            Some(_) => format!("({end}"),
+            None => "+".to_owned(),
+        };
+        let limit = limit.max(1);
+        let mut connection = self.connection().await?;
+        let mut waiting = Abandoned {
+            suspect: &self.inner.suspect,
+            answered: false,
+        };
+        let members: Result<Vec<String>, redis::RedisError> = redis::cmd("ZRANGE")
+            .arg(&index)
+            .arg(&min)
+            .arg(&max)
+            .arg("BYLEX")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut connection)
+            .await;
+        waiting.answered = true;
+        let members = members.map_err(|error| self.failed(Call::Read, &what, error))?;
+        let mut keys = vec![index.clone()];
+        let mut args = Vec::with_capacity(members.len());
+        for member in &members {
+            let key = layout
+                .keys_of_member(member)
+                .ok_or_else(|| record::unreadable(&what, format!("index member {member:?}")))?;
+            keys.push(layout.keys(&key).record);
+            args.push(member.as_bytes().to_vec());
+        }
+        let mut records = Vec::with_capacity(members.len());
+        if !members.is_empty() {
+            let reply = self
+                .run(Call::Read, &what, &self.inner.scripts.read, &keys, args)
+                .await?;
+            let mut items = array(&what, reply)?.into_iter();
+            let now = integer(&what, &items.next().unwrap_or(Value::Nil))?;
+            for fields in items {
+                // An expired record is skipped (and left the index).
+                records.extend(record::decode(&what, fields, now)?);
+            }
+        }
+        let next = if members.len() >= limit {
+            members.last().cloned().map(Cursor)
+        } else {
+            None
+        };
+        Ok(Page { records, next })
+    }
+
+    async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
+        if writes.len() > MAX_KEYS_AT_ONCE {
+            return Err(StoreError::invalid(format!(
+                "{} writes in one request; this store takes at most {MAX_KEYS_AT_ONCE}",
+                writes.len()
+            )));
+        }
+        let mut sorted: Vec<&LockKey> = writes.iter().map(|write| &write.key).collect();
+        sorted.sort();
+        if sorted.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(StoreError::invalid(
+                "a key written twice in one request: each key once",
+            ));
+        }
+        let mut total = 0;
+        for write in &writes {
+            total += Self::check(&write.key, &write.new)?;
+        }
+        if total > MAX_BYTES_AT_ONCE {
+            return Err(StoreError::invalid(format!(
+                "{total} bytes of records in one request; this store takes at most {MAX_BYTES_AT_ONCE}"
+            )));
+        }
+        let what = format!("write {} keys under {}", writes.len(), self.prefix());
+        let batch: Vec<(&LockKey, &Expect, &NewRecord)> = writes
+            .iter()
+            .map(|write| (&write.key, &write.expect, &write.new))
+            .collect();
+        match written(&what, self.write(&what, &batch).await?)? {
+            Written::Applied(records) if records.len() == writes.len() => {
+                Ok(ManyOutcome::Applied(records))
+            }
+            Written::Applied(_) => Err(record::unreadable(&what, "not every record written")),
+            Written::Rejected { index, current } => Ok(ManyOutcome::Rejected { index, current }),
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        limits()
+            .with_clock(StoreClock::Age)
+            .with_atomic_writes(Some(AtomicWrites::new(MAX_KEYS_AT_ONCE, MAX_BYTES_AT_ONCE)))
+    }
+}

@@ -1,0 +1,718 @@
+//! The Redis backend on the server `./scripts/test` starts: the conformance
+//! suite, racing writers, fences that survive deletion and expiry, ages on
+//! the server's clock, errors, the client end to end, the shared fault
+//! drills through a TCP fault proxy, and the checks made when a store
+//! connects, on servers the tests start themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)] // each test binary uses part of the shared set-up
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockClient, LockKey,
+    NewRecord, Outcome, Rvn, StoreClock, StoreErrorKind, WriteTime,
+};
+use lock_redis::{RedisStore, StoreConfigError, Timeouts};
+use lock_testkit::drills;
+use lock_testkit::proxy::{FaultProxy, ProxyMode};
+use support::{LIMIT, client, command, fresh_store, start_server, store_at, url};
+use tokio::time::{Instant, timeout};
+
+mod conformance {
+    lock_testkit::conformance_suite!(crate::support::PrefixFactory);
+}
+
+/// An acquire-shaped write by `owner` (a fresh RVN, the next fence).
+fn write(owner: &str) -> NewRecord {
+    NewRecord {
+        owner: owner.into(),
+        rvn: Rvn::fresh(),
+        lease: Duration::from_secs(20),
+        released: false,
+        fence: FenceUpdate::Next,
+        data: DataUpdate::Keep,
+        expires_at: None,
+    }
+}
+
+fn release_of(record: &lock_core::LockRecord) -> NewRecord {
+    NewRecord {
+        released: true,
+        fence: FenceUpdate::Keep,
+        ..write(&record.owner)
+    }
+}
+
+fn applied(outcome: Outcome) -> lock_core::LockRecord {
+    match outcome {
+        Outcome::Applied(record) => record,
+        other => panic!("expected applied, got {other:?}"),
+    }
+}
+
+/// A store on `store`'s prefix reaching Redis through a new fault proxy.
+async fn proxied(store: &RedisStore) -> (FaultProxy, RedisStore) {
+    let url = url().expect("the store was made, so there is a server");
+    let proxy = FaultProxy::start(&url.replace("redis://", "")).unwrap();
+    let via = store_at(&format!("redis://{}", proxy.addr()), store.prefix()).await;
+    (proxy, via)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let url = url().unwrap();
+    let mut writers = Vec::new();
+    for _ in 0..8 {
+        writers.push(store_at(&url, store.prefix()).await);
+    }
+    let writers = Arc::new(writers);
+    for trial in 0..30 {
+        let key = LockKey::new(format!("race-{trial}"));
+        let released = trial % 2 == 1;
+        if released {
+            let first = applied(store.put(&key, Expect::Vacant, write("x")).await.unwrap());
+            store
+                .put(&key, Expect::Version(first.rvn.clone()), release_of(&first))
+                .await
+                .unwrap();
+        }
+        let racing: Vec<_> = (0..writers.len())
+            .map(|i| {
+                let (writers, key) = (writers.clone(), key.clone());
+                tokio::spawn(async move {
+                    writers[i]
+                        .put(&key, Expect::Vacant, write(&format!("w{i}")))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        let mut shown = Vec::new();
+        for writer in racing {
+            match timeout(LIMIT, writer).await.expect("bounded").unwrap() {
+                Outcome::Applied(record) => winners.push(record),
+                Outcome::Rejected { current } => shown.push(current),
+            }
+        }
+        assert_eq!(winners.len(), 1, "trial {trial}: {winners:?}");
+        let winner = &winners[0];
+        assert_eq!(winner.fence, Fence(if released { 2 } else { 1 }));
+        for current in shown {
+            assert_eq!(
+                current.map(|c| c.rvn),
+                Some(winner.rvn.clone()),
+                "trial {trial}"
+            );
+        }
+    }
+}
+
+/// The fence floor outlives a released record that expired: the next
+/// holder's fence is still higher. A delete forgets the fences on purpose
+/// (as on every store): the next holder counts from 1.
+#[tokio::test]
+async fn fences_keep_rising_after_a_released_record_expires_and_restart_after_a_delete() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let key = LockKey::with_sort("jobs", "a");
+    let first = applied(store.put(&key, Expect::Vacant, write("a")).await.unwrap());
+    assert_eq!(first.fence, Fence(1));
+    applied(
+        store
+            .delete(&key, Expect::Version(first.rvn.clone()))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(store.get(&key).await.unwrap(), None);
+    let restarted = applied(store.put(&key, Expect::Vacant, write("b")).await.unwrap());
+    assert_eq!(restarted.fence, Fence(1), "a delete forgets the fences");
+    applied(
+        store
+            .put(
+                &key,
+                Expect::Version(restarted.rvn.clone()),
+                release_of(&restarted),
+            )
+            .await
+            .unwrap(),
+    );
+    let second = applied(store.put(&key, Expect::Vacant, write("b")).await.unwrap());
+    assert_eq!(second.fence, Fence(2));
+
+    // Released with an expiry time one second ahead: Redis removes the
+    // record, and the fence goes on from the floor.
+    let in_a_second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    let release = NewRecord {
+        expires_at: Some(in_a_second),
+        ..release_of(&second)
+    };
+    applied(
+        store
+            .put(&key, Expect::Version(second.rvn.clone()), release)
+            .await
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store.get(&key).await.unwrap().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the released record never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // An expired record leaves the listing too.
+    assert!(store.list(None, None, 10).await.unwrap().records.is_empty());
+    let third = applied(store.put(&key, Expect::Vacant, write("c")).await.unwrap());
+    assert_eq!(
+        third.fence,
+        Fence(3),
+        "the floor outlived the expired record"
+    );
+    // A held record never expires, whatever expiry time it carries.
+    let ttl = command(&url().unwrap(), &["PTTL", &store.record_key(&key)]).await;
+    assert_eq!(ttl, lock_redis::redis::Value::Int(-1));
+}
+
+/// Reads carry the record's age on the server's clock, so a fresh process
+/// takes a crashed holder's lock at its first look once the lease has
+/// passed: one refused write and the takeover.
+#[tokio::test]
+async fn a_fresh_process_takes_a_crashed_holders_lock_by_the_servers_clock() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    assert_eq!(store.capabilities().clock, StoreClock::Age);
+    let key = LockKey::new("job");
+    let record = applied(store.put(&key, Expect::Vacant, write("a")).await.unwrap());
+    assert_eq!(record.written, Some(WriteTime::Ago(Duration::ZERO)));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let Some(WriteTime::Ago(age)) = store.get(&key).await.unwrap().unwrap().written else {
+        panic!("a read says how old the record is");
+    };
+    assert!(
+        age >= Duration::from_millis(250) && age < Duration::from_secs(5),
+        "{age:?}"
+    );
+
+    let lease = Duration::from_millis(800);
+    let crashed = client(store.clone(), "crashed", lease);
+    let detached = crashed
+        .acquire("crash", AcquireOptions::new())
+        .await
+        .unwrap()
+        .detach()
+        .await
+        .unwrap();
+    tokio::time::sleep(lease.mul_f64(1.02) + Duration::from_millis(100)).await;
+    let fresh = client(store.clone(), "fresh", lease);
+    let started = Instant::now();
+    let taken = timeout(LIMIT, fresh.try_acquire("crash", AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap()
+        .expect("the lease has passed on the server's clock");
+    assert!(started.elapsed() < lease, "{:?}", started.elapsed());
+    assert_eq!(taken.fence(), Fence(2));
+    drop(detached);
+    taken.release().await.unwrap();
+    fresh.shutdown().await.unwrap();
+    crashed.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn listings_page_by_key_and_keep_partitions_apart() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    for sort in ["a", "b", "c", "d", "e"] {
+        store
+            .put(&LockKey::with_sort("p", sort), Expect::Vacant, write("x"))
+            .await
+            .unwrap();
+    }
+    for key in [LockKey::new("p"), LockKey::new("p/q"), LockKey::new("pq")] {
+        store.put(&key, Expect::Vacant, write("x")).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    for _ in 0..10 {
+        let page = store.list(Some("p"), cursor, 2).await.unwrap();
+        assert!(page.records.len() <= 2);
+        seen.extend(page.records.into_iter().map(|r| r.key));
+        cursor = page.next;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    seen.sort();
+    let mut expected = vec![LockKey::new("p")];
+    expected.extend(["a", "b", "c", "d", "e"].map(|s| LockKey::with_sort("p", s)));
+    expected.sort();
+    assert_eq!(seen, expected);
+    let all = store.list(None, None, 100).await.unwrap();
+    assert_eq!(all.records.len(), 8);
+    assert_eq!(all.next, None);
+}
+
+#[tokio::test]
+async fn a_store_not_reached_is_refused_when_made_and_a_lost_server_is_unavailable() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let error = RedisStore::builder("redis://127.0.0.1:9", "x")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreConfigError::Connect { .. }), "{error}");
+    // A server that goes away after the store was made: nothing was sent.
+    let Some(mut own) = start_server(&[]).await else {
+        return;
+    };
+    let lost = store_at(&own.url(), store.prefix()).await;
+    own.kill();
+    let error = timeout(
+        LIMIT,
+        lost.put(&LockKey::new("job"), Expect::Vacant, write("a")),
+    )
+    .await
+    .expect("bounded")
+    .unwrap_err();
+    assert!(
+        matches!(
+            error.kind(),
+            StoreErrorKind::Unavailable | StoreErrorKind::Ambiguous
+        ),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_write_whose_reply_is_lost_is_ambiguous() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let key = LockKey::new("job");
+    via.get(&key).await.unwrap();
+    proxy.lose_next_replies(1);
+    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Ambiguous, "{error}");
+    assert_eq!(store.get(&key).await.unwrap().unwrap().owner, "a");
+    // The next request goes on a new connection and is answered.
+    assert!(via.get(&key).await.unwrap().is_some());
+}
+
+/// A connection whose packets vanish is not used again once a request on
+/// it timed out or was abandoned.
+#[tokio::test]
+async fn after_a_timeout_or_an_abandoned_request_the_next_goes_on_a_new_connection() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let redis_url = url().unwrap();
+    let proxy = FaultProxy::start(&redis_url.replace("redis://", "")).unwrap();
+    let via = support::store_with(&format!("redis://{}", proxy.addr()), store.prefix(), |b| {
+        b.timeouts(Timeouts::default().with_request(Duration::from_millis(500)))
+    })
+    .await;
+    let key = LockKey::new("job");
+    via.get(&key).await.unwrap();
+    proxy.set(ProxyMode::Blackhole);
+    let error = timeout(LIMIT, via.get(&key))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    proxy.set(ProxyMode::Pass);
+    let read = timeout(Duration::from_millis(400), via.get(&key)).await;
+    assert!(matches!(read, Ok(Ok(None))), "{read:?}");
+
+    proxy.set(ProxyMode::Blackhole);
+    let abandoned = timeout(Duration::from_millis(100), via.get(&key)).await;
+    assert!(abandoned.is_err(), "{abandoned:?}");
+    proxy.set(ProxyMode::Pass);
+    let read = timeout(Duration::from_millis(400), via.get(&key)).await;
+    assert!(matches!(read, Ok(Ok(None))), "{read:?}");
+}
+
+#[tokio::test]
+async fn the_client_acquires_heartbeats_takes_over_and_releases() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let lease = Duration::from_secs(2);
+    let holder = client(store.clone(), "holder", lease);
+    let waiter = LockClient::builder(store.clone())
+        .owner("waiter")
+        .lease(lease)
+        .use_store_clock(false)
+        .build()
+        .unwrap();
+    let key = LockKey::new("job");
+    let guard = timeout(LIMIT, holder.acquire(key.clone(), AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    let first = store.get(&key).await.unwrap().unwrap();
+    tokio::time::sleep(lease).await;
+    let later = store.get(&key).await.unwrap().unwrap();
+    assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
+    assert!(guard.is_safe());
+    let detached = guard.detach().await.unwrap();
+    let started = Instant::now();
+    let taken = timeout(
+        LIMIT,
+        waiter.acquire(
+            key.clone(),
+            AcquireOptions::new().wait(Duration::from_secs(20)),
+        ),
+    )
+    .await
+    .expect("bounded")
+    .unwrap();
+    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
+    assert_eq!(taken.fence(), Fence(2));
+    drop(detached);
+    taken.release().await.unwrap();
+    let record = store.get(&key).await.unwrap().unwrap();
+    assert!(record.released && record.fence == Fence(2), "{record:?}");
+    holder.shutdown().await.unwrap();
+    waiter.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_set_of_free_keys_is_taken_in_one_script() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let holder = client(store.clone(), "holder", Duration::from_secs(5));
+    let keys: Vec<LockKey> = (0..10).map(|i| LockKey::new(format!("k{i}"))).collect();
+    let group = timeout(
+        LIMIT,
+        holder.acquire_all(keys.clone(), AcquireOptions::new()),
+    )
+    .await
+    .expect("bounded")
+    .unwrap();
+    assert!(group.taken_at_once());
+    group.release().await.unwrap();
+    holder.shutdown().await.unwrap();
+}
+
+/// A release is published on the store's channel, naming the lock.
+#[tokio::test]
+async fn a_release_is_announced_on_the_channel() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let client_ = lock_redis::redis::Client::open(url().unwrap()).unwrap();
+    let mut pubsub = client_.get_async_pubsub().await.unwrap();
+    pubsub.subscribe(store.release_channel()).await.unwrap();
+    let key = LockKey::with_sort("jobs", "a b");
+    let held = applied(store.put(&key, Expect::Vacant, write("a")).await.unwrap());
+    store
+        .put(&key, Expect::Version(held.rvn.clone()), release_of(&held))
+        .await
+        .unwrap();
+    use futures_util::StreamExt as _;
+    let message = timeout(LIMIT, pubsub.on_message().next())
+        .await
+        .expect("bounded")
+        .unwrap();
+    let payload: String = message.get_payload().unwrap();
+    assert_eq!(payload, "jobs/sa%20b");
+}
+
+#[tokio::test]
+async fn a_server_that_evicts_refuses_scripts_or_is_a_cluster_node_is_refused() {
+    let Some(evicting) = start_server(&["--maxmemory-policy", "allkeys-lru"]).await else {
+        return;
+    };
+    let error = RedisStore::builder(evicting.url(), "x")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreConfigError::Evicts { .. }), "{error}");
+    assert!(error.to_string().contains("noeviction"), "{error}");
+
+    let Some(acl) = start_server(&[]).await else {
+        return;
+    };
+    command(
+        &acl.url(),
+        &[
+            "ACL",
+            "SETUSER",
+            "noscripts",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-@scripting",
+        ],
+    )
+    .await;
+    let url = format!("redis://noscripts:pw@127.0.0.1:{}", acl.port);
+    let error = RedisStore::builder(&url, "x").connect().await.unwrap_err();
+    assert!(
+        matches!(error, StoreConfigError::ScriptsRefused { .. }),
+        "{error}"
+    );
+    assert!(!error.to_string().contains(":pw@"), "{error}");
+    let wrong = format!("redis://noscripts:wrong@127.0.0.1:{}", acl.port);
+    let error = RedisStore::builder(&wrong, "x")
+        .connect()
+        .await
+        .unwrap_err();
+    match &error {
+        StoreConfigError::Connect { source, .. } => {
+            assert_eq!(source.kind(), StoreErrorKind::Unauthorized, "{error}")
+        }
+        other => panic!("{other}"),
+    }
+
+    // The user of docs/redis.md's Permissions locks, releases and lists.
+    command(
+        &acl.url(),
+        &[
+            "ACL",
+            "SETUSER",
+            "locks",
+            "on",
+            ">secret",
+            "~locks:*",
+            "&locks:released",
+            "+@scripting",
+            "+hgetall",
+            "+hget",
+            "+hset",
+            "+hdel",
+            "+del",
+            "+expireat",
+            "+zadd",
+            "+zrem",
+            "+zrange",
+            "+publish",
+            "+time",
+            "+wait",
+            "+ping",
+            "+info",
+            "+config|get",
+        ],
+    )
+    .await;
+    let url = format!("redis://locks:secret@127.0.0.1:{}", acl.port);
+    let store = RedisStore::builder(&url, "locks").connect().await.unwrap();
+    let holder = client(store.clone(), "holder", Duration::from_secs(5));
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(store.list(None, None, 10).await.unwrap().records.len(), 1);
+    guard.release().await.unwrap();
+    let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
+    applied(
+        store
+            .delete(&LockKey::new("job"), Expect::Version(record.rvn))
+            .await
+            .unwrap(),
+    );
+    holder.shutdown().await.unwrap();
+    // A user who may not publish the release: the release is refused before
+    // anything is written (a script keeps what it wrote before failing).
+    command(
+        &acl.url(),
+        &[
+            "ACL",
+            "SETUSER",
+            "mute",
+            "on",
+            ">secret",
+            "~locks:*",
+            "resetchannels",
+            "+@scripting",
+            "+hgetall",
+            "+hget",
+            "+hset",
+            "+hdel",
+            "+del",
+            "+expireat",
+            "+zadd",
+            "+zrem",
+            "+zrange",
+            "+publish",
+            "+time",
+            "+ping",
+            "+info",
+        ],
+    )
+    .await;
+    let mute_url = format!("redis://mute:secret@127.0.0.1:{}", acl.port);
+    let mute = RedisStore::builder(&mute_url, "locks")
+        .connect()
+        .await
+        .unwrap();
+    let key = LockKey::new("muted");
+    let held = applied(mute.put(&key, Expect::Vacant, write("a")).await.unwrap());
+    let error = mute
+        .put(&key, Expect::Version(held.rvn.clone()), release_of(&held))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unauthorized, "{error}");
+    assert!(error.to_string().contains("publish"), "{error}");
+    let after = mute.get(&key).await.unwrap().unwrap();
+    assert_eq!(
+        (after.rvn, after.released),
+        (held.rvn, false),
+        "nothing was written"
+    );
+
+    // Outside its keys: refused, saying what to grant.
+    let elsewhere = RedisStore::builder(&url, "other").connect().await.unwrap();
+    let error = elsewhere
+        .put(&LockKey::new("job"), Expect::Vacant, write("a"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unauthorized, "{error}");
+
+    let Some(cluster) = start_server(&["--cluster-enabled", "yes"]).await else {
+        return;
+    };
+    let error = RedisStore::builder(cluster.url(), "x")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreConfigError::Cluster { .. }), "{error}");
+}
+
+/// With `wait_for_replicas`, a write a replica acknowledged is applied; once
+/// the replica is gone, a write is ambiguous (applied on the primary only).
+#[tokio::test]
+async fn waiting_for_a_replica_confirms_writes_and_is_ambiguous_without_it() {
+    let Some(primary) = start_server(&[]).await else {
+        return;
+    };
+    let port = primary.port.to_string();
+    let Some(mut replica) = start_server(&["--replicaof", "127.0.0.1", &port]).await else {
+        return;
+    };
+    let store = support::store_with(&primary.url(), "acks", |b| {
+        b.wait_for_replicas(1, Duration::from_secs(2))
+    })
+    .await;
+    let key = LockKey::new("job");
+    // The replica may still be syncing: the first writes may wait it out.
+    let deadline = Instant::now() + LIMIT;
+    let held = loop {
+        match store.put(&key, Expect::Vacant, write("a")).await {
+            Ok(outcome) => break applied(outcome),
+            Err(error) if error.is_ambiguous() && Instant::now() < deadline => {
+                let _ = store.delete(&key, Expect::Vacant).await;
+                if let Some(record) = store.get(&key).await.unwrap() {
+                    let _ = store.delete(&key, Expect::Version(record.rvn)).await;
+                }
+            }
+            Err(error) => panic!("{error}"),
+        }
+    };
+    assert!(held.fence.get() >= 1, "{held:?}");
+    replica.kill();
+    let started = Instant::now();
+    let error = store
+        .put(&key, Expect::Version(held.rvn.clone()), release_of(&held))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Ambiguous, "{error}");
+    assert!(error.to_string().contains("0 of 1 replicas"), "{error}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        store.get(&key).await.unwrap().unwrap().released,
+        "applied on the primary"
+    );
+}
+
+#[tokio::test]
+async fn a_partitioned_holder_is_lost_before_a_waiter_going_direct_takes_over() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    drills::partitioned_holder(store, via, &proxy).await;
+}
+
+#[tokio::test]
+async fn a_fifth_of_requests_fail_under_contention_no_double_holder_nothing_left_held() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::contention_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn a_semaphore_under_failed_exchanges_never_has_more_safe_holders_than_permits() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::semaphore_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn sets_of_keys_under_failed_exchanges_are_all_or_nothing() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::sets_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn a_reader_writer_lock_under_failed_exchanges_never_has_a_writer_beside_another() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    let faults = ProxyMode::FailSomeExchanges {
+        fraction: 0.2,
+        seed: drills::drill_seed(),
+    };
+    drills::reader_writer_under_faults(store, via, &proxy, faults).await;
+}
+
+#[tokio::test]
+async fn a_partitioned_reader_is_lost_before_a_writer_going_direct_is_admitted() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let (proxy, via) = proxied(&store).await;
+    drills::partitioned_reader(store, via, &proxy).await;
+}

@@ -1,0 +1,177 @@
+//! Shared set-up of the Redis tests: the server `./scripts/test` started,
+//! stores under fresh prefixes, a factory for the conformance suite, and
+//! servers a test starts itself (another policy, a replica, ACL users).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{LockClient, StoreError};
+use lock_redis::{RedisStore, RedisStoreBuilder, Timeouts};
+use lock_testkit::{Cleanup, FreshStore, StoreFactory};
+
+/// Every wait on a future that might never resolve is bounded by this.
+pub const LIMIT: Duration = Duration::from_secs(30);
+
+/// The test server (`redis://127.0.0.1:PORT`), from `LOCK_REDIS_URL` (set by
+/// `./scripts/test`). Without it the test fails and says how to run it,
+/// unless `LOCK_REDIS_SKIP=1` asks to skip, which is printed.
+pub fn url() -> Option<String> {
+    lock_testkit::server_from_env("LOCK_REDIS_URL", "LOCK_REDIS_SKIP", "Redis")
+}
+
+/// A prefix no other test uses.
+pub fn prefix(name: &str) -> String {
+    format!("test:{name}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A store on `url` under `prefix`, with these builder settings.
+pub async fn store_with(
+    url: &str,
+    prefix: &str,
+    configure: impl FnOnce(RedisStoreBuilder) -> RedisStoreBuilder,
+) -> RedisStore {
+    configure(
+        RedisStore::builder(url, prefix)
+            .timeouts(Timeouts::default().with_request(Duration::from_secs(2))),
+    )
+    .connect()
+    .await
+    .expect("valid store configuration")
+}
+
+/// A store on `url` under `prefix`.
+pub async fn store_at(url: &str, prefix: &str) -> RedisStore {
+    store_with(url, prefix, |builder| builder).await
+}
+
+/// A store under a fresh prefix on the test server.
+pub async fn fresh_store() -> Option<RedisStore> {
+    let url = url()?;
+    Some(store_at(&url, &prefix("locks")).await)
+}
+
+/// A lock client on `store`.
+pub fn client(store: RedisStore, owner: &str, lease: Duration) -> LockClient {
+    LockClient::builder(store)
+        .owner(owner)
+        .lease(lease)
+        .build()
+        .expect("valid client configuration")
+}
+
+/// Fresh prefixes for the conformance suite (left on the throw-away server,
+/// which is removed when the run ends).
+#[derive(Clone, Copy, Debug)]
+pub struct PrefixFactory;
+
+#[async_trait]
+impl StoreFactory for PrefixFactory {
+    async fn create(&self) -> Result<Option<FreshStore>, StoreError> {
+        let Some(url) = url() else {
+            return Ok(None);
+        };
+        let store = store_at(&url, &prefix("conformance")).await;
+        Ok(Some(FreshStore::with_cleanup(store, Cleanup::none())))
+    }
+}
+
+/// A free port of 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free loopback port")
+}
+
+/// A Redis server a test started; killed and its directory removed on drop.
+#[derive(Debug)]
+pub struct Server {
+    pub port: u16,
+    child: Child,
+    dir: std::path::PathBuf,
+}
+
+impl Server {
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kill the server (SIGKILL).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A server of the test's own, with the binary `./scripts/test` installed
+/// (`LOCK_REDIS_BIN`) and `extra` arguments; `None` when the Redis tests are
+/// skipped. Waits until it answers `PING`.
+pub async fn start_server(extra: &[&str]) -> Option<Server> {
+    url()?;
+    let binary = std::env::var("LOCK_REDIS_BIN").unwrap_or_else(|_| "redis-server".into());
+    let port = free_port();
+    let dir =
+        std::env::temp_dir().join(format!("lock-redis-test-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("a directory for the server");
+    let child = Command::new(binary)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server (LOCK_REDIS_BIN, or redis-server on PATH)");
+    let server = Server { port, child, dir };
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let client = lock_redis::redis::Client::open(server.url()).expect("a valid URL");
+        if let Ok(mut connection) = client.get_multiplexed_async_connection().await {
+            let pong: Result<String, _> = lock_redis::redis::cmd("PING")
+                .query_async(&mut connection)
+                .await;
+            if pong.is_ok() {
+                return Some(server);
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "redis-server on port {port} did not answer within {LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Run one command on `url` (for set-up: ACL users, replication).
+pub async fn command(url: &str, args: &[&str]) -> lock_redis::redis::Value {
+    let client = lock_redis::redis::Client::open(url).expect("a valid URL");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect for set-up");
+    let mut cmd = lock_redis::redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query_async(&mut connection)
+        .await
+        .expect("a set-up command")
+}
