@@ -1,6 +1,7 @@
 //! Connecting to the lock table: DynamoDB (AWS settings from `aws-config`,
 //! overridden by the global options), PostgreSQL (`--store postgres://...`),
-//! etcd (`--store etcd://host:port/prefix`) or a bucket (`--store
+//! etcd (`--store etcd://host:port/prefix`), Redis (`--store
+//! redis://host:port?prefix=locks`) or a bucket (`--store
 //! s3://bucket/prefix`, `gs://...`, `az://...`),
 //! and a lock client with the chosen owner and lease.
 
@@ -13,6 +14,7 @@ use lock_dynamodb::{DynamoDbStore, Layout, StoreConfigError};
 use lock_etcd::{EtcdStore, EtcdStoreBuilder};
 use lock_object_store::BucketStore;
 use lock_postgres::PostgresStore;
+use lock_redis::{RedisStore, RedisStoreBuilder};
 
 use crate::args::{Global, LayoutName};
 use crate::exit::CliError;
@@ -53,6 +55,8 @@ pub enum Backend {
     Bucket(BucketStore),
     /// A prefix in etcd.
     Etcd(EtcdStore),
+    /// A prefix in Redis or Valkey.
+    Redis(RedisStore),
 }
 
 /// Which kind of store `--store` names.
@@ -66,7 +70,12 @@ pub enum StoreKind<'a> {
     Bucket(&'a str),
     /// etcd, by this URL.
     Etcd(&'a str),
+    /// Redis or Valkey, by this URL.
+    Redis(&'a str),
 }
+
+/// The URL schemes of Redis and Valkey lockctl takes.
+const REDIS_SCHEMES: [&str; 4] = ["redis://", "rediss://", "valkey://", "valkeys://"];
 
 /// The URL schemes of object stores lockctl takes (`file://` too, so that
 /// the store's builder says why a directory cannot hold locks).
@@ -88,8 +97,11 @@ impl Global {
             Some(url) if url.starts_with("etcd://") || url.starts_with("etcds://") => {
                 Ok(StoreKind::Etcd(url))
             }
+            Some(url) if REDIS_SCHEMES.iter().any(|scheme| url.starts_with(scheme)) => {
+                Ok(StoreKind::Redis(url))
+            }
             Some(_) => Err(CliError::Usage(
-                "--store must be `dynamodb`, a PostgreSQL connection string (postgres://user:password@host:port/database), an etcd URL (etcd://host:port[,host:port...]/prefix) or a bucket URL (s3://bucket/prefix, gs://bucket/prefix, az://container/prefix)"
+                "--store must be `dynamodb`, a PostgreSQL connection string (postgres://user:password@host:port/database), an etcd URL (etcd://host:port[,host:port...]/prefix), a Redis URL (redis://host:port[/db][?prefix=locks]) or a bucket URL (s3://bucket/prefix, gs://bucket/prefix, az://container/prefix)"
                     .into(),
             )),
         }
@@ -101,6 +113,7 @@ impl Global {
             Ok(StoreKind::Postgres(_)) => "PostgreSQL",
             Ok(StoreKind::Bucket(_)) => "object store",
             Ok(StoreKind::Etcd(_)) => "etcd",
+            Ok(StoreKind::Redis(_)) => "Redis",
             _ => "DynamoDB",
         }
     }
@@ -112,8 +125,9 @@ impl Global {
             .unwrap_or_else(|| self.layout.default_table())
     }
 
-    /// The store the options name. Sends nothing (but an etcd login, with a
-    /// user in the URL).
+    /// The store the options name. Sends nothing but what connecting needs
+    /// (an etcd login with a user in the URL; Redis's connection and its
+    /// checks).
     pub async fn backend(&self) -> Result<Backend, CliError> {
         let kind = self.store_kind()?;
         if kind == StoreKind::DynamoDb {
@@ -131,6 +145,17 @@ impl Global {
             .find(|(given, _)| *given)
             .map(|(_, option)| {
                 format!("{option} applies to DynamoDB only; leave it out with --store postgres://...")
+            }),
+            StoreKind::Redis(_) => [
+                (self.region.is_some(), "--region"),
+                (self.endpoint_url.is_some(), "--endpoint-url"),
+                (self.layout != crate::args::LayoutName::Native, "--layout"),
+                (self.table.is_some(), "--table"),
+            ]
+            .into_iter()
+            .find(|(given, _)| *given)
+            .map(|(_, option)| {
+                format!("{option} does not apply to Redis: the URL's prefix= is where the locks are (redis://host:port?prefix=locks)")
             }),
             StoreKind::Etcd(_) => [
                 (self.region.is_some(), "--region"),
@@ -161,6 +186,9 @@ impl Global {
             StoreKind::Bucket(url) => Ok(Backend::Bucket(self.bucket_store(url)?)),
             StoreKind::Etcd(url) => Ok(Backend::Etcd(
                 EtcdStoreBuilder::from_url(url)?.connect().await?,
+            )),
+            StoreKind::Redis(url) => Ok(Backend::Redis(
+                RedisStoreBuilder::from_url(url)?.connect().await?,
             )),
             StoreKind::DynamoDb => Ok(Backend::DynamoDb(self.dynamodb_store().await?)),
         }
@@ -224,6 +252,7 @@ impl Global {
             Backend::Postgres(store) => Arc::new(store),
             Backend::Bucket(store) => Arc::new(store),
             Backend::Etcd(store) => Arc::new(store),
+            Backend::Redis(store) => Arc::new(store),
         };
         // A command-line tool should fail within seconds: store retries back
         // off to at most 1 s (so an acquire whose answers are lost gives up

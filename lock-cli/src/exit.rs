@@ -104,6 +104,10 @@ pub enum CliError {
     /// login failed.
     #[error(transparent)]
     EtcdConfig(#[from] lock_etcd::StoreConfigError),
+    /// The Redis store configuration is invalid, the server cannot be
+    /// reached, or it cannot hold locks.
+    #[error(transparent)]
+    RedisConfig(#[from] lock_redis::StoreConfigError),
     /// Checking the bucket failed.
     #[error("{0}")]
     Bucket(#[source] lock_object_store::BucketError),
@@ -157,6 +161,9 @@ impl CliError {
             | CliError::BucketConfig(_) => USAGE,
             CliError::EtcdConfig(lock_etcd::StoreConfigError::Login { .. }) => ERROR,
             CliError::EtcdConfig(_) => USAGE,
+            CliError::RedisConfig(lock_redis::StoreConfigError::InvalidUrl { .. })
+            | CliError::RedisConfig(lock_redis::StoreConfigError::InvalidPrefix { .. })
+            | CliError::RedisConfig(lock_redis::StoreConfigError::ZeroTimeout { .. }) => USAGE,
             CliError::Lock(LockError::AcquireTimeout { .. }) => TIMED_OUT,
             CliError::Lock(LockError::Lost { .. }) | CliError::Lost { .. } => LOST,
             CliError::MaxTime { .. } => MAX_TIME,

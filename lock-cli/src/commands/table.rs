@@ -1,12 +1,13 @@
 //! `lockctl create-table` and `lockctl validate-table`, on DynamoDB (a table
 //! of the chosen layout), PostgreSQL (the `lock-postgres` schema), a bucket
-//! (checked: buckets are made with the cloud's own tools) or etcd (checked:
-//! there is nothing to create).
+//! (checked: buckets are made with the cloud's own tools), etcd or Redis
+//! (checked: there is nothing to create).
 
 use lock_dynamodb::{DynamoDbStore, TableError, TableOptions};
 use lock_etcd::EtcdStore;
 use lock_object_store::BucketStore;
 use lock_postgres::{PostgresStore, SchemaError};
+use lock_redis::RedisStore;
 use serde::Serialize;
 
 use crate::args::{CreateTableArgs, Global, OutputFormat};
@@ -31,6 +32,7 @@ pub async fn create(global: &Global, args: &CreateTableArgs) -> Result<u8, CliEr
         Backend::Postgres(store) => create_postgres(global, &store).await,
         Backend::Bucket(store) => check_bucket(global, &store, "ready").await,
         Backend::Etcd(store) => check_etcd(global, &store, "ready").await,
+        Backend::Redis(store) => check_redis(global, &store, "ready").await,
     }
 }
 
@@ -41,6 +43,7 @@ pub async fn validate(global: &Global) -> Result<u8, CliError> {
         Backend::Postgres(store) => validate_postgres(global, &store).await,
         Backend::Bucket(store) => check_bucket(global, &store, "fits").await,
         Backend::Etcd(store) => check_etcd(global, &store, "fits").await,
+        Backend::Redis(store) => check_redis(global, &store, "fits").await,
     }
 }
 
@@ -244,6 +247,43 @@ async fn check_etcd(global: &Global, store: &EtcdStore, verb: &str) -> Result<u8
             costs.write_on_seen,
             costs.write_on_unseen,
             costs.rejection,
+        ))?,
+    }
+    Ok(OK)
+}
+
+/// Redis has nothing to create: connecting checked the server (scripts run,
+/// nothing held is evicted, not a cluster node); this reads every record
+/// under the prefix.
+async fn check_redis(global: &Global, store: &RedisStore, verb: &str) -> Result<u8, CliError> {
+    let mut cursor = None;
+    loop {
+        let page = lock_core::ConditionalStore::list(store, None, cursor, 1000)
+            .await
+            .map_err(|source| {
+                CliError::Lock(lock_core::LockError::List {
+                    partition: None,
+                    source,
+                })
+            })?;
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    match global.output {
+        OutputFormat::Json => output::json(&TableJson {
+            store: "redis",
+            table: store.url(),
+            layout: "redis",
+            ttl_attribute: None,
+            warnings: &[],
+        })?,
+        OutputFormat::Text => output::line(&format!(
+            "{} {verb}: scripts run, no eviction of held locks, one primary; locks are kept under {}:; nothing to create\n\
+             requests: 1 per operation (one script)",
+            store.url(),
+            store.prefix(),
         ))?,
     }
     Ok(OK)

@@ -41,9 +41,10 @@ pub struct Env {
     /// The bucket URL (`s3://bucket/prefix` on moto), for an environment in
     /// a bucket.
     bucket: Option<String>,
-    /// The etcd URL (`etcd://127.0.0.1:PORT/prefix`), for an environment in
-    /// etcd.
-    etcd: Option<String>,
+    /// A store named by its URL alone (`etcd://127.0.0.1:PORT/prefix`,
+    /// `redis://127.0.0.1:PORT?prefix=...`), for an environment in etcd or
+    /// Redis.
+    store_url: Option<String>,
 }
 
 impl Env {
@@ -66,7 +67,7 @@ impl Env {
             layout,
             postgres: None,
             bucket: None,
-            etcd: None,
+            store_url: None,
         })
     }
 
@@ -89,7 +90,7 @@ impl Env {
             layout: "default",
             postgres: None,
             bucket: None,
-            etcd: None,
+            store_url: None,
         }
     }
 
@@ -107,7 +108,7 @@ impl Env {
             layout: "default",
             postgres: Some(url),
             bucket: None,
-            etcd: None,
+            store_url: None,
         })
     }
 
@@ -128,7 +129,7 @@ impl Env {
             layout: "default",
             postgres: None,
             bucket: Some(format!("s3://{BUCKET}/cli-{prefix}-{id}")),
-            etcd: None,
+            store_url: None,
         })
     }
 
@@ -147,7 +148,26 @@ impl Env {
             layout: "default",
             postgres: None,
             bucket: None,
-            etcd: Some(format!("etcd://{endpoint}/cli-{prefix}-{id}")),
+            store_url: Some(format!("etcd://{endpoint}/cli-{prefix}-{id}")),
+        })
+    }
+
+    /// A fresh prefix in the Redis test server and a scratch directory;
+    /// `lockctl` gets `--store redis://...?prefix=...`.
+    pub fn redis(prefix: &str) -> Option<Self> {
+        let url =
+            lock_testkit::server_from_env("LOCK_REDIS_URL", "LOCK_REDIS_SKIP", "lockctl Redis")?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("lockctl-{prefix}-{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(Self {
+            endpoint: String::new(),
+            table: String::new(),
+            dir,
+            layout: "default",
+            postgres: None,
+            bucket: None,
+            store_url: Some(format!("{url}?prefix=cli-{prefix}-{id}")),
         })
     }
 
@@ -169,7 +189,7 @@ impl Env {
     /// The options that point a `lockctl` at this table and server (for
     /// one started by a command under `run`).
     pub fn target_args(&self) -> Vec<String> {
-        if let Some(url) = &self.etcd {
+        if let Some(url) = &self.store_url {
             return vec!["--store".into(), url.clone()];
         }
         if let Some(url) = &self.bucket {
@@ -234,8 +254,8 @@ impl Env {
         let mut command = Command::new(env!("CARGO_BIN_EXE_lockctl"));
         match (&self.postgres, &self.bucket) {
             _ if !targeted => &mut command,
-            _ if self.etcd.is_some() => {
-                command.args(["--store", self.etcd.as_deref().unwrap_or_default()])
+            _ if self.store_url.is_some() => {
+                command.args(["--store", self.store_url.as_deref().unwrap_or_default()])
             }
             (_, Some(url)) => command.args(["--store", url, "--endpoint-url", &self.endpoint]),
             (Some(url), None) => command.args(["--store", url, "--table", &self.table]),

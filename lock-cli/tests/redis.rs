@@ -1,0 +1,93 @@
+//! `lockctl --store redis://host:port?prefix=...`: the same commands in the
+//! Redis test server (started by `./scripts/test`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)] // each test binary uses part of the shared set-up
+mod support;
+
+use std::time::Duration;
+
+use support::Env;
+
+/// Every wait on a process is bounded by this.
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn validate_table_checks_the_server_and_options_of_other_stores_are_refused() {
+    let Some(env) = Env::redis("check") else {
+        return;
+    };
+    let out = env.run(&["validate-table"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("scripts run"), "{out:?}");
+    let out = env.run(&["create-table", "-o", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.json()["store"], "redis");
+
+    let out = env.run(&["--table", "t", "show", "job"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("--table does not apply to Redis"),
+        "{out:?}"
+    );
+    let out = env.run_bare(&["--store", "redis://127.0.0.1:1/x?prefix={a}", "show", "job"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    let out = env.run_bare(&["--store", "redis://127.0.0.1:9", "show", "job"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("could not connect to Redis"), "{out:?}");
+}
+
+#[test]
+fn acquire_show_list_and_release_by_version() {
+    let Some(env) = Env::redis("acquire") else {
+        return;
+    };
+    let out = env.run(&[
+        "acquire", "deploy", "--lease", "30s", "--owner", "script-1", "-o", "json",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let acquired = out.json();
+    assert_eq!(acquired["fence"], 1);
+    let version = acquired["version"].as_str().unwrap().to_owned();
+    let out = env.run(&["acquire", "deploy", "--lease", "30s", "--wait", "1s"]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    let list = env.run(&["list", "-o", "json"]);
+    assert!(list.stdout.contains("deploy"), "{list:?}");
+    let out = env.run(&["release", "deploy", "--version", &version]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let show = env.run(&["show", "deploy", "-o", "json"]);
+    assert_eq!(show.json()["held"], false, "{show:?}");
+}
+
+#[test]
+fn concurrent_runs_on_one_key_never_overlap_and_fences_increase() {
+    let Some(env) = Env::redis("overlap") else {
+        return;
+    };
+    let log = env.path("log");
+    let script = format!(
+        "echo \"start $LOCK_FENCE\" >> {log}; sleep 0.3; echo \"end $LOCK_FENCE\" >> {log}",
+        log = log.display()
+    );
+    let runs: Vec<_> = (0..3)
+        .map(|i| {
+            env.spawn(
+                &format!("run{i}"),
+                &[
+                    "run", "job", "--wait", "20s", "--lease", "2s", "--", "sh", "-c", &script,
+                ],
+            )
+        })
+        .collect();
+    for run in runs {
+        let out = run.finish(LIMIT);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"],
+        "{text}"
+    );
+}
