@@ -63,6 +63,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<stores::PostgresStore>()?;
     module.add_class::<stores::BucketStore>()?;
     module.add_class::<stores::EtcdStore>()?;
+    module.add_class::<stores::RedisStore>()?;
     module.add_class::<work::Work>()?;
     module.add_function(wrap_pyfunction!(events::next_events, module)?)?;
     module.add_function(wrap_pyfunction!(events::set_log_level, module)?)?;

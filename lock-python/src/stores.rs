@@ -41,9 +41,11 @@ pub(crate) fn parts(py: Python<'_>, store: &Bound<'_, PyAny>) -> PyResult<StoreP
         bucket.get().built.parts()
     } else if let Ok(etcd) = store.cast::<EtcdStore>() {
         etcd.get().built.parts()
+    } else if let Ok(redis) = store.cast::<RedisStore>() {
+        redis.get().built.parts()
     } else {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "store must be a lease_lock.MemoryStore, DynamoDBStore, PostgresStore, BucketStore or EtcdStore, not {}",
+            "store must be a lease_lock.MemoryStore, DynamoDBStore, PostgresStore, BucketStore, EtcdStore or RedisStore, not {}",
             store.get_type().name()?
         )));
     };
@@ -703,6 +705,83 @@ impl EtcdStore {
 
     fn __repr__(&self) -> String {
         format!("EtcdStore({:?})", self.built.store.url())
+    }
+}
+
+/// Locks in Redis or Valkey, one hash per lock under `prefix`, each change
+/// one Lua script. The URL is `redis://[user:password@]host:port[/db]`
+/// (`rediss://` for TLS; `?prefix=`, `?cacert=`, `?cert=&key=` in its query
+/// as lockctl takes them). Making the store connects and checks the server:
+/// scripts allowed, no eviction of keys without expiry, not a cluster node.
+#[pyclass(module = "lease_lock._native", name = "RedisStore", frozen)]
+pub(crate) struct RedisStore {
+    built: Built<lock_redis::RedisStore>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.built.store.url())
+            .field("prefix", &self.built.store.prefix())
+            .finish()
+    }
+}
+
+#[pymethods]
+impl RedisStore {
+    #[new]
+    #[pyo3(signature = (url, *, prefix=None, request_timeout=None, wait_for_replicas=None))]
+    fn new(
+        py: Python<'_>,
+        url: &str,
+        prefix: Option<String>,
+        request_timeout: Option<&Bound<'_, PyAny>>,
+        wait_for_replicas: Option<(u32, Bound<'_, PyAny>)>,
+    ) -> PyResult<Self> {
+        let mut builder = lock_redis::RedisStoreBuilder::from_url(url)
+            .map_err(|error| errors::setup_error(py, &error))?;
+        if let Some(prefix) = prefix {
+            builder = builder.prefix(prefix);
+        }
+        if let Some(timeout) = request_timeout {
+            let timeout = convert::seconds(py, "request_timeout", timeout)?;
+            builder = builder.timeouts(lock_redis::Timeouts::default().with_request(timeout));
+        }
+        if let Some((replicas, timeout)) = wait_for_replicas {
+            let timeout = convert::seconds(py, "wait_for_replicas", &timeout)?;
+            builder = builder.wait_for_replicas(replicas, timeout);
+        }
+        let runtime = runtime()?;
+        let store = runtime
+            .block_on(py, builder.connect())?
+            .map_err(|error| errors::setup_error(py, &error))?;
+        Ok(Self {
+            built: Built {
+                shared: Arc::new(store.clone()),
+                store,
+                runtime,
+            },
+        })
+    }
+
+    /// The server's URL, its password hidden.
+    #[getter]
+    fn url(&self) -> &str {
+        self.built.store.url()
+    }
+
+    /// The prefix every lock key is under.
+    #[getter]
+    fn prefix(&self) -> &str {
+        self.built.store.prefix()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RedisStore({:?}, prefix={:?})",
+            self.built.store.url(),
+            self.built.store.prefix()
+        )
     }
 }
 

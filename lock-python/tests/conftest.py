@@ -1,6 +1,6 @@
 """Stores for the tests: in memory always; DynamoDB and S3 (moto), PostgreSQL
-and etcd at the servers ./scripts/test starts (LOCK_DYNAMODB_ENDPOINT,
-LOCK_S3_ENDPOINT, LOCK_POSTGRES_URL, LOCK_ETCD_ENDPOINT).
+etcd and Redis at the servers ./scripts/test starts (LOCK_DYNAMODB_ENDPOINT,
+LOCK_S3_ENDPOINT, LOCK_POSTGRES_URL, LOCK_ETCD_ENDPOINT, LOCK_REDIS_URL).
 
 Run alone (``pytest lock-python/tests``) without those servers, the tests of
 those stores are skipped; ./scripts/test sets LEASE_LOCK_REQUIRE_SERVERS=1 so
@@ -24,6 +24,7 @@ DYNAMODB = os.environ.get("LOCK_DYNAMODB_ENDPOINT")
 POSTGRES = os.environ.get("LOCK_POSTGRES_URL")
 S3 = os.environ.get("LOCK_S3_ENDPOINT")
 ETCD = os.environ.get("LOCK_ETCD_ENDPOINT")
+REDIS = os.environ.get("LOCK_REDIS_URL")
 #: The bucket the tests make on moto's S3 (each store under a prefix of its own).
 BUCKET = "lease-lock-py"
 REQUIRE = os.environ.get("LEASE_LOCK_REQUIRE_SERVERS") == "1"
@@ -74,12 +75,18 @@ def make_etcd_store() -> lease_lock.EtcdStore:
     return lease_lock.EtcdStore(f"etcd://{endpoint}/py-{uuid.uuid4().hex[:12]}")
 
 
+def make_redis_store() -> lease_lock.RedisStore:
+    url = _need(REDIS, "LOCK_REDIS_URL")
+    return lease_lock.RedisStore(url, prefix=f"py-{uuid.uuid4().hex[:12]}")
+
+
 STORES: dict[str, Callable[[], Any]] = {
     "memory": lease_lock.MemoryStore,
     "dynamodb": lambda: make_dynamodb_store(sort_key="sort_key"),
     "postgres": make_postgres_store,
     "bucket": make_bucket_store,
     "etcd": make_etcd_store,
+    "redis": make_redis_store,
 }
 
 

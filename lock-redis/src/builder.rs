@@ -156,6 +156,13 @@ impl RedisStoreBuilder {
         Ok(builder)
     }
 
+    /// Keep the locks under `prefix` (instead of the one given before, or the
+    /// URL's `prefix=`).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
     /// Check the server's certificate against this PEM file instead of the
     /// system's roots (with `rediss://`).
     pub fn ca_certificate(mut self, path: impl Into<PathBuf>) -> Self {

@@ -50,6 +50,7 @@ from ._native import (
     Lock,
     MemoryStore,
     PostgresStore,
+    RedisStore,
     Semaphore,
 )
 from . import fencing
@@ -79,6 +80,7 @@ __all__ = [
     "PostgresStore",
     "BucketStore",
     "EtcdStore",
+    "RedisStore",
     "LeaseState",
     "LostReason",
     "LockInfo",

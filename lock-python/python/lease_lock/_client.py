@@ -21,6 +21,7 @@ from ._native import (
     Lock,
     MemoryStore,
     PostgresStore,
+    RedisStore,
     Semaphore,
 )
 from ._rw import RwLock
@@ -29,7 +30,7 @@ from ._types import LockInfo, LostReason, Seconds
 __all__ = ["LockClient", "LockContext", "Store"]
 
 #: The stores a client runs on.
-Store = Union[MemoryStore, DynamoDBStore, PostgresStore, BucketStore, EtcdStore]
+Store = Union[MemoryStore, DynamoDBStore, PostgresStore, BucketStore, EtcdStore, RedisStore]
 
 logger = logging.getLogger("lease_lock")
 

@@ -135,6 +135,23 @@ class EtcdStore:
     def prefix(self) -> str: ...
 
 @final
+class RedisStore:
+    """Locks in Redis or Valkey, one hash per lock under a prefix."""
+
+    def __new__(
+        cls,
+        url: str,
+        *,
+        prefix: str | None = None,
+        request_timeout: Seconds | None = None,
+        wait_for_replicas: tuple[int, Seconds] | None = None,
+    ) -> Self: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def prefix(self) -> str: ...
+
+@final
 class Lock:
     """A held lock."""
 
@@ -344,7 +361,7 @@ class Election:
 class Client:
     def __new__(
         cls,
-        store: MemoryStore | DynamoDBStore | PostgresStore | BucketStore | EtcdStore,
+        store: MemoryStore | DynamoDBStore | PostgresStore | BucketStore | EtcdStore | RedisStore,
         owner: str | None = None,
         lease: float | None = None,
         heartbeat: float | None = None,
