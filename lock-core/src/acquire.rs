@@ -556,6 +556,14 @@ impl Shared {
         };
         let mut retry = Retry::until(&self.backoff, deadline);
         let mut quick: u32 = 0;
+        // Releases the store announces, watched from before the first read
+        // (one between that read and the wait is not missed), by an acquire
+        // that may wait.
+        let mut releases = if deadline > started || options.busy_unless_dead {
+            self.watch_releases()
+        } else {
+            None
+        };
         loop {
             self.ensure_running()?;
             let retry_step = step.clone();
@@ -750,9 +758,15 @@ impl Shared {
                 wake = wake.min(deadline);
             }
             tracing::trace!(holder = %record.owner, "lock held, waiting");
-            self.pause_until(wake).await;
+            let announced = self
+                .pause_until_released(wake, releases.as_mut(), |released| released == key)
+                .await;
             step = if self.clock.now() >= takeover_at {
                 Step::Put(Expect::Version(record.rvn))
+            } else if announced && !options.only_if_exists {
+                // Announced released: try at once (the write is conditional;
+                // a false announcement costs one refused write).
+                Step::Put(Expect::Vacant)
             } else {
                 Step::Read
             };

@@ -446,6 +446,11 @@ macro_rules! store_via_layer {
                 .await?
                 .into_many()
             }
+            fn release_feed(&self) -> ::core::option::Option<$crate::ReleaseFeed> {
+                let $this = self;
+                let (_layer, next) = $parts;
+                next.release_feed()
+            }
             fn capabilities(&self) -> $crate::Capabilities {
                 let $this = self;
                 let (layer, next) = $parts;

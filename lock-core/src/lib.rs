@@ -113,6 +113,7 @@ mod pacing;
 mod record;
 mod registry;
 mod release;
+pub mod released;
 mod replies;
 mod retry;
 mod rw;
@@ -140,6 +141,7 @@ pub use limits::LimitError;
 pub use options::{AcquireOptions, ListOptions};
 pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover, WriteTime};
 pub use release::ShutdownReport;
+pub use released::{ReleaseAnnouncer, ReleaseFeed, ReleaseWatch};
 pub use rw::{ReadGuard, ReadView, RwLock, UpgradeFailed, UpgradeableReadGuard, WriteGuard};
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
 pub use store::{

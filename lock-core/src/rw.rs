@@ -458,6 +458,8 @@ impl RwLock {
     ) -> Result<bool, LockError> {
         let shared = &self.shared.client.inner;
         let refresh = shared.config.refresh_period;
+        let mut releases = shared.watch_releases();
+        let writer_key = self.shared.writer_key.clone();
         loop {
             let wall_now = shared.clock.wall_now();
             let now = shared.clock.now();
@@ -473,7 +475,7 @@ impl RwLock {
                 .min(at)
                 .min(budget.deadline);
             tokio::select! {
-                () = shared.pause_until(wake) => {}
+                _ = shared.pause_until_released(wake, releases.as_mut(), |key| *key == writer_key) => {}
                 () = self.shared.local.writer_left.notified() => {}
             }
             shared.ensure_running()?;
@@ -577,6 +579,10 @@ impl RwLock {
         let shared = &self.shared.client.inner;
         let readers = &self.shared.readers;
         let refresh = shared.config.refresh_period;
+        // A reader of another process leaving: announced where the store
+        // can, so the writer drains at once.
+        let mut releases = shared.watch_releases();
+        let in_lock = crate::released::in_partition(&self.shared.name);
         loop {
             shared.ensure_running()?;
             let slots = readers.read_slots(budget.deadline).await?;
@@ -638,7 +644,7 @@ impl RwLock {
                 .min(later(now, shared.backoff.jitter(refresh)))
                 .min(budget.deadline);
             tokio::select! {
-                () = shared.pause_until(wake) => {}
+                _ = shared.pause_until_released(wake, releases.as_mut(), &in_lock) => {}
                 () = readers.released_here() => {}
             }
         }

@@ -396,6 +396,10 @@ impl Semaphore {
         // budget ends the wait only once all of them were.
         let unless_dead = options.busy_unless_dead;
         let mut alive = vec![false; semaphore.permits as usize];
+        // Releases the store announces (a slot freed by another process),
+        // watched from before the first read.
+        let mut releases = shared.watch_releases();
+        let in_semaphore = crate::released::in_partition(&semaphore.name);
         loop {
             shared.ensure_running()?;
             // A permit released to this client's waiters: one write on its
@@ -476,7 +480,7 @@ impl Semaphore {
             }
             tokio::select! {
                 // Shutdown ends the pause too; the loop's check says so.
-                () = shared.pause_until(wake) => {}
+                _ = shared.pause_until_released(wake, releases.as_mut(), &in_semaphore) => {}
                 () = semaphore.local.queue.released.notified() => {}
             }
         }

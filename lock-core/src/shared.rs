@@ -106,6 +106,8 @@ pub(crate) struct Shared {
     pub backoff: Backoff,
     /// The locks this client holds and when each heartbeats next.
     pub registry: Arc<Registry>,
+    /// The releases the store announces, if it does.
+    pub release_feed: Option<crate::ReleaseFeed>,
     /// Each key's turn among this client's acquires (local queueing).
     pub turns: Turns,
     /// Other holders' records this client has seen, across acquires.
@@ -205,6 +207,7 @@ impl Shared {
         config: ClientConfig,
     ) -> Self {
         let caps = store.capabilities();
+        let release_feed = store.release_feed();
         let metrics = Arc::new(ClientMetrics::new(config.metric_key_labels));
         let store = ObservedStore::new(store, metrics.clone());
         let registry = Arc::new(Registry::new(clock.now(), metrics.clone()));
@@ -217,6 +220,7 @@ impl Shared {
             caps,
             backoff,
             registry,
+            release_feed,
             turns: Turns::default(),
             sightings: Sightings::default(),
             shut_down: AtomicBool::new(false),
@@ -279,6 +283,37 @@ impl Shared {
         tokio::select! {
             () = self.clock.sleep_until(at) => {}
             () = stopped => {}
+        }
+    }
+
+    /// Watch the releases the store announces, if it does: subscribe before
+    /// the first read of an acquire, so that a release between that read and
+    /// the wait is not missed.
+    pub(crate) fn watch_releases(&self) -> Option<crate::ReleaseWatch> {
+        self.release_feed
+            .as_ref()
+            .map(crate::ReleaseFeed::subscribe)
+    }
+
+    /// [`pause_until`](Self::pause_until), or until the store announces a
+    /// release `wanted` picks: true when an announcement woke it. A hint
+    /// only; the caller tries with a conditional write as ever.
+    pub(crate) async fn pause_until_released(
+        &self,
+        at: Instant,
+        watch: Option<&mut crate::ReleaseWatch>,
+        wanted: impl Fn(&LockKey) -> bool,
+    ) -> bool {
+        let Some(watch) = watch else {
+            self.pause_until(at).await;
+            return false;
+        };
+        tokio::select! {
+            () = self.pause_until(at) => false,
+            () = watch.released(wanted) => {
+                tracing::debug!("woken by an announced release");
+                true
+            }
         }
     }
 

@@ -101,6 +101,10 @@ pub struct Capabilities {
     /// cannot, which refuses every `put_many`. A wrapper that does not pass
     /// `put_many` through must say `None`.
     pub atomic_writes: Option<AtomicWrites>,
+    /// The store announces releases to waiters in other processes
+    /// ([`ConditionalStore::release_feed`]), so a hand-off does not wait for
+    /// the waiter's next poll. A hint only: waiters still poll.
+    pub announces_releases: bool,
 }
 
 /// How much one [`ConditionalStore::put_many`] may write
@@ -244,6 +248,7 @@ impl Default for Capabilities {
             requests: RequestCosts::ONE,
             clock: StoreClock::None,
             atomic_writes: None,
+            announces_releases: false,
         }
     }
 }
@@ -298,6 +303,11 @@ impl Capabilities {
     /// Builder-style setter for [`Capabilities::atomic_writes`].
     pub fn with_atomic_writes(mut self, value: Option<AtomicWrites>) -> Self {
         self.atomic_writes = value;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::announces_releases`].
+    pub fn with_announces_releases(mut self, value: bool) -> Self {
+        self.announces_releases = value;
         self
     }
 }
@@ -382,6 +392,14 @@ pub trait ConditionalStore: Send + Sync + std::fmt::Debug + 'static {
         ))
     }
 
+    /// The releases this store announces to waiters in other processes
+    /// (see [`released`](crate::released)): `None` (the default) for a store
+    /// that cannot, whose waiters learn of a release by polling. A store
+    /// that returns a feed says so in [`Capabilities::announces_releases`].
+    fn release_feed(&self) -> Option<crate::ReleaseFeed> {
+        None
+    }
+
     /// What this store supports.
     fn capabilities(&self) -> Capabilities {
         Capabilities::default()
@@ -406,6 +424,9 @@ macro_rules! forward_store {
             }
             async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
                 (**self).put_many(writes).await
+            }
+            fn release_feed(&self) -> Option<crate::ReleaseFeed> {
+                (**self).release_feed()
             }
             fn capabilities(&self) -> Capabilities {
                 (**self).capabilities()
@@ -432,7 +453,8 @@ mod tests {
             .with_conditional_delete(false)
             .with_requests(RequestCosts::VERSIONED_OBJECTS)
             .with_clock(super::StoreClock::Age)
-            .with_atomic_writes(Some(super::AtomicWrites::new(6, 7)));
+            .with_atomic_writes(Some(super::AtomicWrites::new(6, 7)))
+            .with_announces_releases(true);
         assert_eq!(
             caps,
             Capabilities {
@@ -447,6 +469,7 @@ mod tests {
                 requests: RequestCosts::VERSIONED_OBJECTS,
                 clock: super::StoreClock::Age,
                 atomic_writes: Some(super::AtomicWrites::new(6, 7)),
+                announces_releases: true,
             }
         );
     }

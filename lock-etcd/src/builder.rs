@@ -63,6 +63,7 @@ pub struct EtcdStoreBuilder {
     client_certificate: Option<(PathBuf, PathBuf)>,
     timeouts: Timeouts,
     remembered: usize,
+    announce_releases: bool,
 }
 
 impl std::fmt::Debug for EtcdStoreBuilder {
@@ -95,6 +96,7 @@ impl EtcdStore {
             client_certificate: None,
             timeouts: Timeouts::default(),
             remembered: DEFAULT_REMEMBERED,
+            announce_releases: true,
         }
     }
 }
@@ -236,6 +238,15 @@ impl EtcdStoreBuilder {
         self
     }
 
+    /// Whether a release also writes `{prefix}/n/{partition}` in its
+    /// transaction, which waiters in other processes watch to try at once
+    /// (default true). Turn it off where nothing waits, or where the user
+    /// may write only `{prefix}/r/`.
+    pub fn announce_releases(mut self, announce: bool) -> Self {
+        self.announce_releases = announce;
+        self
+    }
+
     /// The store. Certificate files are read now; with a user, etcd is asked
     /// for a token now (so a wrong password fails here). Otherwise nothing is
     /// sent until the first request.
@@ -273,7 +284,6 @@ impl EtcdStoreBuilder {
             .collect();
         let mut options = ConnectOptions::new()
             .with_connect_timeout(self.timeouts.connect)
-            .with_timeout(self.timeouts.request)
             // A member cut off from its cluster answers at once that it has
             // no leader, instead of holding the request until it times out.
             .with_require_leader(true)
@@ -286,6 +296,8 @@ impl EtcdStoreBuilder {
                 .with_user(name.clone(), password.clone())
                 .with_auto_token_refresh(true);
         }
+        let watch_options = options.clone();
+        let options = options.with_timeout(self.timeouts.request);
         let client = etcd_client::Client::connect(&endpoints, Some(options.clone()))
             .await
             .map_err(|error| match &self.user {
@@ -305,6 +317,7 @@ impl EtcdStoreBuilder {
         let connector = Connector {
             endpoints,
             options,
+            watch_options,
             timeout: self.timeouts.connect + self.timeouts.request,
         };
         Ok(EtcdStore::from_parts(
@@ -313,6 +326,7 @@ impl EtcdStoreBuilder {
             Layout::new(prefix),
             url,
             remembered,
+            self.announce_releases,
         ))
     }
 

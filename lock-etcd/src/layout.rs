@@ -11,7 +11,7 @@
 //! partition's locks are exactly the keys under `{prefix}/r/{partition}/`.
 
 use lock_core::LockKey;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 /// Every byte but ASCII letters, digits, `-` and `_` is escaped.
 const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
@@ -66,6 +66,43 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// The announcement of `key`'s release: the key waiters watch, and the
+    /// value that names the lock within its partition.
+    pub fn announcement(&self, key: &LockKey) -> (String, String) {
+        let lock = match key.sort() {
+            None => "-".to_owned(),
+            Some(sort) => format!("s{}", escape(sort)),
+        };
+        (
+            format!("{}/n/{}", self.prefix, escape(key.partition())),
+            lock,
+        )
+    }
+
+    /// Where announcements are: the prefix waiters watch.
+    pub fn announcements(&self) -> String {
+        format!("{}/n/", self.prefix)
+    }
+
+    /// The lock an announcement (its key and value) names, if this layout
+    /// wrote it.
+    pub fn announced(&self, key: &str, value: &str) -> Option<LockKey> {
+        let partition = key.strip_prefix(&self.announcements())?;
+        let partition = percent_decode_str(partition).decode_utf8().ok()?;
+        if value == "-" {
+            return Some(LockKey::new(partition.into_owned()));
+        }
+        let sort = percent_decode_str(value.strip_prefix('s')?)
+            .decode_utf8()
+            .ok()?;
+        Some(LockKey::with_sort(
+            partition.into_owned(),
+            sort.into_owned(),
+        ))
+    }
+}
+
 fn escape(part: &str) -> String {
     utf8_percent_encode(part, ESCAPED).to_string()
 }
@@ -93,6 +130,24 @@ mod tests {
             layout.key(&LockKey::with_sort("a", "b")),
             layout.key(&LockKey::new("a/sb"))
         );
+    }
+
+    #[test]
+    fn an_announcement_names_its_lock() {
+        let layout = Layout::new("x");
+        for key in [
+            LockKey::new("a/b"),
+            LockKey::with_sort("a", "ü c"),
+            LockKey::with_sort("a", ""),
+        ] {
+            let (at, value) = layout.announcement(&key);
+            assert!(at.starts_with(&layout.announcements()));
+            assert_eq!(layout.announced(&at, &value), Some(key));
+        }
+        assert_eq!(layout.announced("x/r/a/-", "-"), None);
+        let (start, end) = layout.listing(None);
+        let (at, _) = layout.announcement(&LockKey::new("a"));
+        assert!(!(at >= start && at < end), "announcements are not listed");
     }
 
     #[test]

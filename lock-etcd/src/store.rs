@@ -26,7 +26,8 @@ use etcd_client::{
 };
 use lock_core::{
     AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, KeyedWrite,
-    LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, RequestCosts, StoreError,
+    LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, ReleaseAnnouncer, ReleaseFeed,
+    RequestCosts, StoreError,
 };
 
 use crate::errors::{Call, classify, timed_out};
@@ -74,6 +75,8 @@ pub(crate) struct Inner {
     pub revisions: Revisions,
     /// Where the locks are, for messages: `etcd://host:port/prefix`.
     pub url: String,
+    /// Releases announced under `{prefix}/n/`, when the store announces them.
+    pub feed: Option<ReleaseFeed>,
 }
 
 /// What a new channel is opened with: the endpoints and options the store
@@ -82,6 +85,9 @@ pub(crate) struct Inner {
 pub(crate) struct Connector {
     pub endpoints: Vec<String>,
     pub options: ConnectOptions,
+    /// The same without a request timeout: for the watch, a stream that
+    /// stays open.
+    pub watch_options: ConnectOptions,
     pub timeout: Duration,
 }
 
@@ -104,7 +110,15 @@ impl EtcdStore {
         layout: Layout,
         url: String,
         remembered: NonZeroUsize,
+        announce: bool,
     ) -> Self {
+        let feed = announce.then(|| {
+            let connector = connector.clone();
+            let layout = layout.clone();
+            ReleaseFeed::new(move |announcer| {
+                tokio::spawn(listen(connector, layout, announcer));
+            })
+        });
         Self {
             inner: Arc::new(Inner {
                 channel: RwLock::new(client),
@@ -113,6 +127,7 @@ impl EtcdStore {
                 layout,
                 revisions: Revisions::new(remembered),
                 url,
+                feed,
             }),
         }
     }
@@ -210,6 +225,16 @@ impl EtcdStore {
         classify(call, what, error)
     }
 
+    /// The announcement of `record`'s release, put in the same transaction:
+    /// waiters watching it try at once. None when nothing is released, or
+    /// the store does not announce.
+    fn announcement(&self, record: &LockRecord) -> Option<TxnOp> {
+        (self.inner.feed.is_some() && record.released).then(|| {
+            let (at, lock) = self.inner.layout.announcement(&record.key);
+            TxnOp::put(at, lock, None)
+        })
+    }
+
     /// A record read from etcd, remembered with its revision.
     fn known(&self, key: &str, kv: &KeyValue) -> Result<Known, StoreError> {
         let record = value::decode(key, kv.value())?;
@@ -277,6 +302,50 @@ impl EtcdStore {
         let mut kv = self.kv(what).await?;
         let answer = self.awaited(kv.txn(txn)).await;
         answer.map_err(|error| self.failed(Call::Write, what, error))
+    }
+}
+
+/// Relay the releases announced under `{prefix}/n/` to `announcer` until
+/// nobody holds the feed: one watch on a channel of its own (no request
+/// timeout: the stream stays open), opened again half a second or so after
+/// it ends (waiters poll meanwhile).
+async fn listen(connector: Connector, layout: Layout, announcer: ReleaseAnnouncer) {
+    let prefix = layout.announcements();
+    while !announcer.is_closed() {
+        let connected = etcd_client::Client::connect(
+            &connector.endpoints,
+            Some(connector.watch_options.clone()),
+        )
+        .await;
+        match connected {
+            Ok(mut client) => {
+                let options = etcd_client::WatchOptions::new().with_prefix();
+                match client.watch(prefix.as_str(), Some(options)).await {
+                    Ok(mut stream) => {
+                        while let Ok(Some(response)) = stream.message().await {
+                            for event in response.events() {
+                                let Some(kv) = event.kv() else { continue };
+                                if event.event_type() != etcd_client::EventType::Put {
+                                    continue;
+                                }
+                                let (Ok(key), Ok(value)) = (kv.key_str(), kv.value_str()) else {
+                                    continue;
+                                };
+                                if let Some(lock) = layout.announced(key, value)
+                                    && !announcer.announce(lock)
+                                {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Err(error) => tracing::debug!(%error, "could not watch {prefix}"),
+                }
+            }
+            Err(error) => tracing::debug!(%error, "could not connect to watch {prefix}"),
+        }
+        let pause = Duration::from_millis(500 + fastrand::u64(..500));
+        tokio::time::sleep(pause).await;
     }
 }
 
@@ -415,13 +484,11 @@ impl ConditionalStore for EtcdStore {
         for _ in 0..=RACED_WRITES {
             let record = next_record(key, &new, base.as_ref().map(|known| &known.record))?;
             check_record(&record)?;
+            let mut writes = vec![TxnOp::put(ekey.as_str(), value::encode(&record), None)];
+            writes.extend(self.announcement(&record));
             let txn = Txn::new()
                 .when(vec![unchanged(&ekey, &base)])
-                .and_then(vec![TxnOp::put(
-                    ekey.as_str(),
-                    value::encode(&record),
-                    None,
-                )])
+                .and_then(writes)
                 .or_else(vec![TxnOp::get(ekey.as_str(), None)]);
             let response = match self.commit(&what, txn).await {
                 Ok(response) => response,
@@ -487,7 +554,14 @@ impl ConditionalStore for EtcdStore {
                     CompareOp::Equal,
                     known.revision,
                 )])
-                .and_then(vec![TxnOp::delete(ekey.as_str(), None)])
+                .and_then(
+                    std::iter::once(TxnOp::delete(ekey.as_str(), None))
+                        .chain(self.announcement(&LockRecord {
+                            released: true,
+                            ..known.record.clone()
+                        }))
+                        .collect::<Vec<_>>(),
+                )
                 .or_else(vec![TxnOp::get(ekey.as_str(), None)]);
             let response = self.commit(&what, txn).await;
             // Deleted, or unknown: nothing is remembered either way.
@@ -680,8 +754,13 @@ impl ConditionalStore for EtcdStore {
         )))
     }
 
+    fn release_feed(&self) -> Option<ReleaseFeed> {
+        self.inner.feed.clone()
+    }
+
     fn capabilities(&self) -> Capabilities {
         limits()
+            .with_announces_releases(self.inner.feed.is_some())
             .with_requests(RequestCosts::REVISIONED_KEYS)
             .with_atomic_writes(Some(AtomicWrites::new(MAX_KEYS_AT_ONCE, MAX_BYTES_AT_ONCE)))
     }

@@ -473,3 +473,15 @@ async fn after_a_timeout_or_an_abandoned_request_the_next_goes_on_a_new_connecti
     let read = timeout(Duration::from_millis(400), via.get(&key)).await;
     assert!(matches!(read, Ok(Ok(None))), "{read:?}");
 }
+
+/// A release announced under `{prefix}/n/` wakes a waiter on another
+/// connection at once.
+#[tokio::test]
+async fn an_announced_release_wakes_a_waiter_of_another_store_at_once() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    assert!(store.capabilities().announces_releases);
+    let other = store_at(&endpoint().unwrap(), store.prefix()).await;
+    drills::announced_hand_off(store, other).await;
+}

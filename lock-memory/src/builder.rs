@@ -113,6 +113,16 @@ impl MemoryStoreBuilder {
         self
     }
 
+    /// Announce every release to waiters in other clients, as a store that
+    /// notifies does (PostgreSQL's `NOTIFY`, an etcd watch, Redis pub/sub):
+    /// [`ConditionalStore::release_feed`](lock_core::ConditionalStore::release_feed)
+    /// returns a feed, and each applied write of a released record is
+    /// announced on it (default off: waiters poll).
+    pub fn announce_releases(mut self, announce: bool) -> Self {
+        self.caps = self.caps.with_announces_releases(announce);
+        self
+    }
+
     /// The capabilities the store will report and enforce.
     pub fn capabilities(&self) -> &Capabilities {
         &self.caps

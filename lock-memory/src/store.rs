@@ -45,6 +45,8 @@ pub struct MemoryStore {
     /// Whether the history keeps anything; known without the lock, so a store
     /// without history reads no clock and copies no arguments.
     keeps_history: bool,
+    /// Where releases are announced, when the store announces them.
+    releases: Option<lock_core::ReleaseFeed>,
 }
 
 struct State {
@@ -111,7 +113,21 @@ impl MemoryStore {
                 next_seq: 0,
                 clock: clock_rate.map(StoreTime::new),
             })),
+            releases: caps
+                .announces_releases
+                .then(|| lock_core::ReleaseFeed::new(|_| {})),
             caps,
+        }
+    }
+
+    /// Announce `key` released, as a store that notifies would (nothing
+    /// changes in the store): what a false or repeated announcement does to
+    /// waiters. A store built without
+    /// [`announce_releases`](crate::MemoryStoreBuilder::announce_releases)
+    /// has nobody to tell.
+    pub fn announce_release(&self, key: &LockKey) {
+        if let Some(feed) = &self.releases {
+            feed.announce(key.clone());
         }
     }
 
@@ -492,6 +508,12 @@ impl ConditionalStore for MemoryStore {
         Self::record_call(&mut state, Op::Put, applied, call, || {
             CallResult::of_write(&result)
         });
+        drop(state);
+        if let (Some(feed), Ok(Outcome::Applied(record))) = (&self.releases, &result)
+            && record.released
+        {
+            feed.announce(key.clone());
+        }
         result
     }
 
@@ -535,6 +557,11 @@ impl ConditionalStore for MemoryStore {
         Self::record_call(&mut state, Op::Delete, applied, call, || {
             CallResult::of_write(&result)
         });
+        drop(state);
+        // A delete releases too (delete-on-release).
+        if let (Some(feed), true) = (&self.releases, applied) {
+            feed.announce(key.clone());
+        }
         result
     }
 
@@ -568,6 +595,10 @@ impl ConditionalStore for MemoryStore {
             CallResult::of_list(&result)
         });
         result
+    }
+
+    fn release_feed(&self) -> Option<lock_core::ReleaseFeed> {
+        self.releases.clone()
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -116,7 +116,8 @@ return {1, written, now}
 
 /// A conditional delete of one lock. `KEYS`: the index, the record, the
 /// partition's fence floors. `ARGV`: the condition, the RVN it expects, the
-/// index member, the lock (its field of the floors). Returns `{1, record,
+/// index member, the lock (its field of the floors), the channel releases
+/// are announced on (empty: none). Returns `{1, record,
 /// now}` with the record deleted, or `{0, record, now}` with the current one
 /// (empty when absent). A delete forgets the lock's fences, floor included,
 /// as on every store: the next holder counts from 1 (what delete-on-release
@@ -134,7 +135,9 @@ if ARGV[1] == 'vacant' then holds = exists and fields['x'] == '1' else holds = e
 if not holds then return {0, current, now} end
 -- Everything that can refuse is decided before anything is written.
 if redis.acl_check_cmd ~= nil then
-  for _, check in ipairs({{'del', KEYS[2]}, {'hdel', KEYS[3], 'f'}, {'zrem', KEYS[1], 'm'}}) do
+  local checks = {{'del', KEYS[2]}, {'hdel', KEYS[3], 'f'}, {'zrem', KEYS[1], 'm'}}
+  if ARGV[5] ~= '' then checks[#checks + 1] = {'publish', ARGV[5], 'm'} end
+  for _, check in ipairs(checks) do
     if not redis.acl_check_cmd(unpack(check)) then
       error({err = 'NOPERM lock-redis: this user may not run ' .. check[1] .. ' on ' .. check[2]})
     end
@@ -143,6 +146,7 @@ end
 redis.call('DEL', KEYS[2])
 redis.call('HDEL', KEYS[3], ARGV[4])
 redis.call('ZREM', KEYS[1], ARGV[3])
+if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[3]) end
 return {1, current, now}
 "#;
 

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use lock_core::{
     AtomicWrites, Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, FenceUpdate,
-    KeyedWrite, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, StoreClock, StoreError,
-    WriteTime,
+    KeyedWrite, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, ReleaseAnnouncer,
+    ReleaseFeed, StoreClock, StoreError, WriteTime,
 };
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
@@ -91,7 +91,8 @@ struct Inner {
     layout: Layout,
     url: String,
     replicas: Option<ReplicaAcks>,
-    announce: bool,
+    /// Releases announced on the channel, when the store announces them.
+    feed: Option<ReleaseFeed>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -127,6 +128,14 @@ impl RedisStore {
         replicas: Option<ReplicaAcks>,
         announce: bool,
     ) -> Self {
+        let feed = announce.then(|| {
+            let client = connector.client.clone();
+            let channel = layout.channel();
+            let layout = layout.clone();
+            ReleaseFeed::new(move |announcer| {
+                tokio::spawn(listen(client, channel, layout, announcer));
+            })
+        });
         Self {
             inner: Arc::new(Inner {
                 connector,
@@ -136,7 +145,7 @@ impl RedisStore {
                 layout,
                 url,
                 replicas,
-                announce,
+                feed,
             }),
         }
     }
@@ -289,6 +298,15 @@ impl RedisStore {
         classify(call, what, error)
     }
 
+    /// The channel releases are announced on, or empty when they are not.
+    fn channel(&self) -> String {
+        if self.inner.feed.is_some() {
+            self.inner.layout.channel()
+        } else {
+            String::new()
+        }
+    }
+
     /// The script's arguments for one write.
     fn write_args(&self, key: &LockKey, expect: &Expect, new: &NewRecord, args: &mut Vec<Vec<u8>>) {
         let keys = self.inner.layout.keys(key);
@@ -344,12 +362,7 @@ impl RedisStore {
         writes: &[(&LockKey, &Expect, &NewRecord)],
     ) -> Result<Value, StoreError> {
         let mut keys = vec![self.inner.layout.index()];
-        let channel = if self.inner.announce {
-            self.inner.layout.channel()
-        } else {
-            String::new()
-        };
-        let mut args = vec![channel.into_bytes()];
+        let mut args = vec![self.channel().into_bytes()];
         for (key, expect, new) in writes {
             let lock = self.inner.layout.keys(key);
             keys.push(lock.record);
@@ -358,6 +371,39 @@ impl RedisStore {
         }
         self.run(Call::Write, what, &self.inner.scripts.put, &keys, args)
             .await
+    }
+}
+
+/// Relay the releases published on `channel` to `announcer` until nobody
+/// holds the feed: one subscribed connection, opened again a second after it
+/// fails (waiters poll meanwhile).
+async fn listen(
+    client: redis::Client,
+    channel: String,
+    layout: Layout,
+    announcer: ReleaseAnnouncer,
+) {
+    use futures_util::StreamExt as _;
+    while !announcer.is_closed() {
+        match client.get_async_pubsub().await {
+            Ok(mut pubsub) => {
+                if pubsub.subscribe(&channel).await.is_ok() {
+                    let mut messages = pubsub.on_message();
+                    while let Some(message) = messages.next().await {
+                        let Ok(member) = message.get_payload::<String>() else {
+                            continue;
+                        };
+                        if let Some(key) = layout.keys_of_member(&member)
+                            && !announcer.announce(key)
+                        {
+                            return;
+                        }
+                    }
+                }
+            }
+            Err(error) => tracing::debug!(%error, "could not subscribe to {channel}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500 + fastrand::u64(..500))).await;
     }
 }
 
@@ -458,6 +504,7 @@ impl ConditionalStore for RedisStore {
             expected.as_bytes().to_vec(),
             lock.member.into_bytes(),
             lock.lock.into_bytes(),
+            self.channel().into_bytes(),
         ];
         let reply = self
             .run(Call::Write, &what, &self.inner.scripts.delete, &keys, args)
@@ -583,8 +630,13 @@ impl ConditionalStore for RedisStore {
         }
     }
 
+    fn release_feed(&self) -> Option<ReleaseFeed> {
+        self.inner.feed.clone()
+    }
+
     fn capabilities(&self) -> Capabilities {
         limits()
+            .with_announces_releases(self.inner.feed.is_some())
             .with_clock(StoreClock::Age)
             .with_atomic_writes(Some(AtomicWrites::new(MAX_KEYS_AT_ONCE, MAX_BYTES_AT_ONCE)))
     }

@@ -716,3 +716,15 @@ async fn a_partitioned_reader_is_lost_before_a_writer_going_direct_is_admitted()
     let (proxy, via) = proxied(&store).await;
     drills::partitioned_reader(store, via, &proxy).await;
 }
+
+/// A release published on the channel wakes a waiter on another connection
+/// at once.
+#[tokio::test]
+async fn an_announced_release_wakes_a_waiter_of_another_store_at_once() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    assert!(store.capabilities().announces_releases);
+    let other = store_at(&url().unwrap(), store.prefix()).await;
+    drills::announced_hand_off(store, other).await;
+}

@@ -1286,3 +1286,68 @@ pub async fn put_many_is_all_or_nothing(store: Arc<dyn ConditionalStore>) -> Cas
     }
     Ok(())
 }
+
+/// A store that says it announces releases
+/// ([`Capabilities::announces_releases`](lock_core::Capabilities::announces_releases))
+/// has a release feed, and announces a release of a key (not a heartbeat)
+/// to a waiter that subscribed before it, within ten seconds; one that does
+/// not say so has no feed.
+pub async fn releases_are_announced_where_the_store_says_so(
+    store: Arc<dyn ConditionalStore>,
+) -> CaseResult {
+    let announces = store.capabilities().announces_releases;
+    let Some(feed) = store.release_feed() else {
+        ensure!(
+            !announces,
+            "the capabilities say the store announces releases, but it has no release feed"
+        );
+        return Ok(());
+    };
+    ensure!(
+        announces,
+        "the store has a release feed, but its capabilities say it does not announce releases"
+    );
+    let mut watch = feed.subscribe();
+    // The listener may take a moment to be in place: release again until an
+    // announcement comes, at most ten seconds.
+    let key = LockKey::with_sort("announced", "a b");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut record = applied(
+        "acquire",
+        store.put(&key, Expect::Vacant, acquire("alice")).await?,
+    )?;
+    loop {
+        record = applied(
+            "heartbeat",
+            store
+                .put(
+                    &key,
+                    Expect::Version(record.rvn.clone()),
+                    heartbeat("alice"),
+                )
+                .await?,
+        )?;
+        applied(
+            "release",
+            store
+                .put(&key, Expect::Version(record.rvn.clone()), release("alice"))
+                .await?,
+        )?;
+        let heard = tokio::time::timeout(
+            Duration::from_millis(500),
+            watch.released(|released| *released == key),
+        )
+        .await;
+        if heard.is_ok() {
+            return Ok(());
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no release of {key} was announced within ten seconds"
+        );
+        record = applied(
+            "acquire again",
+            store.put(&key, Expect::Vacant, acquire("alice")).await?,
+        )?;
+    }
+}

@@ -672,3 +672,63 @@ where
     }
     nothing_left_held(&direct, |key| key.to_string().ends_with("#readers")).await;
 }
+
+/// A release announced by the store wakes a waiter of another store (its
+/// own connections, as another process has) at once: the waiter polls every
+/// 10 s, so without the announcement its next look would come at least 5 s
+/// after its first; with it, the lock changes hands within a second of the
+/// release. Also checks the waiter still gets the lock when it is never
+/// announced (polling goes on): a store built without announcements.
+pub async fn announced_hand_off<S>(holder_store: S, waiter_store: S)
+where
+    S: ConditionalStore + Clone,
+{
+    assert!(
+        waiter_store.capabilities().announces_releases,
+        "the drill needs a store that announces releases"
+    );
+    let holder = client(holder_store, "holder");
+    let waiter = LockClient::builder(waiter_store)
+        .owner("waiter")
+        .lease(DRILL_LEASE)
+        .refresh_period(Duration::from_secs(10))
+        .build()
+        .unwrap_or_else(|error| panic!("drill client waiter: {error}"));
+    let key = LockKey::new("announced");
+    let guard = bounded(
+        "the holder's acquire",
+        holder.acquire(key.clone(), AcquireOptions::new()),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("the holder's acquire: {error}"));
+    let waiting = tokio::spawn({
+        let (waiter, key) = (waiter.clone(), key.clone());
+        async move {
+            let taken = waiter
+                .acquire(key, AcquireOptions::new().wait(Duration::from_secs(30)))
+                .await;
+            (taken, Instant::now())
+        }
+    });
+    // Past the waiter's first look (and the listener's start).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let released = Instant::now();
+    bounded("the holder's release", guard.release())
+        .await
+        .unwrap_or_else(|error| panic!("the holder's release: {error}"));
+    let (taken, taken_at) = bounded("the waiter's acquire", waiting)
+        .await
+        .unwrap_or_else(|error| panic!("the waiter's task: {error}"));
+    let taken = taken.unwrap_or_else(|error| panic!("the waiter's acquire: {error}"));
+    let hand_off = taken_at - released;
+    println!("announced hand-off: {hand_off:?}");
+    assert!(
+        hand_off < Duration::from_secs(2),
+        "the waiter took {hand_off:?} after the release; its next poll was 5 s or more away"
+    );
+    assert_eq!(taken.fence(), Fence(2));
+    bounded("the waiter's release", taken.release())
+        .await
+        .unwrap_or_else(|error| panic!("the waiter's release: {error}"));
+    shut_down(&[holder, waiter]).await;
+}

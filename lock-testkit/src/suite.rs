@@ -59,6 +59,7 @@ macro_rules! __conformance_cases {
             put_many_is_all_or_nothing,
             reader_writer_lock_readers_share_and_writers_are_alone,
             all_or_nothing_leaves_nothing_held,
+            releases_are_announced_where_the_store_says_so,
         }
     };
 }

@@ -47,6 +47,80 @@ mod memory_with_store_clock {
     lock_testkit::conformance_suite!(Factory);
 }
 
+/// The memory store announcing releases, as a store that notifies does.
+mod memory_announcing_releases {
+    struct Factory;
+
+    #[async_trait::async_trait]
+    impl lock_testkit::StoreFactory for Factory {
+        async fn create(&self) -> Result<Option<lock_testkit::FreshStore>, lock_core::StoreError> {
+            let store = lock_memory::MemoryStore::builder()
+                .announce_releases(true)
+                .build();
+            Ok(Some(lock_testkit::FreshStore::new(store)))
+        }
+    }
+
+    lock_testkit::conformance_suite!(Factory);
+}
+
+/// A store that says it announces releases but never does, or does without
+/// saying so, fails the case.
+#[tokio::test(start_paused = true)]
+async fn a_store_silent_or_unannounced_about_its_releases_fails_the_announcement_case() {
+    use lock_core::{
+        Capabilities, ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome,
+        Page, ReleaseFeed, StoreError,
+    };
+    #[derive(Debug)]
+    struct Feed {
+        inner: lock_memory::MemoryStore,
+        feed: ReleaseFeed,
+        says: bool,
+    }
+    #[async_trait::async_trait]
+    impl ConditionalStore for Feed {
+        async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+            self.inner.get(key).await
+        }
+        async fn put(
+            &self,
+            key: &LockKey,
+            expect: Expect,
+            new: NewRecord,
+        ) -> Result<Outcome, StoreError> {
+            self.inner.put(key, expect, new).await
+        }
+        async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
+            self.inner.delete(key, expect).await
+        }
+        async fn list(
+            &self,
+            partition: Option<&str>,
+            cursor: Option<Cursor>,
+            limit: usize,
+        ) -> Result<Page, StoreError> {
+            self.inner.list(partition, cursor, limit).await
+        }
+        fn release_feed(&self) -> Option<ReleaseFeed> {
+            Some(self.feed.clone())
+        }
+        fn capabilities(&self) -> Capabilities {
+            self.inner.capabilities().with_announces_releases(self.says)
+        }
+    }
+    for says in [true, false] {
+        let store: std::sync::Arc<dyn ConditionalStore> = std::sync::Arc::new(Feed {
+            inner: lock_memory::MemoryStore::new(),
+            feed: ReleaseFeed::manual().0,
+            says,
+        });
+        let result =
+            lock_testkit::cases::releases_are_announced_where_the_store_says_so(store).await;
+        assert!(result.is_err(), "says {says}: {result:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_store_clock_that_overstates_ages_fails_the_write_time_case() {
     // Running 10 % fast: ages read longer than the time since the send.
@@ -70,7 +144,7 @@ mod faulty_memory_with_retries {
 #[tokio::test]
 async fn run_all_runs_every_case_in_one_test() {
     lock_testkit::run_all(&MemoryFactory).await;
-    assert_eq!(lock_testkit::CASES.len(), 16);
+    assert_eq!(lock_testkit::CASES.len(), 17);
     assert!(lock_testkit::CASES.contains(&"data_is_kept_replaced_and_cleared"));
 }
 
