@@ -72,6 +72,7 @@ pub struct PostgresGuideDoctests;
 
 mod errors;
 pub mod fence;
+mod notify;
 mod row;
 mod schema;
 mod sql;

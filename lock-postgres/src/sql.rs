@@ -96,15 +96,39 @@ const KEY: &str = "partition_key = $1 AND sort_key = $2";
 const DATA: &str = "CASE $8::int4 WHEN 0 THEN t.data WHEN 1 THEN $9::bytea ELSE NULL END";
 const FENCE: &str = "CASE WHEN $7::bool THEN t.fence + 1 ELSE t.fence END";
 
+/// The channel a table's releases are announced on (`NOTIFY`):
+/// `<table>:released`, which a listener names as a quoted identifier.
+pub(crate) fn release_channel(table: &TableName) -> String {
+    format!("{}:released", table.plain)
+}
+
 impl Statements {
     pub(crate) fn new(table: &TableName) -> Self {
         let t = &table.quoted;
+        // A release (or delete) announces the lock on the table's channel, in
+        // the same statement: delivered to listeners when it commits. The
+        // table name holds only [A-Za-z0-9_.], so it needs no escaping in a
+        // literal. Materialized and referenced by the first branch, so it runs
+        // exactly when a row was written.
+        let channel = release_channel(table);
+        let announced = format!(
+            "announced AS MATERIALIZED (SELECT pg_notify('{channel}', \
+                 json_build_array(partition_key, sort_key)::text) FROM written WHERE released)"
+        );
         let current = format!(
             "current AS MATERIALIZED (SELECT {COLUMNS}, written_at FROM {t} WHERE {KEY} FOR UPDATE)"
         );
         let outcome = |written: &str| {
             format!(
                 "SELECT true AS applied, {COLUMNS}, {AGE} FROM {written} \
+                 UNION ALL \
+                 SELECT false, {COLUMNS}, {AGE} FROM current WHERE NOT EXISTS (SELECT 1 FROM {written})"
+            )
+        };
+        let announcing = |written: &str| {
+            format!(
+                "SELECT true AS applied, {COLUMNS}, {AGE} FROM {written} \
+                     WHERE (SELECT count(*) FROM announced) >= 0 \
                  UNION ALL \
                  SELECT false, {COLUMNS}, {AGE} FROM current WHERE NOT EXISTS (SELECT 1 FROM {written})"
             )
@@ -134,8 +158,13 @@ impl Statements {
                  FROM current \
                  WHERE t.partition_key = current.partition_key AND t.sort_key = current.sort_key \
                      AND current.rvn = $11 \
-                 {returning}) {}",
-            outcome("written")
+                 {returning}), {announced} {}",
+            announcing("written")
+        );
+        // A delete releases too (delete-on-release), whatever the row said.
+        let deleted = format!(
+            "announced AS MATERIALIZED (SELECT pg_notify('{channel}', \
+                 json_build_array(partition_key, sort_key)::text) FROM written)"
         );
         let delete = |condition: &str| {
             format!(
@@ -143,8 +172,8 @@ impl Statements {
                      DELETE FROM {t} AS t USING current \
                      WHERE t.partition_key = current.partition_key AND t.sort_key = current.sort_key \
                          AND {condition} \
-                     {returning}) {}",
-                outcome("written")
+                     {returning}), {deleted} {}",
+                announcing("written")
             )
         };
         Self {

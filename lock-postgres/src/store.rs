@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use lock_core::{
     AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, KeyedWrite, LockKey, LockRecord,
-    ManyOutcome, NewRecord, Outcome, Page, StoreError,
+    ManyOutcome, NewRecord, Outcome, Page, ReleaseFeed, StoreError,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
@@ -94,6 +94,7 @@ pub struct PostgresStoreBuilder {
     max_connections: usize,
     /// Set on the builder; they override the connection string's.
     tls: TlsSettings,
+    announce_releases: bool,
 }
 
 impl PostgresStoreBuilder {
@@ -194,6 +195,18 @@ impl PostgresStoreBuilder {
         if config.get_application_name().is_none() {
             config.application_name("lock-postgres");
         }
+        // Waiters listen for releases on a connection of their own, opened as
+        // the pool's are (a pooled connection's notifications are dropped).
+        let feed = self
+            .announce_releases
+            .then(|| {
+                let (config, tls) = (config.clone(), connector.clone());
+                let channel = crate::sql::release_channel(&TableName::parse(&self.table).ok()?);
+                Some(ReleaseFeed::new(move |announcer| {
+                    tokio::spawn(crate::notify::listen(config, tls, channel, announcer));
+                }))
+            })
+            .flatten();
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
@@ -211,7 +224,7 @@ impl PostgresStoreBuilder {
             .map_err(|error| StoreConfigError::Pool {
                 reason: error.to_string(),
             })?;
-        self.finish(Connections::Pool(pool))
+        self.finish(Connections::Pool(pool), feed)
     }
 
     /// A store on your own pool (with your TLS, sizes and settings). The store
@@ -223,7 +236,7 @@ impl PostgresStoreBuilder {
     /// `RecyclingMethod::Clean` or `Verified` when other code shares the pool).
     pub fn build_with_pool(self, pool: Pool) -> Result<PostgresStore, StoreConfigError> {
         self.timeouts.validate()?;
-        self.finish(Connections::Pool(pool))
+        self.finish(Connections::Pool(pool), None)
     }
 
     /// A store on one connection you opened (tokio-postgres pipelines
@@ -237,10 +250,24 @@ impl PostgresStoreBuilder {
         client: Arc<tokio_postgres::Client>,
     ) -> Result<PostgresStore, StoreConfigError> {
         self.timeouts.validate()?;
-        self.finish(Connections::Client(client))
+        self.finish(Connections::Client(client), None)
     }
 
-    fn finish(self, connections: Connections) -> Result<PostgresStore, StoreConfigError> {
+    /// Whether waiters of this store listen for releases (`LISTEN`) on a
+    /// connection of their own, so that a release in another process wakes
+    /// them at once (default true). Only a store that opens its own
+    /// connections (from a URL or a configuration) listens; every store
+    /// announces its releases (`NOTIFY`).
+    pub fn announce_releases(mut self, listen: bool) -> Self {
+        self.announce_releases = listen;
+        self
+    }
+
+    fn finish(
+        self,
+        connections: Connections,
+        feed: Option<ReleaseFeed>,
+    ) -> Result<PostgresStore, StoreConfigError> {
         let table = TableName::parse(&self.table)?;
         Ok(PostgresStore {
             inner: Arc::new(Inner {
@@ -248,6 +275,7 @@ impl PostgresStoreBuilder {
                 table,
                 timeouts: self.timeouts,
                 connections,
+                feed,
             }),
         })
     }
@@ -302,6 +330,8 @@ struct Inner {
     statements: Statements,
     timeouts: Timeouts,
     connections: Connections,
+    /// Releases other processes announce, for this store's waiters.
+    feed: Option<ReleaseFeed>,
 }
 
 /// A [`ConditionalStore`] on one PostgreSQL table: one statement, one round
@@ -332,6 +362,7 @@ impl PostgresStore {
             timeouts: Timeouts::default(),
             max_connections: 16,
             tls: TlsSettings::default(),
+            announce_releases: true,
         }
     }
 
@@ -758,6 +789,10 @@ impl ConditionalStore for PostgresStore {
         Ok(Page { records, next })
     }
 
+    fn release_feed(&self) -> Option<ReleaseFeed> {
+        self.inner.feed.clone()
+    }
+
     fn capabilities(&self) -> Capabilities {
         // Several keys in one transaction on a connection of its own: not on
         // a connection shared with the store's other statements.
@@ -769,6 +804,7 @@ impl ConditionalStore for PostgresStore {
             Connections::Client(_) => None,
         };
         row::limits()
+            .with_announces_releases(self.inner.feed.is_some())
             .with_returns_current_on_conflict(true)
             .with_keeps_released_records(true)
             .with_stores_expiry(true)

@@ -392,3 +392,32 @@ async fn a_partitioned_reader_is_lost_before_a_writer_going_direct_is_admitted()
     let (proxy, via) = proxied(&store);
     drills::partitioned_reader(store, via, &proxy).await;
 }
+
+/// A release's `NOTIFY` wakes a waiter of another store (its own pool and
+/// listening connection) at once.
+#[tokio::test]
+async fn an_announced_release_wakes_a_waiter_of_another_store_at_once() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    assert!(store.capabilities().announces_releases);
+    let other = same_table(&store, &url().unwrap(), |b| b);
+    drills::announced_hand_off(store, other).await;
+}
+
+/// A store on a pool or connection of the caller's own cannot listen (a
+/// pool drops notifications): it says so, and its waiters poll.
+#[tokio::test]
+async fn a_store_on_the_callers_own_connection_does_not_claim_to_listen() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let connection = support::connect(&url().unwrap()).await;
+    let own = PostgresStore::builder(store.table())
+        .build_with_client(std::sync::Arc::new(connection))
+        .unwrap();
+    assert!(!own.capabilities().announces_releases);
+    assert!(own.release_feed().is_none());
+    let quiet = same_table(&store, &url().unwrap(), |b| b.announce_releases(false));
+    assert!(!quiet.capabilities().announces_releases);
+}
