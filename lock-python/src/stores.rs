@@ -712,7 +712,8 @@ impl EtcdStore {
 /// one Lua script. The URL is `redis://[user:password@]host:port[/db]`
 /// (`rediss://` for TLS; `?prefix=`, `?cacert=`, `?cert=&key=` in its query
 /// as lockctl takes them). Making the store connects and checks the server:
-/// scripts allowed, no eviction of keys without expiry, not a cluster node.
+/// scripts allowed, no eviction of keys without expiry; a Redis Cluster
+/// node's URL makes a store on the cluster.
 #[pyclass(module = "lease_lock._native", name = "RedisStore", frozen)]
 pub(crate) struct RedisStore {
     built: Built<lock_redis::RedisStore>,

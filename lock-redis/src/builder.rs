@@ -10,7 +10,8 @@ use percent_encoding::percent_decode_str;
 
 use crate::errors::{Call, StoreConfigError, classify, hide_password};
 use crate::layout::Layout;
-use crate::store::{Connector, RedisStore};
+use crate::link::{Connector, Link, Target, cluster_client};
+use crate::store::RedisStore;
 
 /// How long the store waits.
 ///
@@ -212,8 +213,16 @@ impl RedisStoreBuilder {
     ///   [`StoreConfigError::ScriptsRefused`] otherwise;
     /// * its `maxmemory-policy` never evicts keys without an expiry:
     ///   [`StoreConfigError::Evicts`] otherwise (a server that denies
-    ///   `CONFIG GET`, as managed services may, is not asked);
-    /// * it is not a Redis Cluster node: [`StoreConfigError::Cluster`].
+    ///   `CONFIG GET`, as managed services may, is not asked; in a cluster,
+    ///   the node of the URL is asked).
+    ///
+    /// A Redis Cluster node's URL makes a store on the cluster: each request
+    /// goes to its keys' slot's primary, every script's keys share the
+    /// partition's hash tag, and several keys of several partitions are
+    /// taken one by one (`Capabilities::atomic_writes` is `None`).
+    /// [`wait_for_replicas`](Self::wait_for_replicas) and TLS files are
+    /// refused there: [`StoreConfigError::WaitInCluster`],
+    /// [`StoreConfigError::TlsFilesInCluster`].
     pub async fn connect(self) -> Result<RedisStore, StoreConfigError> {
         let shown = hide_password(&self.url);
         if self.prefix.is_empty() {
@@ -284,19 +293,46 @@ impl RedisStoreBuilder {
             redis::Client::open(self.url.as_str())
         }
         .map_err(|error| invalid(error.to_string()))?;
-        let connector = Connector {
-            client,
+        let single = Connector {
+            target: Target::Single(client.clone()),
+            seed: client,
             timeouts: self.timeouts,
         };
-        let mut connection =
-            connector
-                .open()
-                .await
-                .map_err(|source| StoreConfigError::Connect {
-                    url: shown.clone(),
-                    source,
-                })?;
-        check_server(&mut connection, &shown).await?;
+        let mut connection = single
+            .open()
+            .await
+            .map_err(|source| StoreConfigError::Connect {
+                url: shown.clone(),
+                source,
+            })?;
+        let cluster = check_server(&mut connection, &shown).await?;
+        let (connector, connection) = if cluster {
+            // A cluster node: the cluster client, found from it, sends each
+            // request to its slot's primary.
+            if self.replicas.is_some() {
+                return Err(StoreConfigError::WaitInCluster { url: shown });
+            }
+            if self.ca_certificate.is_some() || self.client_certificate.is_some() {
+                return Err(StoreConfigError::TlsFilesInCluster { url: shown });
+            }
+            let client = cluster_client(&self.url, self.timeouts)
+                .map_err(|error| invalid(error.to_string()))?;
+            let connector = Connector {
+                target: Target::Cluster(client),
+                ..single
+            };
+            let connection =
+                connector
+                    .open()
+                    .await
+                    .map_err(|source| StoreConfigError::Connect {
+                        url: shown.clone(),
+                        source,
+                    })?;
+            (connector, connection)
+        } else {
+            (single, connection)
+        };
         let store = RedisStore::from_parts(
             connector,
             connection,
@@ -317,11 +353,8 @@ impl RedisStoreBuilder {
 }
 
 /// The server's settings that would break the locks, asked before anything
-/// is written.
-async fn check_server(
-    connection: &mut redis::aio::MultiplexedConnection,
-    url: &str,
-) -> Result<(), StoreConfigError> {
+/// is written; whether it is a Redis Cluster node.
+async fn check_server(connection: &mut Link, url: &str) -> Result<bool, StoreConfigError> {
     let connect = |error: redis::RedisError| StoreConfigError::Connect {
         url: url.to_owned(),
         source: classify(Call::Read, "check the server", error),
@@ -331,11 +364,7 @@ async fn check_server(
         .query_async(connection)
         .await
         .map_err(connect)?;
-    if info.lines().any(|line| line.trim() == "cluster_enabled:1") {
-        return Err(StoreConfigError::Cluster {
-            url: url.to_owned(),
-        });
-    }
+    let cluster = info.lines().any(|line| line.trim() == "cluster_enabled:1");
     // Managed services may deny CONFIG: then the policy is the operator's
     // to check (the docs say so).
     let policy: Result<Vec<String>, _> = redis::cmd("CONFIG")
@@ -352,7 +381,7 @@ async fn check_server(
             policy: policy.clone(),
         });
     }
-    Ok(())
+    Ok(cluster)
 }
 
 #[cfg(test)]

@@ -65,12 +65,20 @@ pub enum StoreConfigError {
         /// The policy found.
         policy: String,
     },
-    /// The server is a Redis Cluster node; this version talks to one
-    /// primary (standalone, or behind Sentinel's address).
+    /// `wait_for_replicas` on a Redis Cluster, which this version does not
+    /// support.
     #[error(
-        "Redis at {url} is a Redis Cluster node; this store talks to one primary (standalone Redis or Valkey)"
+        "Redis at {url} is a Redis Cluster node; wait_for_replicas is supported on one primary only: leave it out, or point the store at a standalone primary"
     )]
-    Cluster {
+    WaitInCluster {
+        /// Where, its password hidden.
+        url: String,
+    },
+    /// TLS files on a Redis Cluster, which this version does not support.
+    #[error(
+        "Redis at {url} is a Redis Cluster node; CA and client certificate files are supported on one primary only (rediss:// with the system's roots works on a cluster)"
+    )]
+    TlsFilesInCluster {
         /// Where, its password hidden.
         url: String,
     },

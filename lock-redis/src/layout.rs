@@ -9,9 +9,14 @@
 //! {prefix}:{partition}:f          the highest fence each lock of the partition
 //!                                 was given (a hash; never expires; a lock's
 //!                                 field goes only with a delete of the lock)
-//! {prefix}:index                  every lock, as partition/lock members (a sorted set)
+//! {prefix}:{partition}:i          the partition's locks (a sorted set of lock parts)
+//! {prefix}:partitions             every partition with a lock (a sorted set)
 //! {prefix}:released               the channel releases are announced on
 //! ```
+//!
+//! Everything one script touches shares the partition's hash tag; only the
+//! partition registry, written before a lock is first written (and never
+//! removed from), lives elsewhere.
 //!
 //! Each key part is percent-encoded except ASCII letters, digits, `-` and
 //! `_`, so a part never holds `{`, `}`, `:` or `/`: the mapping is
@@ -44,7 +49,12 @@ pub(crate) struct LockKeys {
     /// The lock within its partition (`-`, or `s` and the escaped sort key):
     /// its field in `fences`.
     pub lock: String,
-    /// The lock's member in the index: `partition/lock`.
+    /// The partition's index of locks.
+    pub index: String,
+    /// The escaped partition: its member in the partition registry.
+    pub partition: String,
+    /// The lock's name across partitions, a listing cursor:
+    /// `partition/lock`.
     pub member: String,
 }
 
@@ -72,31 +82,37 @@ impl Layout {
         LockKeys {
             record: format!("{}:{{{partition}}}:r:{lock}", self.prefix),
             fences: format!("{}:{{{partition}}}:f", self.prefix),
+            index: self.partition_index(&partition),
             member: format!("{partition}/{lock}"),
+            partition,
             lock,
         }
     }
 
-    /// The index of every lock.
-    pub fn index(&self) -> String {
-        format!("{}:index", self.prefix)
+    /// The index of the locks of the partition escaped as `partition`.
+    pub fn partition_index(&self, partition: &str) -> String {
+        format!("{}:{{{partition}}}:i", self.prefix)
+    }
+
+    /// The record key of `lock` (a lock part) in the partition escaped as
+    /// `partition`.
+    pub fn record_of(&self, partition: &str, lock: &str) -> String {
+        format!("{}:{{{partition}}}:r:{lock}", self.prefix)
+    }
+
+    /// The registry of every partition with a lock.
+    pub fn partitions(&self) -> String {
+        format!("{}:partitions", self.prefix)
+    }
+
+    /// `partition`, escaped as in the keys.
+    pub fn escaped(partition: &str) -> String {
+        escape(partition)
     }
 
     /// The channel releases are published on.
     pub fn channel(&self) -> String {
         format!("{}:released", self.prefix)
-    }
-
-    /// The index range `[start, end)` of `partition`'s locks, or of all.
-    pub fn listing(&self, partition: Option<&str>) -> (String, String) {
-        match partition {
-            // `/` sorts before `0`: exactly the members `partition/...`.
-            Some(partition) => {
-                let partition = escape(partition);
-                (format!("{partition}/"), format!("{partition}0"))
-            }
-            None => (String::new(), "\u{7f}".to_owned()),
-        }
     }
 
     /// The keys of the lock an index member names, or `None` for a member
@@ -134,13 +150,15 @@ mod tests {
         assert_eq!(keys.fences, "app:locks:{a%7Bb%7D}:f");
         assert_eq!(keys.lock, "sc%20d");
         assert_eq!(keys.member, "a%7Bb%7D/sc%20d");
+        assert_eq!(keys.index, "app:locks:{a%7Bb%7D}:i");
+        assert_eq!(layout.record_of(&keys.partition, &keys.lock), keys.record);
         let bare = layout.keys(&LockKey::new("a{b}"));
         assert_eq!(bare.record, "app:locks:{a%7Bb%7D}:r:-");
         assert_ne!(bare.lock, layout.keys(&LockKey::with_sort("a{b}", "")).lock);
     }
 
     #[test]
-    fn members_map_back_to_their_keys_and_listings_hold_their_partition() {
+    fn members_map_back_to_their_keys() {
         let layout = Layout::new("x");
         for key in [
             LockKey::new("p/q"),
@@ -151,14 +169,5 @@ mod tests {
             assert_eq!(layout.keys_of_member(&member), Some(key));
         }
         assert_eq!(layout.keys_of_member("no-slash"), None);
-        let (start, end) = layout.listing(Some("p"));
-        let inside = |key: LockKey| {
-            let member = layout.keys(&key).member;
-            member >= start && member < end
-        };
-        assert!(inside(LockKey::new("p")));
-        assert!(inside(LockKey::with_sort("p", "z")));
-        assert!(!inside(LockKey::new("pq")));
-        assert!(!inside(LockKey::new("p/q")));
     }
 }

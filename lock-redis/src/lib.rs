@@ -1,9 +1,12 @@
 //! The Redis and Valkey backend of the lease-lock library: a
-//! [`ConditionalStore`](lock_core::ConditionalStore) on one primary, through
-//! the `redis` crate.
+//! [`ConditionalStore`](lock_core::ConditionalStore) on one primary or a
+//! Redis Cluster, through the `redis` crate.
 //!
 //! * **One hash per lock** under a prefix (`{prefix}:{partition}:r:-`, or
-//!   `…:r:s{sort}` with a sort key); the partition is the keys' hash tag.
+//!   `…:r:s{sort}` with a sort key); the partition is the keys' hash tag,
+//!   so on a Redis Cluster every script's keys share a slot (a cluster
+//!   node's URL makes a cluster store; several keys of several partitions
+//!   are then taken one by one).
 //! * **Every state change is one Lua script**, which Redis runs atomically:
 //!   it checks the condition (the record's RVN, or vacant), computes the
 //!   fence and writes, or returns the current record. Reads are scripts too,
@@ -16,7 +19,8 @@
 //!   that floor. Redis expiry is used for one thing only: a released record
 //!   given an expiry time may vanish, and its fence stays in the floor. Only
 //!   a `delete` forgets a lock's fences, as on every store.
-//! * **Several keys in one script** (`put_many`, up to 100 keys).
+//! * **Several keys in one script** (`put_many`, up to 100 keys; not on a
+//!   cluster).
 //! * **Releases are announced** on `{prefix}:released` (`PUBLISH` in the
 //!   release's script).
 //! * Requests are **never retried** by the store; a write without a reply is
@@ -79,6 +83,7 @@ pub struct GuideDoctests;
 mod builder;
 mod errors;
 mod layout;
+mod link;
 mod record;
 mod scripts;
 mod store;

@@ -19,11 +19,12 @@ use redis::Script;
 
 /// Conditional writes of one or more locks, all or nothing.
 ///
-/// `KEYS`: the index, then for each write its record and its partition's
-/// fence floors. `ARGV`: the channel releases are announced on (empty: no
+/// `KEYS`: for each write its record, its partition's fence floors and its
+/// partition's index. `ARGV`: the channel releases are announced on (empty: no
 /// announcement), then for each write fifteen values: the condition
-/// (`vacant` or `version`), the RVN it expects, the lock (field of the fence
-/// floors), the index member, the partition, whether there is a sort key
+/// (`vacant` or `version`), the RVN it expects, the lock (its field of the
+/// fence floors and its member of the partition's index), its name across
+/// partitions (what a release announces), the partition, whether there is a sort key
 /// (`0`/`1`), the sort key, the owner, the new RVN, the lease in ms,
 /// released (`0`/`1`), the fence (`next` or `keep`), the data update (`keep`,
 /// `replace`, `clear`), the data, the expiry time (empty: none).
@@ -57,8 +58,9 @@ end
 local plans = {}
 for i = 1, n do
   local a = 1 + (i - 1) * 15
-  local record = KEYS[2 * i]
-  local floors = KEYS[2 * i + 1]
+  local record = KEYS[3 * i - 2]
+  local floors = KEYS[3 * i - 1]
+  local index = KEYS[3 * i]
   local current = redis.call('HGETALL', record)
   local fields = {}
   for j = 1, #current, 2 do fields[current[j]] = current[j + 1] end
@@ -83,7 +85,7 @@ for i = 1, n do
   may('del', record)
   may('hset', record, 'f', '1')
   may('hset', floors, 'f', '1')
-  may('zadd', KEYS[1], '0', 'm')
+  may('zadd', index, '0', 'm')
   if ARGV[a + 11] == '1' and ARGV[a + 15] ~= '' then may('expireat', record, '1') end
   if ARGV[a + 11] == '1' and ARGV[1] ~= '' then may('publish', ARGV[1], 'm') end
   plans[i] = {fields = fields, fence = fence, floor = floor}
@@ -91,8 +93,9 @@ end
 local written = {}
 for i = 1, n do
   local a = 1 + (i - 1) * 15
-  local record = KEYS[2 * i]
-  local floors = KEYS[2 * i + 1]
+  local record = KEYS[3 * i - 2]
+  local floors = KEYS[3 * i - 1]
+  local index = KEYS[3 * i]
   local fields = plans[i].fields
   local fence = plans[i].fence
   local data = nil
@@ -107,16 +110,17 @@ for i = 1, n do
   -- Only a released record may expire: its fence stays in the floors.
   if ARGV[a + 11] == '1' and ARGV[a + 15] ~= '' then redis.call('EXPIREAT', record, ARGV[a + 15]) end
   if fence > plans[i].floor then redis.call('HSET', floors, ARGV[a + 3], string.format('%d', fence)) end
-  redis.call('ZADD', KEYS[1], 0, ARGV[a + 4])
+  redis.call('ZADD', index, 0, ARGV[a + 3])
   if ARGV[a + 11] == '1' and ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[a + 4]) end
   written[i] = new
 end
 return {1, written, now}
 "#;
 
-/// A conditional delete of one lock. `KEYS`: the index, the record, the
-/// partition's fence floors. `ARGV`: the condition, the RVN it expects, the
-/// index member, the lock (its field of the floors), the channel releases
+/// A conditional delete of one lock. `KEYS`: the record, the partition's
+/// fence floors, the partition's index. `ARGV`: the condition, the RVN it
+/// expects, the lock's name across partitions (what is announced), the lock
+/// (its field of the floors and member of the index), the channel releases
 /// are announced on (empty: none). Returns `{1, record,
 /// now}` with the record deleted, or `{0, record, now}` with the current one
 /// (empty when absent). A delete forgets the lock's fences, floor included,
@@ -126,7 +130,7 @@ return {1, written, now}
 const DELETE: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local current = redis.call('HGETALL', KEYS[2])
+local current = redis.call('HGETALL', KEYS[1])
 local fields = {}
 for j = 1, #current, 2 do fields[current[j]] = current[j + 1] end
 local exists = #current > 0
@@ -135,7 +139,7 @@ if ARGV[1] == 'vacant' then holds = exists and fields['x'] == '1' else holds = e
 if not holds then return {0, current, now} end
 -- Everything that can refuse is decided before anything is written.
 if redis.acl_check_cmd ~= nil then
-  local checks = {{'del', KEYS[2]}, {'hdel', KEYS[3], 'f'}, {'zrem', KEYS[1], 'm'}}
+  local checks = {{'del', KEYS[1]}, {'hdel', KEYS[2], 'f'}, {'zrem', KEYS[3], 'm'}}
   if ARGV[5] ~= '' then checks[#checks + 1] = {'publish', ARGV[5], 'm'} end
   for _, check in ipairs(checks) do
     if not redis.acl_check_cmd(unpack(check)) then
@@ -143,18 +147,18 @@ if redis.acl_check_cmd ~= nil then
     end
   end
 end
-redis.call('DEL', KEYS[2])
-redis.call('HDEL', KEYS[3], ARGV[4])
-redis.call('ZREM', KEYS[1], ARGV[3])
+redis.call('DEL', KEYS[1])
+redis.call('HDEL', KEYS[2], ARGV[4])
+redis.call('ZREM', KEYS[3], ARGV[4])
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[3]) end
 return {1, current, now}
 "#;
 
-/// Reads of records with the server's time. `KEYS`: the index, then the
-/// records. `ARGV`: each record's index member. Returns `{now, record...}`
-/// (empty for an absent one). A member whose record is gone (expired) is
-/// taken out of the index, in the same atomic step, so the index does not
-/// grow with locks that expired.
+/// Reads of records of one partition with the server's time. `KEYS`: the
+/// partition's index, then the records. `ARGV`: each record's lock (its
+/// member of the index). Returns `{now, record...}` (empty for an absent
+/// one). A lock whose record is gone (expired) is taken out of the index, in
+/// the same atomic step, so the index does not grow with locks that expired.
 const READ: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -6,8 +6,9 @@
 //! current record in the same round trip. Reads run a script too, so each
 //! record comes with its age on the server's clock.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use lock_core::{
@@ -15,12 +16,12 @@ use lock_core::{
     KeyedWrite, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, ReleaseAnnouncer,
     ReleaseFeed, StoreClock, StoreError, WriteTime,
 };
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Value};
+use redis::Value;
 
-use crate::builder::{ReplicaAcks, Timeouts};
+use crate::builder::ReplicaAcks;
 use crate::errors::{Call, classify};
 use crate::layout::{Layout, MAX_PARTITION_BYTES, MAX_SORT_BYTES};
+use crate::link::{Connector, Link};
 use crate::record::{self, array, integer};
 use crate::scripts::Scripts;
 
@@ -30,45 +31,6 @@ pub(crate) const MAX_RECORD_BYTES: usize = 400 * 1024;
 pub(crate) const MAX_KEYS_AT_ONCE: usize = 100;
 /// Most bytes one `put_many` writes, as records are measured.
 pub(crate) const MAX_BYTES_AT_ONCE: usize = 4 * 1024 * 1024;
-
-/// How the store opens a connection: the client (URL, TLS) and timeouts.
-#[derive(Clone, Debug)]
-pub(crate) struct Connector {
-    pub client: redis::Client,
-    pub timeouts: Timeouts,
-}
-
-impl Connector {
-    /// A new multiplexed connection, within the connect timeout; every
-    /// request on it times out after the request timeout.
-    pub async fn open(&self) -> Result<MultiplexedConnection, StoreError> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeouts.connect))
-            .set_response_timeout(Some(self.timeouts.request));
-        let opening = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config);
-        match tokio::time::timeout(self.timeouts.connect * 2, opening).await {
-            Ok(Ok(connection)) => Ok(connection),
-            // Nothing of a request was sent on a connection not open.
-            Ok(Err(error)) => {
-                let unauthorized = matches!(error.kind(), redis::ErrorKind::AuthenticationFailed)
-                    || matches!(error.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"));
-                let message = format!("connect: {error}");
-                Err(if unauthorized {
-                    StoreError::unauthorized(message)
-                } else {
-                    StoreError::unavailable(message)
-                }
-                .with_source(error))
-            }
-            Err(_) => Err(StoreError::unavailable(format!(
-                "connect: no connection within {:?}",
-                self.timeouts.connect * 2
-            ))),
-        }
-    }
-}
 
 /// Locks in Redis or Valkey: one hash per lock under a prefix.
 ///
@@ -84,7 +46,9 @@ struct Inner {
     connector: Connector,
     /// The connection requests go on; replaced after one that failed or
     /// timed out ([`RedisStore::connection`]).
-    connection: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    connection: tokio::sync::Mutex<Option<Link>>,
+    /// Partitions this store knows are in the registry.
+    registered: Mutex<HashSet<String>>,
     /// The last request got no answer: the next opens a new connection.
     suspect: AtomicBool,
     scripts: Scripts,
@@ -122,14 +86,14 @@ impl Drop for Abandoned<'_> {
 impl RedisStore {
     pub(crate) fn from_parts(
         connector: Connector,
-        connection: MultiplexedConnection,
+        connection: Link,
         layout: Layout,
         url: String,
         replicas: Option<ReplicaAcks>,
         announce: bool,
     ) -> Self {
         let feed = announce.then(|| {
-            let client = connector.client.clone();
+            let client = connector.seed.clone();
             let channel = layout.channel();
             let layout = layout.clone();
             ReleaseFeed::new(move |announcer| {
@@ -140,6 +104,7 @@ impl RedisStore {
             inner: Arc::new(Inner {
                 connector,
                 connection: tokio::sync::Mutex::new(Some(connection)),
+                registered: Mutex::new(HashSet::new()),
                 suspect: AtomicBool::new(false),
                 scripts: Scripts::new(),
                 layout,
@@ -172,10 +137,9 @@ impl RedisStore {
         self.inner.layout.channel()
     }
 
-    /// A connection of the store's client (for your own commands): a new
-    /// one, not the one the store's requests share.
-    pub async fn open_connection(&self) -> Result<MultiplexedConnection, StoreError> {
-        self.inner.connector.open().await
+    /// Whether the store talks to a Redis Cluster (found when it connected).
+    pub fn is_cluster(&self) -> bool {
+        self.inner.connector.is_cluster()
     }
 
     /// The connection to use now: a new one when the last request failed
@@ -183,7 +147,7 @@ impl RedisStore {
     /// (a firewall that forgot it, a partition) would otherwise hang every
     /// request on it until TCP gives up, minutes later; and one the server
     /// closed is dead for good.
-    async fn connection(&self) -> Result<MultiplexedConnection, StoreError> {
+    async fn connection(&self) -> Result<Link, StoreError> {
         let mut slot = self.inner.connection.lock().await;
         if self.inner.suspect.swap(false, Ordering::SeqCst) {
             *slot = None;
@@ -254,7 +218,7 @@ impl RedisStore {
     async fn wait_for_replicas(
         &self,
         what: &str,
-        connection: &mut MultiplexedConnection,
+        connection: &mut Link,
         acks: ReplicaAcks,
     ) -> Result<(), StoreError> {
         let millis = u64::try_from(acks.timeout.as_millis()).unwrap_or(u64::MAX);
@@ -264,9 +228,9 @@ impl RedisStore {
         };
         // WAIT blocks up to its own timeout: the reply may come that much
         // later than a request's.
-        let mut waiting_connection = connection.clone();
-        waiting_connection
-            .set_response_timeout(self.inner.connector.timeouts.request + acks.timeout);
+        let mut waiting_connection = connection
+            .clone()
+            .with_response_timeout(self.inner.connector.timeouts.request + acks.timeout);
         let answer: Result<i64, redis::RedisError> = redis::cmd("WAIT")
             .arg(acks.replicas)
             .arg(millis)
@@ -296,6 +260,108 @@ impl RedisStore {
             self.inner.suspect.store(true, Ordering::SeqCst);
         }
         classify(call, what, error)
+    }
+
+    /// Put `partition` (escaped) in the registry of partitions, once per
+    /// store, before a lock of it may first be written: a listing of every
+    /// lock reads the registry, then each partition's index. In a cluster
+    /// the registry is in another slot than the lock, so it is a request of
+    /// its own; it only ever grows, and says nothing about any lock.
+    async fn register(&self, what: &str, partition: &str) -> Result<(), StoreError> {
+        let known = self
+            .inner
+            .registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(partition);
+        if known {
+            return Ok(());
+        }
+        let mut connection = self.connection().await?;
+        let mut waiting = Abandoned {
+            suspect: &self.inner.suspect,
+            answered: false,
+        };
+        let added: Result<i64, redis::RedisError> = redis::cmd("ZADD")
+            .arg(self.inner.layout.partitions())
+            .arg(0)
+            .arg(partition)
+            .query_async(&mut connection)
+            .await;
+        waiting.answered = true;
+        // The lock's write was not sent: whatever happened here, it is not
+        // ambiguous.
+        added.map_err(|error| {
+            let error = self.failed(Call::Read, what, error);
+            StoreError::new(
+                error.kind(),
+                format!("register the partition: {}", error.message()),
+            )
+            .with_source(error)
+        })?;
+        self.inner
+            .registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(partition.to_owned());
+        Ok(())
+    }
+
+    /// The records of `locks` (lock parts) of the escaped `partition`, read
+    /// in one script with the server's time; absent ones left out.
+    async fn read_partition(
+        &self,
+        what: &str,
+        partition: &str,
+        locks: &[String],
+    ) -> Result<Vec<LockRecord>, StoreError> {
+        if locks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let layout = &self.inner.layout;
+        let mut keys = vec![layout.partition_index(partition)];
+        keys.extend(locks.iter().map(|lock| layout.record_of(partition, lock)));
+        let args = locks.iter().map(|lock| lock.as_bytes().to_vec()).collect();
+        let reply = self
+            .run(Call::Read, what, &self.inner.scripts.read, &keys, args)
+            .await?;
+        let mut items = array(what, reply)?.into_iter();
+        let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
+        let mut records = Vec::with_capacity(locks.len());
+        for fields in items {
+            // An expired record is left out (and left the index).
+            records.extend(record::decode(what, fields, now)?);
+        }
+        Ok(records)
+    }
+
+    /// Up to `limit` members of the sorted set `key` after `after` (lexical
+    /// order), or from the start.
+    async fn members_after(
+        &self,
+        what: &str,
+        key: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let min = after.map_or_else(|| "-".to_owned(), |after| format!("({after}"));
+        let mut connection = self.connection().await?;
+        let mut waiting = Abandoned {
+            suspect: &self.inner.suspect,
+            answered: false,
+        };
+        let members: Result<Vec<String>, redis::RedisError> = redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(&min)
+            .arg("+")
+            .arg("BYLEX")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut connection)
+            .await;
+        waiting.answered = true;
+        members.map_err(|error| self.failed(Call::Read, what, error))
     }
 
     /// The channel releases are announced on, or empty when they are not.
@@ -361,12 +427,16 @@ impl RedisStore {
         what: &str,
         writes: &[(&LockKey, &Expect, &NewRecord)],
     ) -> Result<Value, StoreError> {
-        let mut keys = vec![self.inner.layout.index()];
+        let mut keys = Vec::with_capacity(writes.len() * 3);
         let mut args = vec![self.channel().into_bytes()];
         for (key, expect, new) in writes {
             let lock = self.inner.layout.keys(key);
+            if matches!(expect, Expect::Vacant) {
+                self.register(what, &lock.partition).await?;
+            }
             keys.push(lock.record);
             keys.push(lock.fences);
+            keys.push(lock.index);
             self.write_args(key, expect, new, &mut args);
         }
         self.run(Call::Write, what, &self.inner.scripts.put, &keys, args)
@@ -459,14 +529,14 @@ impl ConditionalStore for RedisStore {
     async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
         let lock = self.inner.layout.keys(key);
         let what = format!("read {}", lock.record);
-        let keys = [self.inner.layout.index(), lock.record];
+        let keys = [lock.index, lock.record];
         let reply = self
             .run(
                 Call::Read,
                 &what,
                 &self.inner.scripts.read,
                 &keys,
-                vec![lock.member.into_bytes()],
+                vec![lock.lock.into_bytes()],
             )
             .await?;
         let mut items = array(&what, reply)?.into_iter();
@@ -498,7 +568,7 @@ impl ConditionalStore for RedisStore {
             Expect::Vacant => ("vacant", ""),
             Expect::Version(rvn) => ("version", rvn.as_str()),
         };
-        let keys = [self.inner.layout.index(), lock.record, lock.fences];
+        let keys = [lock.record, lock.fences, lock.index];
         let args = vec![
             condition.as_bytes().to_vec(),
             expected.as_bytes().to_vec(),
@@ -527,73 +597,76 @@ impl ConditionalStore for RedisStore {
         limit: usize,
     ) -> Result<Page, StoreError> {
         let layout = &self.inner.layout;
-        let index = layout.index();
-        let what = format!("list {index}");
-        let (start, end) = layout.listing(partition);
-        let min = match (&cursor, partition) {
-            (Some(Cursor(after)), _) => {
-                if layout.keys_of_member(after).is_none() || after.as_str() < start.as_str() {
-                    return Err(StoreError::invalid(format!(
-                        "listing cursor {after:?} is not a lock of this listing"
-                    )));
-                }
-                format!("({after}")
-            }
-            (None, Some(_)) => format!("[{start}"),
-            (None, None) => "-".to_owned(),
-        };
-        let max = match partition {
-            Some(_) => format!("({end}"),
-            None => "+".to_owned(),
-        };
         let limit = limit.max(1);
-        let mut connection = self.connection().await?;
-        let mut waiting = Abandoned {
-            suspect: &self.inner.suspect,
-            answered: false,
+        // The cursor is the last lock listed, as `partition/lock`.
+        let after = match &cursor {
+            None => None,
+            Some(Cursor(after)) => {
+                let split = after.split_once('/');
+                let valid = layout.keys_of_member(after).is_some()
+                    && split.is_some_and(|(escaped, _)| {
+                        partition.is_none_or(|partition| Layout::escaped(partition) == escaped)
+                    });
+                match split {
+                    Some((escaped, lock)) if valid => Some((escaped.to_owned(), lock.to_owned())),
+                    _ => {
+                        return Err(StoreError::invalid(format!(
+                            "listing cursor {after:?} is not a lock of this listing"
+                        )));
+                    }
+                }
+            }
         };
-        let members: Result<Vec<String>, redis::RedisError> = redis::cmd("ZRANGE")
-            .arg(&index)
-            .arg(&min)
-            .arg(&max)
-            .arg("BYLEX")
-            .arg("LIMIT")
-            .arg(0)
-            .arg(limit)
-            .query_async(&mut connection)
-            .await;
-        waiting.answered = true;
-        let members = members.map_err(|error| self.failed(Call::Read, &what, error))?;
-        let mut keys = vec![index.clone()];
-        let mut args = Vec::with_capacity(members.len());
-        for member in &members {
-            let key = layout
-                .keys_of_member(member)
-                .ok_or_else(|| record::unreadable(&what, format!("index member {member:?}")))?;
-            keys.push(layout.keys(&key).record);
-            args.push(member.as_bytes().to_vec());
-        }
-        let mut records = Vec::with_capacity(members.len());
-        if !members.is_empty() {
-            let reply = self
-                .run(Call::Read, &what, &self.inner.scripts.read, &keys, args)
+        let mut records = Vec::new();
+        // Partitions in order: the one asked for; or, for every lock, the
+        // cursor's partition (it may hold more locks) and those after it in
+        // the registry, fetched a batch at a time.
+        let mut pending: std::collections::VecDeque<String> = match (partition, &after) {
+            (Some(partition), _) => [Layout::escaped(partition)].into(),
+            (None, Some((escaped, _))) => [escaped.clone()].into(),
+            (None, None) => std::collections::VecDeque::new(),
+        };
+        let mut registry_after: Option<String> = after.as_ref().map(|(escaped, _)| escaped.clone());
+        let mut registry_done = partition.is_some();
+        loop {
+            if pending.is_empty() && !registry_done {
+                let what = format!("list {}", layout.partitions());
+                let batch = self
+                    .members_after(&what, &layout.partitions(), registry_after.as_deref(), 100)
+                    .await?;
+                registry_done = batch.len() < 100;
+                registry_after = batch.last().cloned().or(registry_after);
+                pending.extend(batch);
+            }
+            let Some(escaped) = pending.pop_front() else {
+                return Ok(Page {
+                    records,
+                    next: None,
+                });
+            };
+            let what = format!("list {}", layout.partition_index(&escaped));
+            let from = after
+                .as_ref()
+                .filter(|(at, _)| *at == escaped)
+                .map(|(_, lock)| lock.as_str());
+            let wanted = limit - records.len();
+            let locks = self
+                .members_after(&what, &layout.partition_index(&escaped), from, wanted)
                 .await?;
-            let mut items = array(&what, reply)?.into_iter();
-            let now = integer(&what, &items.next().unwrap_or(Value::Nil))?;
-            for fields in items {
-                // An expired record is skipped (and left the index).
-                records.extend(record::decode(&what, fields, now)?);
+            records.extend(self.read_partition(&what, &escaped, &locks).await?);
+            if locks.len() >= wanted {
+                let next = locks.last().map(|lock| Cursor(format!("{escaped}/{lock}")));
+                return Ok(Page { records, next });
             }
         }
-        let next = if members.len() >= limit {
-            members.last().cloned().map(Cursor)
-        } else {
-            None
-        };
-        Ok(Page { records, next })
     }
 
     async fn put_many(&self, writes: Vec<KeyedWrite>) -> Result<ManyOutcome, StoreError> {
+        if self.is_cluster() {
+            return Err(StoreError::invalid(
+                "a Redis Cluster cannot write keys of several slots in one script: this store takes them one by one",
+            ));
+        }
         if writes.len() > MAX_KEYS_AT_ONCE {
             return Err(StoreError::invalid(format!(
                 "{} writes in one request; this store takes at most {MAX_KEYS_AT_ONCE}",
@@ -635,9 +708,12 @@ impl ConditionalStore for RedisStore {
     }
 
     fn capabilities(&self) -> Capabilities {
+        // Keys of several partitions are in several slots of a cluster.
+        let atomic =
+            (!self.is_cluster()).then(|| AtomicWrites::new(MAX_KEYS_AT_ONCE, MAX_BYTES_AT_ONCE));
         limits()
             .with_announces_releases(self.inner.feed.is_some())
             .with_clock(StoreClock::Age)
-            .with_atomic_writes(Some(AtomicWrites::new(MAX_KEYS_AT_ONCE, MAX_BYTES_AT_ONCE)))
+            .with_atomic_writes(atomic)
     }
 }

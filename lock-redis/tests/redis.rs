@@ -298,14 +298,36 @@ async fn a_store_not_reached_is_refused_when_made_and_a_lost_server_is_unavailab
     );
 }
 
+/// A script's reply lost is ambiguous; the partition's registration before
+/// a lock's first write is not (the lock's write was not sent).
 #[tokio::test]
 async fn a_write_whose_reply_is_lost_is_ambiguous() {
     let Some(store) = fresh_store().await else {
         return;
     };
     let (proxy, via) = proxied(&store).await;
-    let key = LockKey::new("job");
+    let key = LockKey::with_sort("jobs", "a");
     via.get(&key).await.unwrap();
+    proxy.lose_next_replies(1);
+    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    assert!(
+        error.to_string().contains("register the partition"),
+        "{error}"
+    );
+    assert_eq!(
+        store.get(&key).await.unwrap(),
+        None,
+        "the lock's write was not sent"
+    );
+    // Once a write registered the partition, the next is the script alone.
+    via.put(&LockKey::with_sort("jobs", "c"), Expect::Vacant, write("c"))
+        .await
+        .unwrap();
+    let key = LockKey::with_sort("jobs", "b");
     proxy.lose_next_replies(1);
     let error = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
         .await
@@ -439,7 +461,7 @@ async fn a_release_is_announced_on_the_channel() {
 }
 
 #[tokio::test]
-async fn a_server_that_evicts_refuses_scripts_or_is_a_cluster_node_is_refused() {
+async fn a_server_that_evicts_or_refuses_scripts_is_refused_and_acl_users_lock() {
     let Some(evicting) = start_server(&["--maxmemory-policy", "allkeys-lru"]).await else {
         return;
     };
@@ -590,11 +612,17 @@ async fn a_server_that_evicts_refuses_scripts_or_is_a_cluster_node_is_refused() 
     let Some(cluster) = start_server(&["--cluster-enabled", "yes"]).await else {
         return;
     };
+    // A cluster node: wait_for_replicas (one primary only) is refused before
+    // anything is written.
     let error = RedisStore::builder(cluster.url(), "x")
+        .wait_for_replicas(1, Duration::from_secs(1))
         .connect()
         .await
         .unwrap_err();
-    assert!(matches!(error, StoreConfigError::Cluster { .. }), "{error}");
+    assert!(
+        matches!(error, StoreConfigError::WaitInCluster { .. }),
+        "{error}"
+    );
 }
 
 /// With `wait_for_replicas`, a write a replica acknowledged is applied; once

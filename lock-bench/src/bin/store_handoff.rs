@@ -121,7 +121,10 @@ async fn waiter(name: &str, prefix: &str, announce: bool) -> Result<(), BenchErr
         writeln!(stdout, "waiting")?;
         stdout.flush()?;
         let guard = client
-            .acquire("handoff", AcquireOptions::new().wait(Duration::from_secs(30)))
+            .acquire(
+                "handoff",
+                AcquireOptions::new().wait(Duration::from_secs(30)),
+            )
             .await?;
         let taken = now_micros();
         guard.release().await?;
@@ -144,7 +147,12 @@ async fn handoffs(name: &str, announce: bool) -> Result<Option<Vec<f64>>, BenchE
         .lease(Duration::from_secs(10))
         .build()?;
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["--waiter", name, &prefix, if announce { "on" } else { "off" }])
+        .args([
+            "--waiter",
+            name,
+            &prefix,
+            if announce { "on" } else { "off" },
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()?;
@@ -152,7 +160,12 @@ async fn handoffs(name: &str, announce: bool) -> Result<Option<Vec<f64>>, BenchE
     let mut from_child = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
     let mut millis = Vec::with_capacity(HANDOFFS);
     for _ in 0..HANDOFFS {
-        let guard = holder.acquire("handoff", AcquireOptions::new().wait(Duration::from_secs(30))).await?;
+        let guard = holder
+            .acquire(
+                "handoff",
+                AcquireOptions::new().wait(Duration::from_secs(30)),
+            )
+            .await?;
         writeln!(to_child, "go")?;
         to_child.flush()?;
         let said = from_child.next().ok_or("the waiter ended")??;
@@ -186,14 +199,22 @@ async fn cycles(name: &str) -> Result<Option<(f64, f64, f64, f64)>, BenchError> 
         .build()?;
     // Warm up: connections, caches, the key's first write.
     for _ in 0..10 {
-        client.acquire("cycle", AcquireOptions::new()).await?.release().await?;
+        client
+            .acquire("cycle", AcquireOptions::new())
+            .await?
+            .release()
+            .await?;
     }
     let calls_before = counting.counts().total();
     let cpu_before = threads_cpu()?;
     let mut millis = Vec::with_capacity(CYCLES);
     for _ in 0..CYCLES {
         let started = Instant::now();
-        client.acquire("cycle", AcquireOptions::new()).await?.release().await?;
+        client
+            .acquire("cycle", AcquireOptions::new())
+            .await?
+            .release()
+            .await?;
         millis.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     let cpu = threads_cpu()?.saturating_sub(cpu_before);
@@ -224,7 +245,8 @@ async fn main() -> Result<(), BenchError> {
     println!("| store | announced p50 | p99 | polling p50 | p99 |");
     println!("| --- | --- | --- | --- | --- |");
     for name in ["postgres", "etcd", "redis"] {
-        let (Some(mut on), Some(mut off)) = (handoffs(name, true).await?, handoffs(name, false).await?)
+        let (Some(mut on), Some(mut off)) =
+            (handoffs(name, true).await?, handoffs(name, false).await?)
         else {
             println!("| {name} | (no server) | | | |");
             continue;
@@ -242,9 +264,9 @@ async fn main() -> Result<(), BenchError> {
     println!("| --- | --- | --- | --- | --- |");
     for name in ["postgres", "etcd", "redis", "dynamodb"] {
         match cycles(name).await? {
-            Some((calls, p50, p99, cpu)) => println!(
-                "| {name} | {calls:.1} | {p50:.2} | {p99:.2} | {cpu:.0} µs |"
-            ),
+            Some((calls, p50, p99, cpu)) => {
+                println!("| {name} | {calls:.1} | {p50:.2} | {p99:.2} | {cpu:.0} µs |")
+            }
             None => println!("| {name} | (no server) | | | |"),
         }
     }

@@ -253,8 +253,7 @@ async fn check_etcd(global: &Global, store: &EtcdStore, verb: &str) -> Result<u8
 }
 
 /// Redis has nothing to create: connecting checked the server (scripts run,
-/// nothing held is evicted, not a cluster node); this reads every record
-/// under the prefix.
+/// nothing held is evicted); this reads every record under the prefix.
 async fn check_redis(global: &Global, store: &RedisStore, verb: &str) -> Result<u8, CliError> {
     let mut cursor = None;
     loop {
@@ -280,9 +279,14 @@ async fn check_redis(global: &Global, store: &RedisStore, verb: &str) -> Result<
             warnings: &[],
         })?,
         OutputFormat::Text => output::line(&format!(
-            "{} {verb}: scripts run, no eviction of held locks, one primary; locks are kept under {}:; nothing to create\n\
+            "{} {verb}: scripts run, no eviction of held locks{}; locks are kept under {}:; nothing to create\n\
              requests: 1 per operation (one script)",
             store.url(),
+            if store.is_cluster() {
+                ", a Redis Cluster"
+            } else {
+                ""
+            },
             store.prefix(),
         ))?,
     }
