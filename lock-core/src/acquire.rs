@@ -556,9 +556,11 @@ impl Shared {
         };
         let mut retry = Retry::until(&self.backoff, deadline);
         let mut quick: u32 = 0;
-        // Releases the store announces, watched from before the first read
-        // (one between that read and the wait is not missed), by an acquire
-        // that may wait.
+        // Releases the store announces, watched by an acquire that may wait,
+        // from here on: before its first read, so a release between that
+        // read and the wait is not missed (one between the first, refused
+        // write and here costs a poll). Not before the first write: an
+        // uncontended acquire starts no listener.
         let mut releases = if deadline > started || options.busy_unless_dead {
             self.watch_releases()
         } else {

@@ -38,6 +38,10 @@ pub struct ReleaseFeed {
 struct Inner {
     sender: broadcast::Sender<LockKey>,
     start: Mutex<Option<Start>>,
+    /// Dropped with the feed: listeners waiting on
+    /// [`ReleaseAnnouncer::closed`] stop then, even on a quiet channel.
+    _alive: tokio::sync::watch::Sender<()>,
+    alive: tokio::sync::watch::Receiver<()>,
 }
 
 impl std::fmt::Debug for ReleaseFeed {
@@ -56,10 +60,13 @@ impl ReleaseFeed {
     /// feed any more.
     pub fn new(listen: impl FnOnce(ReleaseAnnouncer) + Send + 'static) -> Self {
         let (sender, _) = broadcast::channel(BACKLOG);
+        let (alive_sender, alive) = tokio::sync::watch::channel(());
         Self {
             inner: Arc::new(Inner {
                 sender,
                 start: Mutex::new(Some(Box::new(listen))),
+                _alive: alive_sender,
+                alive,
             }),
         }
     }
@@ -82,6 +89,7 @@ impl ReleaseFeed {
     pub fn announcer(&self) -> ReleaseAnnouncer {
         ReleaseAnnouncer {
             inner: Arc::downgrade(&self.inner),
+            alive: self.inner.alive.clone(),
         }
     }
 
@@ -107,6 +115,7 @@ impl ReleaseFeed {
 #[derive(Clone, Debug)]
 pub struct ReleaseAnnouncer {
     inner: Weak<Inner>,
+    alive: tokio::sync::watch::Receiver<()>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -131,6 +140,14 @@ impl ReleaseAnnouncer {
     /// Whether the feed is gone (the listener may stop).
     pub fn is_closed(&self) -> bool {
         self.inner.strong_count() == 0
+    }
+
+    /// Resolves once the feed is gone: a listener selects on it beside its
+    /// server's messages, so it stops (and closes its connection) when the
+    /// store is dropped, even on a channel where nothing is released.
+    pub async fn closed(&self) {
+        let mut alive = self.alive.clone();
+        while alive.changed().await.is_ok() {}
     }
 }
 
@@ -210,8 +227,12 @@ mod tests {
     async fn an_announcer_outliving_its_feed_says_so() {
         let (feed, announcer) = ReleaseFeed::manual();
         assert!(announcer.announce(LockKey::new("job")));
+        let still_open = tokio::time::timeout(Duration::from_secs(1), announcer.closed()).await;
+        assert!(still_open.is_err(), "the feed lives");
         drop(feed);
         assert!(announcer.is_closed());
         assert!(!announcer.announce(LockKey::new("job")));
+        let closed = tokio::time::timeout(Duration::from_secs(1), announcer.closed()).await;
+        assert!(closed.is_ok(), "a listener waiting on closed() stops");
     }
 }

@@ -318,7 +318,7 @@ impl EtcdStoreBuilder {
             endpoints,
             options,
             watch_options,
-            timeout: self.timeouts.connect + self.timeouts.request,
+            timeout: self.timeouts.connect.saturating_add(self.timeouts.request),
         };
         Ok(EtcdStore::from_parts(
             client,

@@ -77,9 +77,12 @@ pub(crate) fn classify(call: Call, what: &str, error: etcd_client::Error) -> Sto
     match &error {
         Error::GRpcStatus(status) => match status.code() {
             // The request was refused as it stands: nothing applied.
-            Code::InvalidArgument | Code::OutOfRange | Code::FailedPrecondition => {
+            Code::InvalidArgument | Code::OutOfRange => {
                 StoreError::invalid(message).with_source(error)
             }
+            // Refused while being applied (an auth revision that moved on):
+            // nothing applied, and the next try may pass.
+            Code::FailedPrecondition => StoreError::unavailable(message).with_source(error),
             Code::PermissionDenied | Code::Unauthenticated => {
                 StoreError::unauthorized(format!(
                     "{message}; grant the user read and write on the lock prefix (etcdctl role grant-permission --prefix)"

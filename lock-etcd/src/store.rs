@@ -310,6 +310,14 @@ impl EtcdStore {
 /// timeout: the stream stays open), opened again half a second or so after
 /// it ends (waiters poll meanwhile).
 async fn listen(connector: Connector, layout: Layout, announcer: ReleaseAnnouncer) {
+    tokio::select! {
+        () = relay(&connector, &layout, &announcer) => {}
+        // The store is gone: drop the watch and its channel.
+        () = announcer.closed() => {}
+    }
+}
+
+async fn relay(connector: &Connector, layout: &Layout, announcer: &ReleaseAnnouncer) {
     let prefix = layout.announcements();
     while !announcer.is_closed() {
         let connected = etcd_client::Client::connect(

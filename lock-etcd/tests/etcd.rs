@@ -485,3 +485,21 @@ async fn an_announced_release_wakes_a_waiter_of_another_store_at_once() {
     let other = store_at(&endpoint().unwrap(), store.prefix()).await;
     drills::announced_hand_off(store, other).await;
 }
+
+/// Timeouts as long as `Duration::MAX` are taken without a panic.
+#[tokio::test]
+async fn the_longest_timeouts_are_taken_without_a_panic() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let slow = lock_etcd::EtcdStore::builder([endpoint().unwrap()], store.prefix())
+        .timeouts(
+            lock_etcd::Timeouts::default()
+                .with_connect(Duration::MAX)
+                .with_request(Duration::MAX),
+        )
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(slow.get(&LockKey::new("job")).await.unwrap(), None);
+}

@@ -21,10 +21,23 @@ pub(crate) async fn listen(
     channel: String,
     announcer: ReleaseAnnouncer,
 ) {
+    tokio::select! {
+        () = relay(&config, tls.as_ref(), &channel, &announcer) => {}
+        // The store is gone: close the listening connection.
+        () = announcer.closed() => {}
+    }
+}
+
+async fn relay(
+    config: &tokio_postgres::Config,
+    tls: Option<&MakeRustlsConnect>,
+    channel: &str,
+    announcer: &ReleaseAnnouncer,
+) {
     while !announcer.is_closed() {
-        let ended = match &tls {
-            Some(tls) => connect_and_relay(&config, tls.clone(), &channel, &announcer).await,
-            None => connect_and_relay(&config, tokio_postgres::NoTls, &channel, &announcer).await,
+        let ended = match tls {
+            Some(tls) => connect_and_relay(config, tls.clone(), channel, announcer).await,
+            None => connect_and_relay(config, tokio_postgres::NoTls, channel, announcer).await,
         };
         match ended {
             Ok(Relay::FeedGone) => return,

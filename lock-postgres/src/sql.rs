@@ -97,10 +97,28 @@ const DATA: &str = "CASE $8::int4 WHEN 0 THEN t.data WHEN 1 THEN $9::bytea ELSE 
 const FENCE: &str = "CASE WHEN $7::bool THEN t.fence + 1 ELSE t.fence END";
 
 /// The channel a table's releases are announced on (`NOTIFY`):
-/// `<table>:released`, which a listener names as a quoted identifier.
+/// `<table>:released`, which a listener names as a quoted identifier. A
+/// channel is at most 63 bytes (`pg_notify` refuses longer ones, which
+/// would fail every release): a longer table name gives
+/// `lease_lock:<hash of the name>`, the same in every process.
 pub(crate) fn release_channel(table: &TableName) -> String {
-    format!("{}:released", table.plain)
+    let channel = format!("{}:released", table.plain);
+    if channel.len() <= 63 {
+        return channel;
+    }
+    // FNV-1a: stable across processes and versions, unlike std's hasher.
+    let hash = table
+        .plain
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    format!("lease_lock:{hash:016x}")
 }
+
+/// The largest payload announced: `NOTIFY` refuses 8,000 bytes or more. A
+/// release of a lock whose key is longer is not announced (waiters poll).
+const MAX_PAYLOAD: usize = 7_900;
 
 impl Statements {
     pub(crate) fn new(table: &TableName) -> Self {
@@ -112,8 +130,10 @@ impl Statements {
         // exactly when a row was written.
         let channel = release_channel(table);
         let announced = format!(
-            "announced AS MATERIALIZED (SELECT pg_notify('{channel}', \
-                 json_build_array(partition_key, sort_key)::text) FROM written WHERE released)"
+            "announced AS MATERIALIZED (SELECT pg_notify('{channel}', payload) FROM \
+                 (SELECT json_build_array(partition_key, sort_key)::text AS payload \
+                  FROM written WHERE released) AS released \
+                 WHERE octet_length(payload) <= {MAX_PAYLOAD})"
         );
         let current = format!(
             "current AS MATERIALIZED (SELECT {COLUMNS}, written_at FROM {t} WHERE {KEY} FOR UPDATE)"
@@ -163,8 +183,10 @@ impl Statements {
         );
         // A delete releases too (delete-on-release), whatever the row said.
         let deleted = format!(
-            "announced AS MATERIALIZED (SELECT pg_notify('{channel}', \
-                 json_build_array(partition_key, sort_key)::text) FROM written)"
+            "announced AS MATERIALIZED (SELECT pg_notify('{channel}', payload) FROM \
+                 (SELECT json_build_array(partition_key, sort_key)::text AS payload \
+                  FROM written) AS deleted \
+                 WHERE octet_length(payload) <= {MAX_PAYLOAD})"
         );
         let delete = |condition: &str| {
             format!(
@@ -223,6 +245,24 @@ fn qualified(alias: &str) -> String {
         .map(|column| format!("{alias}.{column}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod channel_tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_fits_postgres_limit_whatever_the_table_name() {
+        let short = TableName::parse("locks").unwrap();
+        assert_eq!(release_channel(&short), "locks:released");
+        let long = TableName::parse(&format!("{}.{}", "s".repeat(63), "t".repeat(63))).unwrap();
+        let channel = release_channel(&long);
+        assert!(channel.len() <= 63, "{channel}");
+        assert_eq!(channel, release_channel(&long), "the same in every process");
+        let other = TableName::parse(&format!("{}.{}", "s".repeat(63), "u".repeat(63))).unwrap();
+        assert_ne!(release_channel(&other), channel);
+    }
 }
 
 #[cfg(test)]

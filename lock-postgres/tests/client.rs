@@ -421,3 +421,29 @@ async fn a_store_on_the_callers_own_connection_does_not_claim_to_listen() {
     let quiet = same_table(&store, &url().unwrap(), |b| b.announce_releases(false));
     assert!(!quiet.capabilities().announces_releases);
 }
+
+/// A table name too long for `<table>:released` (PostgreSQL's channels are
+/// at most 63 bytes) still releases, and announces on a shorter channel; a
+/// key too long to announce (over NOTIFY's 8,000-byte payload) still
+/// releases, unannounced.
+#[tokio::test]
+async fn long_table_names_and_long_keys_release_and_announce_where_they_can() {
+    let Some(url) = url() else {
+        return;
+    };
+    let mut table = format!("l{}", uuid::Uuid::new_v4().simple()).repeat(2);
+    table.truncate(60);
+    assert!(table.len() > 55, "{table}");
+    let store = PostgresStore::builder(&table).build_from_url(&url).unwrap();
+    store.create_schema().await.unwrap();
+    let result = lock_testkit::cases::releases_are_announced_where_the_store_says_so(
+        std::sync::Arc::new(store.clone()),
+    )
+    .await;
+    assert!(result.is_ok(), "{result:?}");
+    let key = lock_core::LockKey::with_sort("\u{1}".repeat(1024), "\u{1}".repeat(1000));
+    let holder = client(store, "holder", Duration::from_secs(5));
+    let guard = holder.acquire(key, AcquireOptions::new()).await.unwrap();
+    guard.release().await.unwrap();
+    holder.shutdown().await.unwrap();
+}

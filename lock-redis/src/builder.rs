@@ -49,6 +49,10 @@ impl Timeouts {
     }
 }
 
+/// The longest `wait_for_replicas` timeout: Redis refuses a `WAIT` far in
+/// the future, and one longer than a lease protects nothing.
+const MAX_REPLICA_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Wait after every write until this many replicas acknowledged it
 /// (`WAIT`); see [`RedisStoreBuilder::wait_for_replicas`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -247,12 +251,11 @@ impl RedisStoreBuilder {
             }
         }
         if let Some(acks) = self.replicas
-            && (acks.replicas == 0 || acks.timeout.is_zero())
+            && (acks.replicas == 0 || acks.timeout.is_zero() || acks.timeout > MAX_REPLICA_WAIT)
         {
-            return Err(StoreConfigError::InvalidUrl {
-                url: shown,
-                reason: "wait_for_replicas needs at least one replica and a timeout above zero"
-                    .into(),
+            return Err(StoreConfigError::InvalidReplicaAcks {
+                replicas: acks.replicas,
+                timeout: acks.timeout,
             });
         }
         // rediss:// through rustls panics unless a crypto provider is
@@ -365,6 +368,20 @@ async fn check_server(connection: &mut Link, url: &str) -> Result<bool, StoreCon
         .await
         .map_err(connect)?;
     let cluster = info.lines().any(|line| line.trim() == "cluster_enabled:1");
+    if cluster {
+        // A node of a cluster that is not serving every slot (not joined
+        // yet, or lost a primary) would refuse some locks' requests.
+        let state: String = redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query_async(connection)
+            .await
+            .map_err(connect)?;
+        if !state.lines().any(|line| line.trim() == "cluster_state:ok") {
+            return Err(StoreConfigError::ClusterNotReady {
+                url: url.to_owned(),
+            });
+        }
+    }
     // Managed services may deny CONFIG: then the policy is the operator's
     // to check (the docs say so).
     let policy: Result<Vec<String>, _> = redis::cmd("CONFIG")

@@ -28,6 +28,17 @@ pub enum StoreConfigError {
         /// What to change.
         reason: String,
     },
+    /// `wait_for_replicas` with no replica, or a timeout of zero or over a
+    /// day.
+    #[error(
+        "wait_for_replicas({replicas}, {timeout:?}): wait for at least one replica, for more than zero and at most a day"
+    )]
+    InvalidReplicaAcks {
+        /// The replicas asked for.
+        replicas: u32,
+        /// The timeout asked for.
+        timeout: std::time::Duration,
+    },
     /// A timeout is zero.
     #[error("the {which} timeout must be greater than zero")]
     ZeroTimeout {
@@ -71,6 +82,15 @@ pub enum StoreConfigError {
         "Redis at {url} is a Redis Cluster node; wait_for_replicas is supported on one primary only: leave it out, or point the store at a standalone primary"
     )]
     WaitInCluster {
+        /// Where, its password hidden.
+        url: String,
+    },
+    /// A Redis Cluster node whose cluster does not serve every slot
+    /// (`cluster_state` is not `ok`).
+    #[error(
+        "Redis at {url} is a node of a Redis Cluster that is not ready (cluster_state is not ok): assign every slot to a primary (redis-cli --cluster create, or fix), then connect again"
+    )]
+    ClusterNotReady {
         /// Where, its password hidden.
         url: String,
     },
@@ -141,9 +161,14 @@ pub(crate) fn classify(call: Call, what: &str, error: redis::RedisError) -> Stor
         ErrorKind::Server(_) | ErrorKind::Extension => {
             StoreError::other(message).with_source(error)
         }
-        ErrorKind::InvalidClientConfig | ErrorKind::Client => {
-            StoreError::invalid(message).with_source(error)
+        ErrorKind::InvalidClientConfig => StoreError::invalid(message).with_source(error),
+        // The client's own failures: for a write, one after it was sent (the
+        // cluster client drops a request's reply on an internal failure)
+        // may have applied.
+        ErrorKind::Client if call == Call::Write => {
+            StoreError::ambiguous(message).with_source(error)
         }
+        ErrorKind::Client => StoreError::unavailable(message).with_source(error),
         // The connection could not be opened: nothing was sent.
         _ if error.is_connection_refusal() => StoreError::unavailable(message).with_source(error),
         // A timeout, a dropped connection: the script may have run.

@@ -49,7 +49,7 @@ impl Connector {
     /// A new connection, within the connect timeout; every request on it
     /// times out after the request timeout.
     pub async fn open(&self) -> Result<Link, StoreError> {
-        let limit = self.timeouts.connect * 2;
+        let limit = self.timeouts.connect.saturating_mul(2);
         let opened = match &self.target {
             Target::Single(client) => {
                 let config = AsyncConnectionConfig::new()

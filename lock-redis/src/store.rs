@@ -31,6 +31,11 @@ pub(crate) const MAX_RECORD_BYTES: usize = 400 * 1024;
 pub(crate) const MAX_KEYS_AT_ONCE: usize = 100;
 /// Most bytes one `put_many` writes, as records are measured.
 pub(crate) const MAX_BYTES_AT_ONCE: usize = 4 * 1024 * 1024;
+/// Idle connections kept for writes that wait for replicas.
+const MAX_IDLE_WRITERS: usize = 8;
+/// The latest expiry time `EXPIREAT` takes (Unix seconds): a later one would
+/// fail the script after its first write.
+const MAX_EXPIRES_AT: u64 = (i64::MAX / 1000) as u64;
 
 /// Locks in Redis or Valkey: one hash per lock under a prefix.
 ///
@@ -49,6 +54,8 @@ struct Inner {
     connection: tokio::sync::Mutex<Option<Link>>,
     /// Partitions this store knows are in the registry.
     registered: Mutex<HashSet<String>>,
+    /// Idle connections for writes that wait for replicas.
+    writers: Mutex<Vec<Link>>,
     /// The last request got no answer: the next opens a new connection.
     suspect: AtomicBool,
     scripts: Scripts,
@@ -105,6 +112,7 @@ impl RedisStore {
                 connector,
                 connection: tokio::sync::Mutex::new(Some(connection)),
                 registered: Mutex::new(HashSet::new()),
+                writers: Mutex::new(Vec::new()),
                 suspect: AtomicBool::new(false),
                 scripts: Scripts::new(),
                 layout,
@@ -196,7 +204,18 @@ impl RedisStore {
         for arg in args {
             invocation.arg(arg);
         }
-        let mut connection = self.connection().await?;
+        // With replica acknowledgements, a write and its WAIT go on a
+        // connection nothing else uses meanwhile: a client blocked in WAIT
+        // holds up every later command of its connection, and so would
+        // every other lock's heartbeat.
+        let waits = match (call, self.inner.replicas) {
+            (Call::Write, Some(acks)) => Some(acks),
+            _ => None,
+        };
+        let mut connection = match waits {
+            Some(_) => self.writer().await?,
+            None => self.connection().await?,
+        };
         let mut waiting = Abandoned {
             suspect: &self.inner.suspect,
             answered: false,
@@ -205,12 +224,42 @@ impl RedisStore {
             invocation.invoke_async(&mut connection).await;
         waiting.answered = true;
         let value = answer.map_err(|error| self.failed(call, what, error))?;
-        if call == Call::Write
-            && let Some(acks) = self.inner.replicas
-        {
-            self.wait_for_replicas(what, &mut connection, acks).await?;
+        if let Some(acks) = waits {
+            // A refused write wrote nothing: nothing to wait for.
+            if applied(&value) {
+                self.wait_for_replicas(what, &mut connection, acks).await?;
+            }
+            self.give_back(connection);
         }
         Ok(value)
+    }
+
+    /// A connection for one write and its `WAIT`: an idle one of the
+    /// store's, or a new one.
+    async fn writer(&self) -> Result<Link, StoreError> {
+        let idle = self
+            .inner
+            .writers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        match idle {
+            Some(link) => Ok(link),
+            None => self.inner.connector.open().await,
+        }
+    }
+
+    /// A writer connection whose write and `WAIT` were answered, for the
+    /// next write (a few are kept; one that failed is never given back).
+    fn give_back(&self, link: Link) {
+        let mut idle = self
+            .inner
+            .writers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE_WRITERS {
+            idle.push(link);
+        }
     }
 
     /// `WAIT` for the replicas after a write that applied on the primary:
@@ -228,9 +277,13 @@ impl RedisStore {
         };
         // WAIT blocks up to its own timeout: the reply may come that much
         // later than a request's.
-        let mut waiting_connection = connection
-            .clone()
-            .with_response_timeout(self.inner.connector.timeouts.request + acks.timeout);
+        let mut waiting_connection = connection.clone().with_response_timeout(
+            self.inner
+                .connector
+                .timeouts
+                .request
+                .saturating_add(acks.timeout),
+        );
         let answer: Result<i64, redis::RedisError> = redis::cmd("WAIT")
             .arg(acks.replicas)
             .arg(millis)
@@ -413,6 +466,11 @@ impl RedisStore {
     fn check(key: &LockKey, new: &NewRecord) -> Result<usize, StoreError> {
         let limits = limits();
         limits.check_key(key)?;
+        if new.expires_at.is_some_and(|at| at > MAX_EXPIRES_AT) {
+            return Err(StoreError::invalid(format!(
+                "lock {key}: expires_at is past what Redis's EXPIREAT takes ({MAX_EXPIRES_AT} seconds)"
+            )));
+        }
         let size = key.partition().len()
             + key.sort().map_or(0, str::len)
             + new.owner.len()
@@ -453,11 +511,24 @@ async fn listen(
     layout: Layout,
     announcer: ReleaseAnnouncer,
 ) {
+    tokio::select! {
+        () = relay(&client, &channel, &layout, &announcer) => {}
+        // The store is gone: drop the subscribed connection.
+        () = announcer.closed() => {}
+    }
+}
+
+async fn relay(
+    client: &redis::Client,
+    channel: &str,
+    layout: &Layout,
+    announcer: &ReleaseAnnouncer,
+) {
     use futures_util::StreamExt as _;
     while !announcer.is_closed() {
         match client.get_async_pubsub().await {
             Ok(mut pubsub) => {
-                if pubsub.subscribe(&channel).await.is_ok() {
+                if pubsub.subscribe(channel).await.is_ok() {
                     let mut messages = pubsub.on_message();
                     while let Some(message) = messages.next().await {
                         let Ok(member) = message.get_payload::<String>() else {
@@ -475,6 +546,11 @@ async fn listen(
         }
         tokio::time::sleep(std::time::Duration::from_millis(500 + fastrand::u64(..500))).await;
     }
+}
+
+/// Whether a write script's reply says it applied (`{1, ...}`).
+fn applied(reply: &Value) -> bool {
+    matches!(reply, Value::Array(items) if matches!(items.first(), Some(Value::Int(1))))
 }
 
 /// The key and record limits of this store.

@@ -93,6 +93,24 @@ async fn locks_in_every_slot_are_taken_listed_and_released() {
     holder.shutdown().await.unwrap();
 }
 
+/// Waiting for replicas, which a cluster store cannot do, is refused before
+/// anything is written.
+#[tokio::test]
+async fn waiting_for_replicas_is_refused_on_a_cluster() {
+    let Some(url) = cluster_url() else {
+        return;
+    };
+    let error = RedisStore::builder(&url, "x")
+        .wait_for_replicas(1, Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, lock_redis::StoreConfigError::WaitInCluster { .. }),
+        "{error}"
+    );
+}
+
 #[tokio::test]
 async fn an_announced_release_wakes_a_waiter_of_another_store_at_once() {
     let Some(store) = fresh_cluster_store().await else {

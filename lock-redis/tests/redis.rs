@@ -38,6 +38,13 @@ fn write(owner: &str) -> NewRecord {
     }
 }
 
+fn heartbeat_of(record: &lock_core::LockRecord) -> NewRecord {
+    NewRecord {
+        fence: FenceUpdate::Keep,
+        ..write(&record.owner)
+    }
+}
+
 fn release_of(record: &lock_core::LockRecord) -> NewRecord {
     NewRecord {
         released: true,
@@ -612,15 +619,13 @@ async fn a_server_that_evicts_or_refuses_scripts_is_refused_and_acl_users_lock()
     let Some(cluster) = start_server(&["--cluster-enabled", "yes"]).await else {
         return;
     };
-    // A cluster node: wait_for_replicas (one primary only) is refused before
-    // anything is written.
+    // A lone cluster node serves no slot: refused, saying so.
     let error = RedisStore::builder(cluster.url(), "x")
-        .wait_for_replicas(1, Duration::from_secs(1))
         .connect()
         .await
         .unwrap_err();
     assert!(
-        matches!(error, StoreConfigError::WaitInCluster { .. }),
+        matches!(error, StoreConfigError::ClusterNotReady { .. }),
         "{error}"
     );
 }
@@ -656,7 +661,33 @@ async fn waiting_for_a_replica_confirms_writes_and_is_ambiguous_without_it() {
         }
     };
     assert!(held.fence.get() >= 1, "{held:?}");
+    // A write waiting for replicas holds up nobody else's requests: its WAIT
+    // is on a connection of its own.
+    let write = tokio::spawn({
+        let (store, key, held) = (store.clone(), key.clone(), held.clone());
+        async move {
+            store
+                .put(&key, Expect::Version(held.rvn.clone()), heartbeat_of(&held))
+                .await
+        }
+    });
     replica.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let read = timeout(
+        Duration::from_millis(500),
+        store.get(&LockKey::new("other")),
+    )
+    .await;
+    assert!(
+        matches!(read, Ok(Ok(None))),
+        "a read waited behind a WAIT: {read:?}"
+    );
+    let heartbeat = write.await.unwrap();
+    let held = match heartbeat {
+        Ok(Outcome::Applied(record)) => record,
+        Err(error) if error.is_ambiguous() => store.get(&key).await.unwrap().unwrap(),
+        other => panic!("{other:?}"),
+    };
     let started = Instant::now();
     let error = store
         .put(&key, Expect::Version(held.rvn.clone()), release_of(&held))
@@ -755,4 +786,90 @@ async fn an_announced_release_wakes_a_waiter_of_another_store_at_once() {
     assert!(store.capabilities().announces_releases);
     let other = store_at(&url().unwrap(), store.prefix()).await;
     drills::announced_hand_off(store, other).await;
+}
+
+/// Once nobody holds a store's release feed, its listener closes its
+/// subscribed connection, even on a channel where nothing is released.
+#[tokio::test]
+async fn a_dropped_stores_listener_closes_its_connection() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let subscribed = || async {
+        let clients = command(&url().unwrap(), &["CLIENT", "LIST"]).await;
+        let lock_redis::redis::Value::VerbatimString { text, .. } = clients else {
+            let text: String = lock_redis::redis::from_redis_value(clients).unwrap();
+            return text.lines().filter(|line| line.contains(" sub=1")).count();
+        };
+        text.lines().filter(|line| line.contains(" sub=1")).count()
+    };
+    let before = subscribed().await;
+    let feed = store.release_feed().unwrap();
+    let watch = feed.subscribe();
+    let deadline = Instant::now() + LIMIT;
+    while subscribed().await <= before {
+        assert!(Instant::now() < deadline, "the listener never subscribed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop((watch, feed, store));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while subscribed().await > before {
+        assert!(
+            Instant::now() < deadline,
+            "the listener kept its connection"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An expiry time past what `EXPIREAT` takes is refused before anything is
+/// sent (the script would fail after its first write).
+#[tokio::test]
+async fn an_expiry_redis_cannot_take_is_refused_and_writes_nothing() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let key = LockKey::new("far");
+    let new = NewRecord {
+        expires_at: Some(u64::MAX),
+        ..write("a")
+    };
+    let error = store.put(&key, Expect::Vacant, new).await.unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Invalid, "{error}");
+    assert_eq!(store.get(&key).await.unwrap(), None);
+}
+
+/// Timeouts as long as `Duration::MAX` are taken without a panic; a replica
+/// wait longer than a day is refused before anything is written.
+#[tokio::test]
+async fn the_longest_timeouts_are_taken_without_a_panic() {
+    let error = RedisStore::builder("redis://127.0.0.1:9", "x")
+        .wait_for_replicas(1, Duration::MAX)
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreConfigError::InvalidReplicaAcks { .. }),
+        "{error}"
+    );
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let slow = support::store_with(&url().unwrap(), store.prefix(), |b| {
+        b.timeouts(
+            Timeouts::default()
+                .with_connect(Duration::MAX)
+                .with_request(Duration::MAX),
+        )
+        .wait_for_replicas(1, Duration::from_secs(60))
+    })
+    .await;
+    // No replica: the write applies on the primary and its WAIT lasts a
+    // minute; the caller's own deadline ends the wait.
+    let waited = timeout(
+        Duration::from_millis(300),
+        slow.put(&LockKey::new("slow"), Expect::Vacant, write("a")),
+    )
+    .await;
+    assert!(waited.is_err(), "{waited:?}");
 }
