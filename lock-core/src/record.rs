@@ -271,6 +271,48 @@ pub struct NewRecord {
     pub expires_at: Option<u64>,
 }
 
+impl NewRecord {
+    /// The record this write stores under `key` on top of `base` (the record
+    /// it replaces; `None` when the key has none): the fence stepped from
+    /// `base`'s (1 on no record) or kept, the data updated, every other
+    /// field this write's. For a store that computes the record itself and
+    /// writes it conditionally on exactly `base` (a version, a revision).
+    ///
+    /// # Errors
+    ///
+    /// `Invalid` when the fence would pass `u64::MAX`.
+    pub fn stored_on(
+        &self,
+        key: &LockKey,
+        base: Option<&LockRecord>,
+    ) -> Result<LockRecord, crate::StoreError> {
+        let fence = match (self.fence, base) {
+            (FenceUpdate::Next, Some(base)) => {
+                Fence(base.fence.get().checked_add(1).ok_or_else(|| {
+                    crate::StoreError::invalid(format!(
+                        "lock {key}: the fence cannot go past u64::MAX"
+                    ))
+                })?)
+            }
+            (FenceUpdate::Next, None) => Fence(1),
+            (FenceUpdate::Keep, Some(base)) => base.fence,
+            // Keep on no record cannot pass a condition; 0 is never stored.
+            (FenceUpdate::Keep, None) => Fence(0),
+        };
+        Ok(LockRecord {
+            key: key.clone(),
+            owner: self.owner.clone(),
+            rvn: self.rvn.clone(),
+            lease: self.lease,
+            released: self.released,
+            fence,
+            data: self.data.apply(base.and_then(|base| base.data.clone())),
+            expires_at: self.expires_at,
+            written: None,
+        })
+    }
+}
+
 /// The lock an acquisition took over: a holder that stopped heartbeating (it
 /// crashed, hung, was partitioned or detached its lock) and whose record kept one
 /// version for its lease × (1 + drift). Its work may be half done: this is the

@@ -17,6 +17,20 @@ pub enum Expect {
     Version(Rvn),
 }
 
+impl Expect {
+    /// Whether this condition holds on `record` (`None`: the key has no
+    /// record): `Vacant` on no record or a released one, `Version` on a
+    /// record with exactly that RVN.
+    pub fn holds_on(&self, record: Option<&LockRecord>) -> bool {
+        match (self, record) {
+            (Expect::Vacant, None) => true,
+            (Expect::Vacant, Some(record)) => record.is_vacant(),
+            (Expect::Version(_), None) => false,
+            (Expect::Version(rvn), Some(record)) => record.rvn == *rvn,
+        }
+    }
+}
+
 /// The result of a conditional write that reached the store and was decided.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Outcome {
@@ -438,8 +452,76 @@ macro_rules! forward_store {
 forward_store!(Arc<S>, Box<S>);
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::{Capabilities, RequestCosts};
+    use crate::{DataUpdate, Expect, Fence, FenceUpdate, LockKey, LockRecord, NewRecord, Rvn};
+
+    fn record(released: bool, fence: u64, data: Option<Vec<u8>>) -> LockRecord {
+        LockRecord {
+            key: LockKey::new("k"),
+            owner: "a".into(),
+            rvn: Rvn::from_stored("r1"),
+            lease: std::time::Duration::from_secs(10),
+            released,
+            fence: Fence(fence),
+            data,
+            expires_at: None,
+            written: None,
+        }
+    }
+
+    fn write(fence: FenceUpdate, data: DataUpdate) -> NewRecord {
+        NewRecord {
+            owner: "b".into(),
+            rvn: Rvn::from_stored("r2"),
+            lease: std::time::Duration::from_secs(5),
+            released: false,
+            fence,
+            data,
+            expires_at: Some(9),
+        }
+    }
+
+    #[test]
+    fn a_condition_holds_as_the_contract_says() {
+        let held = record(false, 3, None);
+        let released = record(true, 3, None);
+        assert!(Expect::Vacant.holds_on(None));
+        assert!(Expect::Vacant.holds_on(Some(&released)));
+        assert!(!Expect::Vacant.holds_on(Some(&held)));
+        let version = Expect::Version(Rvn::from_stored("r1"));
+        assert!(version.holds_on(Some(&held)) && version.holds_on(Some(&released)));
+        assert!(!version.holds_on(None));
+        assert!(!Expect::Version(Rvn::from_stored("other")).holds_on(Some(&held)));
+    }
+
+    #[test]
+    fn a_write_stores_the_next_or_kept_fence_and_the_updated_data() {
+        let key = LockKey::new("k");
+        let base = record(true, 3, Some(b"old".to_vec()));
+        let next = write(FenceUpdate::Next, DataUpdate::Keep)
+            .stored_on(&key, Some(&base))
+            .unwrap();
+        assert_eq!(
+            (next.fence, next.data.as_deref(), next.owner.as_str()),
+            (Fence(4), Some(&b"old"[..]), "b")
+        );
+        assert_eq!(next.expires_at, Some(9));
+        let first = write(FenceUpdate::Next, DataUpdate::Keep)
+            .stored_on(&key, None)
+            .unwrap();
+        assert_eq!((first.fence, first.data), (Fence(1), None));
+        let kept = write(FenceUpdate::Keep, DataUpdate::Clear)
+            .stored_on(&key, Some(&base))
+            .unwrap();
+        assert_eq!((kept.fence, kept.data), (Fence(3), None));
+        let last = record(false, u64::MAX, None);
+        let error = write(FenceUpdate::Next, DataUpdate::Keep)
+            .stored_on(&key, Some(&last))
+            .unwrap_err();
+        assert_eq!(error.kind(), crate::StoreErrorKind::Invalid);
+    }
 
     #[test]
     fn each_setter_sets_its_own_capability() {

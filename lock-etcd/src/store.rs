@@ -25,9 +25,8 @@ use etcd_client::{
     Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, KvClient, Txn, TxnOp, TxnOpResponse,
 };
 use lock_core::{
-    AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, KeyedWrite,
-    LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, ReleaseAnnouncer, ReleaseFeed,
-    RequestCosts, StoreError,
+    AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, KeyedWrite, LockKey, LockRecord,
+    ManyOutcome, NewRecord, Outcome, Page, ReleaseAnnouncer, ReleaseFeed, RequestCosts, StoreError,
 };
 
 use crate::errors::{Call, classify, timed_out};
@@ -294,7 +293,7 @@ impl EtcdStore {
         self.inner
             .revisions
             .get(key)
-            .filter(|known| satisfies(expect, Some(&known.record)))
+            .filter(|known| expect.holds_on(Some(&known.record)))
     }
 
     /// Run `txn`; `what` names it in errors.
@@ -392,46 +391,6 @@ fn committed_at(what: &str, response: &etcd_client::TxnResponse) -> Result<i64, 
         })
 }
 
-/// Whether `expect` holds on `record` (`None`: no key).
-fn satisfies(expect: &Expect, record: Option<&LockRecord>) -> bool {
-    match (expect, record) {
-        (Expect::Vacant, None) => true,
-        (Expect::Vacant, Some(record)) => record.is_vacant(),
-        (Expect::Version(_), None) => false,
-        (Expect::Version(rvn), Some(record)) => record.rvn == *rvn,
-    }
-}
-
-/// The record `new` makes on top of `base`.
-fn next_record(
-    key: &LockKey,
-    new: &NewRecord,
-    base: Option<&LockRecord>,
-) -> Result<LockRecord, StoreError> {
-    let fence = match (new.fence, base) {
-        (FenceUpdate::Next, Some(base)) => {
-            Fence(base.fence.get().checked_add(1).ok_or_else(|| {
-                StoreError::invalid(format!("lock {key}: the fence cannot go past u64::MAX"))
-            })?)
-        }
-        (FenceUpdate::Next, None) => Fence(1),
-        (FenceUpdate::Keep, Some(base)) => base.fence,
-        // Keep on no record cannot pass a condition; 0 is never stored.
-        (FenceUpdate::Keep, None) => Fence(0),
-    };
-    Ok(LockRecord {
-        key: key.clone(),
-        owner: new.owner.clone(),
-        rvn: new.rvn.clone(),
-        lease: new.lease,
-        released: new.released,
-        fence,
-        data: new.data.apply(base.and_then(|base| base.data.clone())),
-        expires_at: new.expires_at,
-        written: None,
-    })
-}
-
 /// The record's size as the limits count it.
 fn record_bytes(record: &LockRecord) -> usize {
     record.key.partition().len()
@@ -471,7 +430,7 @@ impl ConditionalStore for EtcdStore {
         let ekey = self.inner.layout.key(key);
         // Checked on a record with no data kept, then on the one written:
         // bad input is refused before any request.
-        check_record(&next_record(key, &new, None)?)?;
+        check_record(&new.stored_on(key, None)?)?;
         let what = format!("write {ekey}");
         let mut base = match (self.guess(&ekey, &expect), &expect) {
             (Some(known), _) => Some(known),
@@ -481,7 +440,7 @@ impl ConditionalStore for EtcdStore {
             (None, Expect::Version(_)) => {
                 let current = self.read(&ekey).await?;
                 let record = current.as_ref().map(|known| &known.record);
-                if !satisfies(&expect, record) {
+                if !expect.holds_on(record) {
                     return Ok(Outcome::Rejected {
                         current: record.cloned(),
                     });
@@ -490,7 +449,7 @@ impl ConditionalStore for EtcdStore {
             }
         };
         for _ in 0..=RACED_WRITES {
-            let record = next_record(key, &new, base.as_ref().map(|known| &known.record))?;
+            let record = new.stored_on(key, base.as_ref().map(|known| &known.record))?;
             check_record(&record)?;
             let mut writes = vec![TxnOp::put(ekey.as_str(), value::encode(&record), None)];
             writes.extend(self.announcement(&record));
@@ -525,7 +484,7 @@ impl ConditionalStore for EtcdStore {
             }
             let current = self.current(&ekey, response.op_responses().first())?;
             let record = current.as_ref().map(|known| &known.record);
-            if !satisfies(&expect, record) {
+            if !expect.holds_on(record) {
                 return Ok(Outcome::Rejected {
                     current: record.cloned(),
                 });
@@ -551,7 +510,7 @@ impl ConditionalStore for EtcdStore {
             let Some(known) = base.take() else {
                 return Ok(Outcome::Rejected { current: None });
             };
-            if !satisfies(&expect, Some(&known.record)) {
+            if !expect.holds_on(Some(&known.record)) {
                 return Ok(Outcome::Rejected {
                     current: Some(known.record),
                 });
@@ -656,7 +615,7 @@ impl ConditionalStore for EtcdStore {
         }
         let mut total = 0;
         for write in &writes {
-            let record = next_record(&write.key, &write.new, None)?;
+            let record = write.new.stored_on(&write.key, None)?;
             check_record(&record)?;
             total += record_bytes(&record);
         }
@@ -676,7 +635,7 @@ impl ConditionalStore for EtcdStore {
             if let (Expect::Version(_), Some(None)) = (&write.expect, bases.get(index)) {
                 let current = self.read(ekey).await?;
                 let record = current.as_ref().map(|known| &known.record);
-                if !satisfies(&write.expect, record) {
+                if !write.expect.holds_on(record) {
                     return Ok(ManyOutcome::Rejected {
                         index,
                         current: record.cloned(),
@@ -690,7 +649,9 @@ impl ConditionalStore for EtcdStore {
         for _ in 0..=RACED_WRITES {
             let mut records = Vec::with_capacity(writes.len());
             for (write, base) in writes.iter().zip(&bases) {
-                let record = next_record(&write.key, &write.new, base.as_ref().map(|k| &k.record))?;
+                let record = write
+                    .new
+                    .stored_on(&write.key, base.as_ref().map(|k| &k.record))?;
                 check_record(&record)?;
                 records.push(record);
             }
@@ -745,7 +706,7 @@ impl ConditionalStore for EtcdStore {
                 currents.push(self.current(ekey, replies.get(index))?);
             }
             let refused = writes.iter().zip(&currents).position(|(write, current)| {
-                !satisfies(&write.expect, current.as_ref().map(|k| &k.record))
+                !write.expect.holds_on(current.as_ref().map(|k| &k.record))
             });
             if let Some(index) = refused {
                 let current = currents

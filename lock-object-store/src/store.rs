@@ -23,8 +23,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures_util::StreamExt as _;
 use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, LockKey, LockRecord,
-    NewRecord, Outcome, Page, RequestCosts, StoreClock, StoreError, WriteTime,
+    Capabilities, ConditionalStore, Cursor, Expect, LockKey, LockRecord, NewRecord, Outcome, Page,
+    RequestCosts, StoreClock, StoreError, WriteTime,
 };
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
@@ -191,13 +191,13 @@ impl BucketStore {
         // A remembered version decides only when the write on it would apply:
         // a held record may have been released since, so "held" is read again.
         if let Some(Some(known)) = &guess
-            && satisfies(expect, Some(&known.record))
+            && expect.holds_on(Some(&known.record))
         {
             return Ok(Plan::Write(Some(known.clone())));
         }
         if let Some(None) = guess {
             // Known absent (read just now): a create decides.
-            return Ok(if satisfies(expect, None) {
+            return Ok(if expect.holds_on(None) {
                 Plan::Write(None)
             } else {
                 Plan::Reject(None)
@@ -205,52 +205,12 @@ impl BucketStore {
         }
         let base = self.read(path).await?;
         let record = base.as_ref().map(|known| &known.record);
-        Ok(if satisfies(expect, record) {
+        Ok(if expect.holds_on(record) {
             Plan::Write(base)
         } else {
             Plan::Reject(record.cloned())
         })
     }
-}
-
-/// Whether `expect` holds on `record` (`None`: no object).
-fn satisfies(expect: &Expect, record: Option<&LockRecord>) -> bool {
-    match (expect, record) {
-        (Expect::Vacant, None) => true,
-        (Expect::Vacant, Some(record)) => record.is_vacant(),
-        (Expect::Version(_), None) => false,
-        (Expect::Version(rvn), Some(record)) => record.rvn == *rvn,
-    }
-}
-
-/// The record `new` makes on top of `base`.
-fn next_record(
-    key: &LockKey,
-    new: &NewRecord,
-    base: Option<&LockRecord>,
-) -> Result<LockRecord, StoreError> {
-    let fence = match (new.fence, base) {
-        (FenceUpdate::Next, Some(base)) => {
-            Fence(base.fence.get().checked_add(1).ok_or_else(|| {
-                StoreError::invalid(format!("lock {key}: the fence cannot go past u64::MAX"))
-            })?)
-        }
-        (FenceUpdate::Next, None) => Fence(1),
-        (FenceUpdate::Keep, Some(base)) => base.fence,
-        // Keep on no record cannot pass a condition; 0 is never stored.
-        (FenceUpdate::Keep, None) => Fence(0),
-    };
-    Ok(LockRecord {
-        key: key.clone(),
-        owner: new.owner.clone(),
-        rvn: new.rvn.clone(),
-        lease: new.lease,
-        released: new.released,
-        fence,
-        data: new.data.apply(base.and_then(|base| base.data.clone())),
-        expires_at: new.expires_at,
-        written: None,
-    })
 }
 
 /// The checks the client makes too, so a store used on its own refuses the
@@ -302,14 +262,14 @@ impl ConditionalStore for BucketStore {
         let path = self.inner.layout.path(key);
         // Checked on a record with no data kept, then on the one written:
         // bad input is refused before any request.
-        check_record(&next_record(key, &new, None)?)?;
+        check_record(&new.stored_on(key, None)?)?;
         let mut fresh: Option<Base> = None;
         for _ in 0..=RACED_WRITES {
             let base = match self.plan(&path, &expect, fresh.take()).await? {
                 Plan::Write(base) => base,
                 Plan::Reject(current) => return Ok(Outcome::Rejected { current }),
             };
-            let record = next_record(key, &new, base.as_ref().map(|known| &known.record))?;
+            let record = new.stored_on(key, base.as_ref().map(|known| &known.record))?;
             check_record(&record)?;
             let updating = base.is_some();
             let mode = match &base {
@@ -351,7 +311,7 @@ impl ConditionalStore for BucketStore {
                         }
                         current => {
                             let record = current.as_ref().map(|known| &known.record);
-                            if !satisfies(&expect, record) {
+                            if !expect.holds_on(record) {
                                 return Ok(Outcome::Rejected {
                                     current: record.cloned(),
                                 });
