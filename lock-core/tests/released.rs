@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use lock_core::{AcquireOptions, Capabilities, ConditionalStore, Fence, LockClient, LockKey};
 use lock_memory::MemoryStore;
+use support::Delayed;
 use tokio::time::Instant;
 
 /// A poll period long enough that a hand-off at the next poll is plain.
 const POLL: Duration = Duration::from_secs(1);
 
-fn client(store: MemoryStore, owner: &str) -> LockClient {
+fn client(store: impl ConditionalStore, owner: &str) -> LockClient {
     LockClient::builder(store)
         .owner(owner)
         .lease(Duration::from_secs(10))
@@ -29,11 +30,40 @@ fn store(announce: bool) -> MemoryStore {
     MemoryStore::builder().announce_releases(announce).build()
 }
 
+/// The waiter's own view of the shared store: every call it makes, and only
+/// those, so the holder's heartbeats (jittered, at random instants) are never
+/// counted as the waiter's.
+fn waiters_view(store: &MemoryStore) -> Delayed {
+    Delayed::new(store.clone())
+}
+
+/// The writes among `calls`.
+fn writes(calls: &[support::Served]) -> usize {
+    calls.iter().filter(|call| call.op != "get").count()
+}
+
+/// Sleeps in 1 ms steps until `view` has served a read after its first
+/// `seen` calls: the instant just after one of the waiter's polls, so its
+/// next poll is at least half a poll period away whatever the jitter drew.
+async fn just_after_a_poll(view: &Delayed) {
+    let seen = view.served().len();
+    let polled = async {
+        while !view.served()[seen..].iter().any(|call| call.op == "get") {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(POLL * 2, polled)
+        .await
+        .expect("the waiter polls within two poll periods");
+}
+
 /// How long after `holder`'s release a waiter of another client gets the
-/// lock, and with which fence.
+/// lock, and with which fence. The release comes just after one of the
+/// waiter's polls.
 async fn hand_off(store: MemoryStore) -> (Duration, Fence) {
     let holder = client(store.clone(), "holder");
-    let waiter = client(store.clone(), "waiter");
+    let view = waiters_view(&store);
+    let waiter = client(view.clone(), "waiter");
     let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
     let waiting = tokio::spawn(async move {
         let taken = waiter
@@ -42,8 +72,9 @@ async fn hand_off(store: MemoryStore) -> (Duration, Fence) {
             .unwrap();
         (Instant::now(), taken.fence(), waiter, taken)
     });
-    // Past the waiter's first look, between two of its polls.
-    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    // Past the waiter's first look.
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    just_after_a_poll(&view).await;
     let released = Instant::now();
     guard.release().await.unwrap();
     let (taken_at, fence, _waiter, _taken) = tokio::time::timeout(Duration::from_secs(30), waiting)
@@ -60,8 +91,10 @@ async fn an_announced_release_is_taken_at_once_and_an_unannounced_one_at_the_nex
     assert!(announced < Duration::from_millis(5), "{announced:?}");
     let (polled, fence) = hand_off(store(false)).await;
     assert_eq!(fence, Fence(2));
+    // The release came at most 1 ms after a poll, and polls are between
+    // half and all of the period apart.
     assert!(
-        polled >= Duration::from_millis(50) && polled <= POLL,
+        polled >= POLL / 2 - Duration::from_millis(1) && polled <= POLL,
         "without announcements, the next poll: {polled:?}"
     );
 }
@@ -72,25 +105,23 @@ async fn an_announced_release_is_taken_at_once_and_an_unannounced_one_at_the_nex
 async fn an_announced_waiter_tries_with_one_write() {
     let store = store(true);
     let holder = client(store.clone(), "holder");
-    let waiter = client(store.clone(), "waiter");
+    let view = waiters_view(&store);
+    let waiter = client(view.clone(), "waiter");
     let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
-    let waiting = tokio::spawn({
-        let waiter = waiter.clone();
-        async move {
-            waiter
-                .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
-                .await
-        }
+    let waiting = tokio::spawn(async move {
+        waiter
+            .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
+            .await
     });
-    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    just_after_a_poll(&view).await;
+    let before = view.served().len();
     guard.release().await.unwrap();
-    let before = store.calls();
-    let released_writes = store.writes();
     let taken = waiting.await.unwrap().unwrap();
-    // The release's write was counted before; the waiter's calls since: one
-    // write, no read.
-    assert_eq!(store.calls() - before, 1, "{:?}", store.history());
-    assert_eq!(store.writes() - released_writes, 1);
+    let since = &view.served()[before..];
+    assert_eq!(since.len(), 1, "one call: {since:?}");
+    assert_eq!(writes(since), 1, "a write, not a read: {since:?}");
+    assert_eq!(since[0].expect, Some(lock_core::Expect::Vacant));
     taken.release().await.unwrap();
 }
 
@@ -101,21 +132,26 @@ async fn an_announced_waiter_tries_with_one_write() {
 async fn a_false_announcement_costs_one_refused_write_and_takes_nothing() {
     let store = store(true);
     let holder = client(store.clone(), "holder");
-    let waiter = client(store.clone(), "waiter");
+    let view = waiters_view(&store);
+    let waiter = client(view.clone(), "waiter");
     let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
-    let waiting = tokio::spawn({
-        let waiter = waiter.clone();
-        async move {
-            waiter
-                .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
-                .await
-        }
+    let waiting = tokio::spawn(async move {
+        waiter
+            .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
+            .await
     });
     tokio::time::sleep(Duration::from_millis(2_300)).await;
-    let writes = store.writes();
+    let before = view.served().len();
     store.announce_release(&LockKey::new("job"));
-    tokio::time::sleep(Duration::from_millis(1)).await;
-    assert_eq!(store.writes() - writes, 1, "one refused write");
+    // Long enough for several polls: they read, and a poll that finds the
+    // holder alive writes nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        writes(&view.served()[before..]),
+        1,
+        "one refused write: {:?}",
+        &view.served()[before..]
+    );
     assert!(!waiting.is_finished());
     assert!(guard.is_safe());
     let record = store.get(&LockKey::new("job")).await.unwrap().unwrap();
@@ -128,35 +164,31 @@ async fn a_false_announcement_costs_one_refused_write_and_takes_nothing() {
     taken.release().await.unwrap();
 }
 
-/// A waiter for one lock is not woken by the release of another.
+/// A waiter for one lock is not woken by the release of another: it goes on
+/// polling (reads) and writes nothing while its lock's holder is alive.
 #[tokio::test(start_paused = true)]
 async fn a_release_of_another_lock_wakes_nobody_else() {
     let store = store(true);
     let holder = client(store.clone(), "holder");
-    let waiter = client(store.clone(), "waiter");
+    let view = waiters_view(&store);
+    let waiter = client(view.clone(), "waiter");
     let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
     let other = holder
         .acquire("other", AcquireOptions::new())
         .await
         .unwrap();
-    let waiting = tokio::spawn({
-        let waiter = waiter.clone();
-        async move {
-            waiter
-                .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
-                .await
-        }
+    let waiting = tokio::spawn(async move {
+        waiter
+            .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
+            .await
     });
     tokio::time::sleep(Duration::from_millis(2_300)).await;
-    let calls = store.calls();
+    let before = view.served().len();
     other.release().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1)).await;
-    assert_eq!(
-        store.calls() - calls,
-        1,
-        "the release only: {:?}",
-        store.history()
-    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let since = &view.served()[before..];
+    assert_eq!(writes(since), 0, "the waiter only polled: {since:?}");
+    assert!(!since.is_empty(), "and it did poll");
     guard.release().await.unwrap();
     waiting.await.unwrap().unwrap().release().await.unwrap();
 }
