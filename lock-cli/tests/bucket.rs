@@ -5,12 +5,7 @@
 #[allow(dead_code)] // each test binary uses part of the shared set-up
 mod support;
 
-use std::time::Duration;
-
 use support::Env;
-
-/// Every wait on a process is bounded by this.
-const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn create_table_and_validate_table_check_the_bucket_and_a_missing_one_is_explained() {
@@ -84,32 +79,7 @@ fn concurrent_runs_on_one_key_never_overlap_and_fences_increase() {
     let Some(env) = Env::bucket("overlap") else {
         return;
     };
-    let log = env.path("log");
-    let script = format!(
-        "echo \"start $LOCK_FENCE\" >> {log}; sleep 0.3; echo \"end $LOCK_FENCE\" >> {log}",
-        log = log.display()
-    );
-    let runs: Vec<_> = (0..3)
-        .map(|i| {
-            env.spawn(
-                &format!("run{i}"),
-                &[
-                    "run", "job", "--wait", "20s", "--lease", "2s", "--", "sh", "-c", &script,
-                ],
-            )
-        })
-        .collect();
-    for run in runs {
-        let out = run.finish(LIMIT);
-        assert_eq!(out.code, Some(0), "{out:?}");
-    }
-    let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(
-        lines,
-        ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"],
-        "runs overlapped or fences did not increase"
-    );
+    support::concurrent_runs_never_overlap_and_fences_increase(&env);
 }
 
 #[test]

@@ -81,32 +81,7 @@ fn concurrent_runs_on_one_key_never_overlap_and_fences_increase() {
         return;
     };
     env.create_table();
-    let log = env.path("log");
-    let script = format!(
-        "echo \"start $LOCK_FENCE\" >> {log}; sleep 0.3; echo \"end $LOCK_FENCE\" >> {log}",
-        log = log.display()
-    );
-    let runs: Vec<_> = (0..3)
-        .map(|i| {
-            env.spawn(
-                &format!("run{i}"),
-                &[
-                    "run", "job", "--wait", "20s", "--lease", "2s", "--", "sh", "-c", &script,
-                ],
-            )
-        })
-        .collect();
-    for run in runs {
-        let out = run.finish(LIMIT);
-        assert_eq!(out.code, Some(0), "{out:?}");
-    }
-    let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(
-        lines,
-        ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"],
-        "runs overlapped or fences did not increase"
-    );
+    support::concurrent_runs_never_overlap_and_fences_increase(&env);
 }
 
 #[test]

@@ -6,7 +6,6 @@
 #[allow(dead_code)] // each test binary uses part of the shared set-up
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
@@ -14,10 +13,10 @@ use lock_core::{
     Outcome, Rvn, StoreErrorKind,
 };
 use lock_etcd::EtcdStore;
-use lock_testkit::drills;
 use lock_testkit::proxy::{FaultProxy, ProxyMode};
+use lock_testkit::{drills, scenarios};
 use support::{LIMIT, client, endpoint, fresh_store, store_at};
-use tokio::time::{Instant, timeout};
+use tokio::time::timeout;
 
 mod conformance {
     lock_testkit::conformance_suite!(crate::support::PrefixFactory);
@@ -43,72 +42,6 @@ async fn proxied(store: &EtcdStore) -> (FaultProxy, EtcdStore) {
     let proxy = FaultProxy::start(&endpoint).unwrap();
     let via = store_at(&proxy.addr().to_string(), store.prefix()).await;
     (proxy, via)
-}
-
-/// Eight stores of their own race for one key, thirty times: a new key and a
-/// released one that every writer has read (so each compares the same
-/// revision). Exactly one wins each race, with the right fence; every loser
-/// is shown the winner's record in the same round trip.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
-    let endpoint = endpoint().unwrap();
-    let mut writers = Vec::new();
-    for _ in 0..8 {
-        writers.push(store_at(&endpoint, store.prefix()).await);
-    }
-    let writers = Arc::new(writers);
-    for trial in 0..30 {
-        let key = LockKey::new(format!("race-{trial}"));
-        let released = trial % 2 == 1;
-        if released {
-            let Outcome::Applied(first) =
-                store.put(&key, Expect::Vacant, write("x")).await.unwrap()
-            else {
-                panic!("trial {trial}: a new key was not vacant");
-            };
-            let release = NewRecord {
-                released: true,
-                fence: FenceUpdate::Keep,
-                ..write("x")
-            };
-            store
-                .put(&key, Expect::Version(first.rvn), release)
-                .await
-                .unwrap();
-            for writer in writers.iter() {
-                writer.get(&key).await.unwrap();
-            }
-        }
-        let racing: Vec<_> = (0..writers.len())
-            .map(|i| {
-                let (writers, key) = (writers.clone(), key.clone());
-                tokio::spawn(async move {
-                    writers[i]
-                        .put(&key, Expect::Vacant, write(&format!("w{i}")))
-                        .await
-                        .unwrap()
-                })
-            })
-            .collect();
-        let mut winners = Vec::new();
-        let mut shown = Vec::new();
-        for writer in racing {
-            match timeout(LIMIT, writer).await.expect("bounded").unwrap() {
-                Outcome::Applied(record) => winners.push(record),
-                Outcome::Rejected { current } => shown.push(current),
-            }
-        }
-        assert_eq!(winners.len(), 1, "trial {trial}: {winners:?}");
-        let winner = &winners[0];
-        assert_eq!(winner.fence, Fence(if released { 2 } else { 1 }));
-        for current in shown {
-            assert_eq!(current.as_ref(), Some(winner), "trial {trial}");
-        }
-        assert_eq!(store.get(&key).await.unwrap().as_ref(), Some(winner));
-    }
 }
 
 /// A write on a record this store has seen is one transaction; one on a
@@ -252,54 +185,6 @@ async fn a_write_whose_reply_is_lost_is_ambiguous() {
     assert_eq!(error.kind(), StoreErrorKind::Ambiguous, "{error}");
     let applied = store.get(&key).await.unwrap().expect("etcd applied it");
     assert_eq!(applied.owner, "a");
-}
-
-#[tokio::test]
-async fn the_client_acquires_heartbeats_takes_over_and_releases() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
-    let other = store_at(&endpoint().unwrap(), store.prefix()).await;
-    let lease = Duration::from_secs(2);
-    let holder = client(store.clone(), "holder", lease);
-    let waiter = client(other, "waiter", lease);
-    let key = LockKey::new("job");
-    let guard = timeout(LIMIT, holder.acquire(key.clone(), AcquireOptions::new()))
-        .await
-        .expect("bounded")
-        .unwrap();
-    assert_eq!(guard.fence(), Fence(1));
-    let first = store.get(&key).await.unwrap().unwrap();
-    tokio::time::sleep(lease).await;
-    let later = store.get(&key).await.unwrap().unwrap();
-    assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
-    assert!(guard.is_safe(), "{:?}", guard.state());
-
-    let detached = guard.detach().await.unwrap();
-    let started = Instant::now();
-    let taken = timeout(
-        LIMIT,
-        waiter.acquire(
-            key.clone(),
-            AcquireOptions::new().wait(Duration::from_secs(20)),
-        ),
-    )
-    .await
-    .expect("bounded")
-    .unwrap();
-    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
-    assert_eq!(taken.fence(), Fence(2));
-    assert_eq!(
-        taken.took_over().map(|t| (t.owner.as_str(), t.fence)),
-        Some(("holder", Fence(1)))
-    );
-    drop(detached);
-    taken.release().await.unwrap();
-    let record = store.get(&key).await.unwrap().unwrap();
-    assert!(record.released, "{record:?}");
-    assert_eq!(record.fence, Fence(2));
-    holder.shutdown().await.unwrap();
-    waiter.shutdown().await.unwrap();
 }
 
 /// Several keys in one transaction: all taken at once, each with its fence.
@@ -502,4 +387,30 @@ async fn the_longest_timeouts_are_taken_without_a_panic() {
         .await
         .unwrap();
     assert_eq!(slow.get(&LockKey::new("job")).await.unwrap(), None);
+}
+
+/// Eight stores of their own race for one key, thirty times: a new key and a
+/// released one that every writer has read (so each compares the same
+/// revision). Exactly one wins each race, with the right fence; every loser
+/// is shown the winner's record in the same round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let endpoint = endpoint().unwrap();
+    let mut writers = Vec::new();
+    for _ in 0..8 {
+        writers.push(store_at(&endpoint, store.prefix()).await);
+    }
+    scenarios::racing_writers(&store, &writers, 30).await;
+}
+
+#[tokio::test]
+async fn the_client_acquires_heartbeats_takes_over_and_releases() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let other = store_at(&endpoint().unwrap(), store.prefix()).await;
+    scenarios::client_end_to_end(store, other).await;
 }

@@ -32,7 +32,7 @@ async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
     let writers: Vec<BucketStore> = (0..8)
         .map(|_| azure_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5)))
         .collect();
-    scenarios::racing_writers(&store, &writers, 30).await;
+    lock_testkit::scenarios::racing_writers(&store, &writers, 30).await;
 }
 
 #[tokio::test]
@@ -51,7 +51,7 @@ async fn the_client_acquires_heartbeats_takes_over_and_releases() {
     };
     let endpoint = azurite_endpoint().unwrap();
     let other = azure_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5));
-    scenarios::client_end_to_end(store, other).await;
+    lock_testkit::scenarios::client_end_to_end(store, other).await;
 }
 
 /// A store on `store`'s prefix reaching Azurite through a new fault proxy.

@@ -350,7 +350,7 @@ async fn listing_skips_other_objects_and_pages_by_path() {
 async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
     let (store, _) = memory_store();
     let writers: Vec<_> = (0..8).map(|_| another_process(&store)).collect();
-    support::scenarios::racing_writers(&store, &writers, 50).await;
+    lock_testkit::scenarios::racing_writers(&store, &writers, 50).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -39,7 +39,7 @@ async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
     let writers: Vec<BucketStore> = (0..8)
         .map(|_| s3_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5)))
         .collect();
-    scenarios::racing_writers(&store, &writers, 30).await;
+    lock_testkit::scenarios::racing_writers(&store, &writers, 30).await;
 }
 
 #[tokio::test]
@@ -122,7 +122,7 @@ async fn the_client_acquires_heartbeats_takes_over_and_releases() {
     };
     let endpoint = s3_endpoint().unwrap();
     let other = s3_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5));
-    scenarios::client_end_to_end(store, other).await;
+    lock_testkit::scenarios::client_end_to_end(store, other).await;
 }
 
 #[tokio::test]

@@ -8,16 +8,15 @@
 #[allow(dead_code)] // each test binary uses part of the shared set-up
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockClient, LockKey,
-    NewRecord, Outcome, Rvn, StoreClock, StoreErrorKind, WriteTime,
+    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockKey, NewRecord,
+    Outcome, Rvn, StoreClock, StoreErrorKind, WriteTime,
 };
 use lock_redis::{RedisStore, StoreConfigError, Timeouts};
-use lock_testkit::drills;
 use lock_testkit::proxy::{FaultProxy, ProxyMode};
+use lock_testkit::{drills, scenarios};
 use support::{LIMIT, client, command, fresh_store, start_server, store_at, url};
 use tokio::time::{Instant, timeout};
 
@@ -66,59 +65,6 @@ async fn proxied(store: &RedisStore) -> (FaultProxy, RedisStore) {
     let proxy = FaultProxy::start(&url.replace("redis://", "")).unwrap();
     let via = store_at(&format!("redis://{}", proxy.addr()), store.prefix()).await;
     (proxy, via)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
-    let url = url().unwrap();
-    let mut writers = Vec::new();
-    for _ in 0..8 {
-        writers.push(store_at(&url, store.prefix()).await);
-    }
-    let writers = Arc::new(writers);
-    for trial in 0..30 {
-        let key = LockKey::new(format!("race-{trial}"));
-        let released = trial % 2 == 1;
-        if released {
-            let first = applied(store.put(&key, Expect::Vacant, write("x")).await.unwrap());
-            store
-                .put(&key, Expect::Version(first.rvn.clone()), release_of(&first))
-                .await
-                .unwrap();
-        }
-        let racing: Vec<_> = (0..writers.len())
-            .map(|i| {
-                let (writers, key) = (writers.clone(), key.clone());
-                tokio::spawn(async move {
-                    writers[i]
-                        .put(&key, Expect::Vacant, write(&format!("w{i}")))
-                        .await
-                        .unwrap()
-                })
-            })
-            .collect();
-        let mut winners = Vec::new();
-        let mut shown = Vec::new();
-        for writer in racing {
-            match timeout(LIMIT, writer).await.expect("bounded").unwrap() {
-                Outcome::Applied(record) => winners.push(record),
-                Outcome::Rejected { current } => shown.push(current),
-            }
-        }
-        assert_eq!(winners.len(), 1, "trial {trial}: {winners:?}");
-        let winner = &winners[0];
-        assert_eq!(winner.fence, Fence(if released { 2 } else { 1 }));
-        for current in shown {
-            assert_eq!(
-                current.map(|c| c.rvn),
-                Some(winner.rvn.clone()),
-                "trial {trial}"
-            );
-        }
-    }
 }
 
 /// The fence floor outlives a released record that expired: the next
@@ -377,51 +323,6 @@ async fn after_a_timeout_or_an_abandoned_request_the_next_goes_on_a_new_connecti
     proxy.set(ProxyMode::Pass);
     let read = timeout(Duration::from_millis(400), via.get(&key)).await;
     assert!(matches!(read, Ok(Ok(None))), "{read:?}");
-}
-
-#[tokio::test]
-async fn the_client_acquires_heartbeats_takes_over_and_releases() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
-    let lease = Duration::from_secs(2);
-    let holder = client(store.clone(), "holder", lease);
-    let waiter = LockClient::builder(store.clone())
-        .owner("waiter")
-        .lease(lease)
-        .use_store_clock(false)
-        .build()
-        .unwrap();
-    let key = LockKey::new("job");
-    let guard = timeout(LIMIT, holder.acquire(key.clone(), AcquireOptions::new()))
-        .await
-        .expect("bounded")
-        .unwrap();
-    let first = store.get(&key).await.unwrap().unwrap();
-    tokio::time::sleep(lease).await;
-    let later = store.get(&key).await.unwrap().unwrap();
-    assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
-    assert!(guard.is_safe());
-    let detached = guard.detach().await.unwrap();
-    let started = Instant::now();
-    let taken = timeout(
-        LIMIT,
-        waiter.acquire(
-            key.clone(),
-            AcquireOptions::new().wait(Duration::from_secs(20)),
-        ),
-    )
-    .await
-    .expect("bounded")
-    .unwrap();
-    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
-    assert_eq!(taken.fence(), Fence(2));
-    drop(detached);
-    taken.release().await.unwrap();
-    let record = store.get(&key).await.unwrap().unwrap();
-    assert!(record.released && record.fence == Fence(2), "{record:?}");
-    holder.shutdown().await.unwrap();
-    waiter.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -872,4 +773,29 @@ async fn the_longest_timeouts_are_taken_without_a_panic() {
     )
     .await;
     assert!(waited.is_err(), "{waited:?}");
+}
+
+/// Eight stores of their own race for one key, thirty times: a new key and a
+/// released one. Exactly one wins each race, with the right fence; every
+/// loser is shown the winner's record by the same script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let url = url().unwrap();
+    let mut writers = Vec::new();
+    for _ in 0..8 {
+        writers.push(store_at(&url, store.prefix()).await);
+    }
+    scenarios::racing_writers(&store, &writers, 30).await;
+}
+
+#[tokio::test]
+async fn the_client_acquires_heartbeats_takes_over_and_releases() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let other = store_at(&url().unwrap(), store.prefix()).await;
+    scenarios::client_end_to_end(store, other).await;
 }

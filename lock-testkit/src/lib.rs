@@ -18,6 +18,8 @@
 //!   server and partitions, delays, resets or loses replies on command, for
 //!   fault drills against the DynamoDB emulator, PostgreSQL and `lockctl`;
 //!   [`drills`] are the client drills every backend runs through it.
+//! * **Scenarios** — [`scenarios`] need several handles on one real store, as
+//!   separate processes have: racing writers, the client end to end.
 //! * **Reference model** — [`model::ModelStore`] is the store contract as a plain
 //!   value, for model-based tests of any store.
 //!
@@ -60,6 +62,7 @@ mod factory;
 pub mod model;
 pub mod proxy;
 mod retry;
+pub mod scenarios;
 pub mod sim;
 mod suite;
 

@@ -424,6 +424,40 @@ pub fn wait_for_file(path: &Path, limit: Duration) -> String {
     contents
 }
 
+/// Three `lockctl run job` processes started together on `env`'s store, each
+/// running a shell script that logs its start and end with `$LOCK_FENCE`:
+/// the runs take turns (never two inside the script at once) and the fences
+/// rise 1, 2, 3 in the order they ran.
+pub fn concurrent_runs_never_overlap_and_fences_increase(env: &Env) {
+    const LIMIT: Duration = Duration::from_secs(30);
+    let log = env.path("log");
+    let script = format!(
+        "echo \"start $LOCK_FENCE\" >> {log}; sleep 0.3; echo \"end $LOCK_FENCE\" >> {log}",
+        log = log.display()
+    );
+    let runs: Vec<_> = (0..3)
+        .map(|i| {
+            env.spawn(
+                &format!("run{i}"),
+                &[
+                    "run", "job", "--wait", "20s", "--lease", "2s", "--", "sh", "-c", &script,
+                ],
+            )
+        })
+        .collect();
+    for run in runs {
+        let out = run.finish(LIMIT);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"],
+        "runs overlapped or fences did not increase: {text}"
+    );
+}
+
 /// Cron runs of `lockctl run pool --permits 2` (the default `--wait 0s`)
 /// with real processes: a holder killed with SIGKILL has its permit reclaimed
 /// by the next run (after its 2 s lease, not never), and a run while both

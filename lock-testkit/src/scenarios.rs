@@ -1,0 +1,208 @@
+//! Scenarios on a real store that need several handles on it, each with
+//! connections (and remembered versions) of its own, as separate processes
+//! have: what the conformance suite, with its one store, cannot show. Every
+//! backend that talks to a server runs them; each panics with what went
+//! wrong, as a test does.
+//!
+//! * [`racing_writers`]: stores of their own race for one key, round after
+//!   round; exactly one wins each race with the right fence, and every loser
+//!   is shown the winner.
+//! * [`client_end_to_end`]: the lock client acquires, heartbeats, is taken
+//!   over by a client on another handle after its lease, and releases.
+
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockClient, LockKey,
+    LockRecord, NewRecord, Outcome, Rvn,
+};
+use tokio::time::Instant;
+
+/// Every wait on a future that might never resolve is bounded by this.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// An acquire-shaped write by `owner`: a fresh RVN, the next fence.
+fn acquire(owner: &str) -> NewRecord {
+    NewRecord {
+        owner: owner.into(),
+        rvn: Rvn::fresh(),
+        lease: Duration::from_secs(20),
+        released: false,
+        fence: FenceUpdate::Next,
+        data: DataUpdate::Keep,
+        expires_at: None,
+    }
+}
+
+/// `future`, or a panic naming `what` after [`LIMIT`].
+async fn bounded<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(LIMIT, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {LIMIT:?}"))
+}
+
+/// What identifies a written record across stores: a store may add what it
+/// knows of the record's age, which differs between two reads.
+fn identity(record: &LockRecord) -> (&str, &Rvn, Fence, bool) {
+    (&record.owner, &record.rvn, record.fence, record.released)
+}
+
+/// `writers` (handles on the same data as `store`, each with its own
+/// connections and remembered versions) race for one key in `trials` trials:
+/// a new key, and every other trial a released one that every writer has
+/// read (so each compares the same version). Exactly one wins each race, with
+/// fence 1 on a new key and 2 on a released one; every loser is shown the
+/// winner's record in its refusal; `store` reads the winner afterwards.
+pub async fn racing_writers<S>(store: &S, writers: &[S], trials: usize)
+where
+    S: ConditionalStore + Clone + 'static,
+{
+    assert!(writers.len() >= 2, "a race needs two writers or more");
+    for trial in 0..trials {
+        let key = LockKey::new(format!("race-{trial}"));
+        let released = trial % 2 == 1;
+        if released {
+            let first = match bounded(
+                "a first write",
+                store.put(&key, Expect::Vacant, acquire("x")),
+            )
+            .await
+            {
+                Ok(Outcome::Applied(first)) => first,
+                other => panic!("trial {trial}: a new key was not vacant: {other:?}"),
+            };
+            let release = NewRecord {
+                released: true,
+                fence: FenceUpdate::Keep,
+                ..acquire("x")
+            };
+            bounded(
+                "the release",
+                store.put(&key, Expect::Version(first.rvn), release),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("trial {trial}: the release: {error}"));
+            for writer in writers {
+                bounded("a writer's read", writer.get(&key))
+                    .await
+                    .unwrap_or_else(|error| panic!("trial {trial}: a writer's read: {error}"));
+            }
+        }
+        let racing: Vec<_> = writers
+            .iter()
+            .enumerate()
+            .map(|(i, writer)| {
+                let (writer, key) = (writer.clone(), key.clone());
+                tokio::spawn(async move {
+                    writer
+                        .put(&key, Expect::Vacant, acquire(&format!("w{i}")))
+                        .await
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        let mut shown = Vec::new();
+        for writer in racing {
+            match bounded("a racing write", writer).await {
+                Ok(Ok(Outcome::Applied(record))) => winners.push(record),
+                Ok(Ok(Outcome::Rejected { current })) => shown.push(current),
+                Ok(Err(error)) => panic!("trial {trial}: a racing write failed: {error}"),
+                Err(error) => panic!("trial {trial}: a racing writer panicked: {error}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "trial {trial}: {winners:?}");
+        let winner = &winners[0];
+        assert_eq!(winner.fence, Fence(if released { 2 } else { 1 }));
+        for current in &shown {
+            assert_eq!(
+                current.as_ref().map(identity),
+                Some(identity(winner)),
+                "trial {trial}: a loser was shown another record"
+            );
+        }
+        let read = bounded("the read after the race", store.get(&key))
+            .await
+            .unwrap_or_else(|error| panic!("trial {trial}: the read: {error}"));
+        assert_eq!(read.as_ref().map(identity), Some(identity(winner)));
+    }
+}
+
+/// A client on `store` acquires and heartbeats (new versions, still safe),
+/// then stops heartbeating (detached, as a crashed holder does); a client on
+/// `other` takes over after the lease with the next fence and sees whom it
+/// replaced, and its release keeps a released record with that fence.
+///
+/// The taking client judges the lease by its own clock, never the store's,
+/// so the takeover comes a lease or more after the detach on every store.
+pub async fn client_end_to_end<S>(store: S, other: S)
+where
+    S: ConditionalStore + Clone,
+{
+    let lease = Duration::from_secs(2);
+    let holder = LockClient::builder(store.clone())
+        .owner("holder")
+        .lease(lease)
+        .build()
+        .unwrap_or_else(|error| panic!("the holder's client: {error}"));
+    let waiter = LockClient::builder(other)
+        .owner("waiter")
+        .lease(lease)
+        .use_store_clock(false)
+        .build()
+        .unwrap_or_else(|error| panic!("the waiter's client: {error}"));
+    let key = LockKey::new("job");
+    let read = |what: &'static str| {
+        let (store, key) = (store.clone(), key.clone());
+        async move {
+            bounded(what, store.get(&key))
+                .await
+                .unwrap_or_else(|error| panic!("{what}: {error}"))
+                .unwrap_or_else(|| panic!("{what}: no record"))
+        }
+    };
+
+    let guard = bounded(
+        "the holder's acquire",
+        holder.acquire(key.clone(), AcquireOptions::new()),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("the holder's acquire: {error}"));
+    assert_eq!(guard.fence(), Fence(1));
+    let first = read("the first read").await;
+    tokio::time::sleep(lease).await;
+    let later = read("the read a lease later").await;
+    assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
+    assert!(guard.is_safe(), "{:?}", guard.state());
+
+    let detached = bounded("the detach", guard.detach())
+        .await
+        .unwrap_or_else(|error| panic!("the detach: {error}"));
+    let started = Instant::now();
+    let taken = bounded(
+        "the waiter's acquire",
+        waiter.acquire(
+            key.clone(),
+            AcquireOptions::new().wait(Duration::from_secs(20)),
+        ),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("the waiter's acquire: {error}"));
+    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
+    assert_eq!(taken.fence(), Fence(2));
+    assert_eq!(
+        taken.took_over().map(|t| (t.owner.as_str(), t.fence)),
+        Some(("holder", Fence(1)))
+    );
+    drop(detached);
+    bounded("the waiter's release", taken.release())
+        .await
+        .unwrap_or_else(|error| panic!("the waiter's release: {error}"));
+    let record = read("the read after the release").await;
+    assert!(record.released, "{record:?}");
+    assert_eq!(record.fence, Fence(2));
+    for (who, client) in [("holder", holder), ("waiter", waiter)] {
+        bounded("a shutdown", client.shutdown())
+            .await
+            .unwrap_or_else(|error| panic!("the {who}'s shutdown: {error}"));
+    }
+}
