@@ -14,25 +14,13 @@ use lock_core::{
 };
 use lock_etcd::EtcdStore;
 use lock_testkit::proxy::{FaultProxy, ProxyMode};
+use lock_testkit::records::acquire_write;
 use lock_testkit::{drills, scenarios};
 use support::{LIMIT, client, endpoint, fresh_store, store_at};
 use tokio::time::timeout;
 
 mod conformance {
     lock_testkit::conformance_suite!(crate::support::PrefixFactory);
-}
-
-/// An acquire-shaped write by `owner` (a fresh RVN, the next fence).
-fn write(owner: &str) -> NewRecord {
-    NewRecord {
-        owner: owner.into(),
-        rvn: Rvn::fresh(),
-        lease: Duration::from_secs(20),
-        released: false,
-        fence: FenceUpdate::Next,
-        data: DataUpdate::Keep,
-        expires_at: None,
-    }
 }
 
 /// A store on `store`'s prefix reaching etcd through a new fault proxy, with
@@ -54,11 +42,19 @@ async fn a_stale_guess_costs_one_refused_transaction_and_never_a_wrong_write() {
     };
     let other = store_at(&endpoint().unwrap(), store.prefix()).await;
     let key = LockKey::with_sort("jobs", "a");
-    let Outcome::Applied(held) = store.put(&key, Expect::Vacant, write("a")).await.unwrap() else {
+    let Outcome::Applied(held) = store
+        .put(&key, Expect::Vacant, acquire_write("a"))
+        .await
+        .unwrap()
+    else {
         panic!("vacant");
     };
     // `other` never saw the key: its vacant write is refused with the holder.
-    match other.put(&key, Expect::Vacant, write("b")).await.unwrap() {
+    match other
+        .put(&key, Expect::Vacant, acquire_write("b"))
+        .await
+        .unwrap()
+    {
         Outcome::Rejected { current } => assert_eq!(current.as_ref(), Some(&held)),
         applied => panic!("{applied:?}"),
     }
@@ -66,7 +62,7 @@ async fn a_stale_guess_costs_one_refused_transaction_and_never_a_wrong_write() {
         released: true,
         fence: FenceUpdate::Keep,
         data: DataUpdate::Replace(b"left".to_vec()),
-        ..write("a")
+        ..acquire_write("a")
     };
     let Outcome::Applied(released) = store
         .put(&key, Expect::Version(held.rvn.clone()), release)
@@ -78,7 +74,11 @@ async fn a_stale_guess_costs_one_refused_transaction_and_never_a_wrong_write() {
     // `other` remembers the held record, which no longer satisfies "vacant";
     // the refused transaction shows it released, and the second applies on
     // its revision with the next fence, keeping the data.
-    let Outcome::Applied(taken) = other.put(&key, Expect::Vacant, write("b")).await.unwrap() else {
+    let Outcome::Applied(taken) = other
+        .put(&key, Expect::Vacant, acquire_write("b"))
+        .await
+        .unwrap()
+    else {
         panic!("a released key is vacant");
     };
     assert_eq!(taken.fence, Fence(released.fence.get() + 1));
@@ -86,7 +86,7 @@ async fn a_stale_guess_costs_one_refused_transaction_and_never_a_wrong_write() {
     // `store` remembers the released record: a version write on it fails
     // with the current record, never overwriting it.
     match store
-        .put(&key, Expect::Version(released.rvn), write("a"))
+        .put(&key, Expect::Version(released.rvn), acquire_write("a"))
         .await
         .unwrap()
     {
@@ -103,12 +103,19 @@ async fn listings_page_by_key_and_keep_partitions_apart() {
     };
     for sort in ["a", "b", "c", "d", "e"] {
         store
-            .put(&LockKey::with_sort("p", sort), Expect::Vacant, write("x"))
+            .put(
+                &LockKey::with_sort("p", sort),
+                Expect::Vacant,
+                acquire_write("x"),
+            )
             .await
             .unwrap();
     }
     for key in [LockKey::new("p"), LockKey::new("p/q"), LockKey::new("pq")] {
-        store.put(&key, Expect::Vacant, write("x")).await.unwrap();
+        store
+            .put(&key, Expect::Vacant, acquire_write("x"))
+            .await
+            .unwrap();
     }
     let mut seen = Vec::new();
     let mut cursor = None;
@@ -158,7 +165,7 @@ async fn a_store_not_reached_fails_as_unavailable_and_nothing_is_written() {
     };
     let nowhere = store_at("127.0.0.1:9", store.prefix()).await;
     let key = LockKey::new("job");
-    let error = timeout(LIMIT, nowhere.put(&key, Expect::Vacant, write("a")))
+    let error = timeout(LIMIT, nowhere.put(&key, Expect::Vacant, acquire_write("a")))
         .await
         .expect("bounded")
         .unwrap_err();
@@ -178,7 +185,7 @@ async fn a_write_whose_reply_is_lost_is_ambiguous() {
     // A first request opens the connection.
     via.get(&key).await.unwrap();
     proxy.lose_next_replies(1);
-    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, acquire_write("a")))
         .await
         .expect("bounded")
         .unwrap_err();
@@ -292,7 +299,7 @@ async fn a_version_expected_of_an_absent_key_is_refused_and_writes_nothing() {
     };
     let key = LockKey::new("absent");
     let outcome = store
-        .put(&key, Expect::Version(Rvn::fresh()), write("a"))
+        .put(&key, Expect::Version(Rvn::fresh()), acquire_write("a"))
         .await
         .unwrap();
     assert_eq!(outcome, Outcome::Rejected { current: None });
@@ -301,12 +308,12 @@ async fn a_version_expected_of_an_absent_key_is_refused_and_writes_nothing() {
         lock_core::KeyedWrite {
             key: free.clone(),
             expect: Expect::Vacant,
-            new: write("a"),
+            new: acquire_write("a"),
         },
         lock_core::KeyedWrite {
             key: key.clone(),
             expect: Expect::Version(Rvn::fresh()),
-            new: write("a"),
+            new: acquire_write("a"),
         },
     ];
     let outcome = store.put_many(writes).await.unwrap();

@@ -16,7 +16,8 @@ use lock_core::{
 use lock_object_store::{BucketError, BucketStore};
 use lock_testkit::drills;
 use lock_testkit::proxy::{FaultProxy, ProxyMode, ScriptedFault};
-use support::scenarios::{self, LIMIT, write};
+use lock_testkit::records::acquire_write;
+use support::scenarios::{self, LIMIT};
 use support::{fresh_s3_store, s3_endpoint, s3_store_at};
 use tokio::time::{Instant, timeout};
 
@@ -80,7 +81,7 @@ async fn a_store_not_reached_fails_as_unavailable_and_nothing_is_written() {
     );
     let key = LockKey::new("job");
     let error = nowhere
-        .put(&key, Expect::Vacant, write("a"))
+        .put(&key, Expect::Vacant, acquire_write("a"))
         .await
         .unwrap_err();
     assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
@@ -97,7 +98,11 @@ async fn a_write_whose_connection_is_refused_is_unavailable_and_applied_nothing(
     };
     let (proxy, via) = proxied(&store);
     let key = LockKey::new("job");
-    let held = match store.put(&key, Expect::Vacant, write("a")).await.unwrap() {
+    let held = match store
+        .put(&key, Expect::Vacant, acquire_write("a"))
+        .await
+        .unwrap()
+    {
         Outcome::Applied(record) => record,
         other => panic!("{other:?}"),
     };
@@ -105,7 +110,7 @@ async fn a_write_whose_connection_is_refused_is_unavailable_and_applied_nothing(
     drop(proxy);
     let heartbeat = NewRecord {
         fence: FenceUpdate::Keep,
-        ..write("a")
+        ..acquire_write("a")
     };
     let error = via
         .put(&key, Expect::Version(held.rvn.clone()), heartbeat)

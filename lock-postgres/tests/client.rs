@@ -12,13 +12,13 @@ mod support;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockClient,
-    LockError, LockKey, NewRecord, Rvn, StoreErrorKind,
+    AcquireOptions, ConditionalStore, Expect, Fence, LockClient, LockError, LockKey, StoreErrorKind,
 };
 use lock_memory::FaultyStore;
 use lock_postgres::{PostgresStore, Timeouts};
 use lock_testkit::drills;
 use lock_testkit::proxy::{FaultProxy, ProxyMode, ScriptedFault};
+use lock_testkit::records::acquire_write;
 use tokio::time::{Instant, timeout};
 
 use support::{client, fresh_store, same_table, url};
@@ -197,18 +197,6 @@ async fn replies_lost_after_the_write_applied_are_recognised_and_nothing_is_left
     );
 }
 
-fn write(owner: &str) -> NewRecord {
-    NewRecord {
-        owner: owner.into(),
-        rvn: Rvn::fresh(),
-        lease: Duration::from_secs(20),
-        released: false,
-        fence: FenceUpdate::Next,
-        data: DataUpdate::Keep,
-        expires_at: None,
-    }
-}
-
 /// A partition: a write sent into it gets no reply within the reply timeout
 /// and is ambiguous, a read is unavailable, and the silent connection is closed
 /// so that the store works again as soon as the network heals. A connection
@@ -224,7 +212,7 @@ async fn a_partition_makes_writes_ambiguous_and_the_store_recovers_when_it_heals
 
     proxy.set(ProxyMode::Blackhole);
     let started = Instant::now();
-    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, acquire_write("a")))
         .await
         .expect("bounded")
         .unwrap_err();
@@ -243,7 +231,7 @@ async fn a_partition_makes_writes_ambiguous_and_the_store_recovers_when_it_heals
     proxy.set(ProxyMode::Pass);
     // The blackholed write never reached the server.
     assert_eq!(store.get(&key).await.unwrap(), None);
-    let held = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+    let held = timeout(LIMIT, via.put(&key, Expect::Vacant, acquire_write("a")))
         .await
         .expect("bounded")
         .expect("a new connection once the partition heals");
@@ -254,7 +242,7 @@ async fn a_partition_makes_writes_ambiguous_and_the_store_recovers_when_it_heals
     proxy.fail_next(ScriptedFault::ResetBeforeForwarding, 1);
     let error = timeout(
         LIMIT,
-        fresh.put(&LockKey::new("other"), Expect::Vacant, write("b")),
+        fresh.put(&LockKey::new("other"), Expect::Vacant, acquire_write("b")),
     )
     .await
     .expect("bounded")

@@ -11,52 +11,18 @@ mod support;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockKey, NewRecord,
-    Outcome, Rvn, StoreClock, StoreErrorKind, WriteTime,
+    AcquireOptions, ConditionalStore, Expect, Fence, LockKey, NewRecord, Outcome, StoreClock,
+    StoreErrorKind, WriteTime,
 };
 use lock_redis::{RedisStore, StoreConfigError, Timeouts};
 use lock_testkit::proxy::{FaultProxy, ProxyMode};
+use lock_testkit::records::{acquire_write, applied, heartbeat_of, release_of};
 use lock_testkit::{drills, scenarios};
 use support::{LIMIT, client, command, fresh_store, start_server, store_at, url};
 use tokio::time::{Instant, timeout};
 
 mod conformance {
     lock_testkit::conformance_suite!(crate::support::PrefixFactory);
-}
-
-/// An acquire-shaped write by `owner` (a fresh RVN, the next fence).
-fn write(owner: &str) -> NewRecord {
-    NewRecord {
-        owner: owner.into(),
-        rvn: Rvn::fresh(),
-        lease: Duration::from_secs(20),
-        released: false,
-        fence: FenceUpdate::Next,
-        data: DataUpdate::Keep,
-        expires_at: None,
-    }
-}
-
-fn heartbeat_of(record: &lock_core::LockRecord) -> NewRecord {
-    NewRecord {
-        fence: FenceUpdate::Keep,
-        ..write(&record.owner)
-    }
-}
-
-fn release_of(record: &lock_core::LockRecord) -> NewRecord {
-    NewRecord {
-        released: true,
-        fence: FenceUpdate::Keep,
-        ..write(&record.owner)
-    }
-}
-
-fn applied(outcome: Outcome) -> lock_core::LockRecord {
-    match outcome {
-        Outcome::Applied(record) => record,
-        other => panic!("expected applied, got {other:?}"),
-    }
 }
 
 /// A store on `store`'s prefix reaching Redis through a new fault proxy.
@@ -76,7 +42,12 @@ async fn fences_keep_rising_after_a_released_record_expires_and_restart_after_a_
         return;
     };
     let key = LockKey::with_sort("jobs", "a");
-    let first = applied(store.put(&key, Expect::Vacant, write("a")).await.unwrap());
+    let first = applied(
+        store
+            .put(&key, Expect::Vacant, acquire_write("a"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(first.fence, Fence(1));
     applied(
         store
@@ -85,7 +56,12 @@ async fn fences_keep_rising_after_a_released_record_expires_and_restart_after_a_
             .unwrap(),
     );
     assert_eq!(store.get(&key).await.unwrap(), None);
-    let restarted = applied(store.put(&key, Expect::Vacant, write("b")).await.unwrap());
+    let restarted = applied(
+        store
+            .put(&key, Expect::Vacant, acquire_write("b"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(restarted.fence, Fence(1), "a delete forgets the fences");
     applied(
         store
@@ -97,7 +73,12 @@ async fn fences_keep_rising_after_a_released_record_expires_and_restart_after_a_
             .await
             .unwrap(),
     );
-    let second = applied(store.put(&key, Expect::Vacant, write("b")).await.unwrap());
+    let second = applied(
+        store
+            .put(&key, Expect::Vacant, acquire_write("b"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(second.fence, Fence(2));
 
     // Released with an expiry time one second ahead: Redis removes the
@@ -127,7 +108,12 @@ async fn fences_keep_rising_after_a_released_record_expires_and_restart_after_a_
     }
     // An expired record leaves the listing too.
     assert!(store.list(None, None, 10).await.unwrap().records.is_empty());
-    let third = applied(store.put(&key, Expect::Vacant, write("c")).await.unwrap());
+    let third = applied(
+        store
+            .put(&key, Expect::Vacant, acquire_write("c"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(
         third.fence,
         Fence(3),
@@ -148,7 +134,12 @@ async fn a_fresh_process_takes_a_crashed_holders_lock_by_the_servers_clock() {
     };
     assert_eq!(store.capabilities().clock, StoreClock::Age);
     let key = LockKey::new("job");
-    let record = applied(store.put(&key, Expect::Vacant, write("a")).await.unwrap());
+    let record = applied(
+        store
+            .put(&key, Expect::Vacant, acquire_write("a"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(record.written, Some(WriteTime::Ago(Duration::ZERO)));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let Some(WriteTime::Ago(age)) = store.get(&key).await.unwrap().unwrap().written else {
@@ -191,12 +182,19 @@ async fn listings_page_by_key_and_keep_partitions_apart() {
     };
     for sort in ["a", "b", "c", "d", "e"] {
         store
-            .put(&LockKey::with_sort("p", sort), Expect::Vacant, write("x"))
+            .put(
+                &LockKey::with_sort("p", sort),
+                Expect::Vacant,
+                acquire_write("x"),
+            )
             .await
             .unwrap();
     }
     for key in [LockKey::new("p"), LockKey::new("p/q"), LockKey::new("pq")] {
-        store.put(&key, Expect::Vacant, write("x")).await.unwrap();
+        store
+            .put(&key, Expect::Vacant, acquire_write("x"))
+            .await
+            .unwrap();
     }
     let mut seen = Vec::new();
     let mut cursor = None;
@@ -237,7 +235,7 @@ async fn a_store_not_reached_is_refused_when_made_and_a_lost_server_is_unavailab
     own.kill();
     let error = timeout(
         LIMIT,
-        lost.put(&LockKey::new("job"), Expect::Vacant, write("a")),
+        lost.put(&LockKey::new("job"), Expect::Vacant, acquire_write("a")),
     )
     .await
     .expect("bounded")
@@ -262,7 +260,7 @@ async fn a_write_whose_reply_is_lost_is_ambiguous() {
     let key = LockKey::with_sort("jobs", "a");
     via.get(&key).await.unwrap();
     proxy.lose_next_replies(1);
-    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, acquire_write("a")))
         .await
         .expect("bounded")
         .unwrap_err();
@@ -277,12 +275,16 @@ async fn a_write_whose_reply_is_lost_is_ambiguous() {
         "the lock's write was not sent"
     );
     // Once a write registered the partition, the next is the script alone.
-    via.put(&LockKey::with_sort("jobs", "c"), Expect::Vacant, write("c"))
-        .await
-        .unwrap();
+    via.put(
+        &LockKey::with_sort("jobs", "c"),
+        Expect::Vacant,
+        acquire_write("c"),
+    )
+    .await
+    .unwrap();
     let key = LockKey::with_sort("jobs", "b");
     proxy.lose_next_replies(1);
-    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, write("a")))
+    let error = timeout(LIMIT, via.put(&key, Expect::Vacant, acquire_write("a")))
         .await
         .expect("bounded")
         .unwrap_err();
@@ -354,7 +356,12 @@ async fn a_release_is_announced_on_the_channel() {
     let mut pubsub = client_.get_async_pubsub().await.unwrap();
     pubsub.subscribe(store.release_channel()).await.unwrap();
     let key = LockKey::with_sort("jobs", "a b");
-    let held = applied(store.put(&key, Expect::Vacant, write("a")).await.unwrap());
+    let held = applied(
+        store
+            .put(&key, Expect::Vacant, acquire_write("a"))
+            .await
+            .unwrap(),
+    );
     store
         .put(&key, Expect::Version(held.rvn.clone()), release_of(&held))
         .await
@@ -495,7 +502,11 @@ async fn a_server_that_evicts_or_refuses_scripts_is_refused_and_acl_users_lock()
         .await
         .unwrap();
     let key = LockKey::new("muted");
-    let held = applied(mute.put(&key, Expect::Vacant, write("a")).await.unwrap());
+    let held = applied(
+        mute.put(&key, Expect::Vacant, acquire_write("a"))
+            .await
+            .unwrap(),
+    );
     let error = mute
         .put(&key, Expect::Version(held.rvn.clone()), release_of(&held))
         .await
@@ -512,7 +523,7 @@ async fn a_server_that_evicts_or_refuses_scripts_is_refused_and_acl_users_lock()
     // Outside its keys: refused, saying what to grant.
     let elsewhere = RedisStore::builder(&url, "other").connect().await.unwrap();
     let error = elsewhere
-        .put(&LockKey::new("job"), Expect::Vacant, write("a"))
+        .put(&LockKey::new("job"), Expect::Vacant, acquire_write("a"))
         .await
         .unwrap_err();
     assert_eq!(error.kind(), StoreErrorKind::Unauthorized, "{error}");
@@ -550,7 +561,7 @@ async fn waiting_for_a_replica_confirms_writes_and_is_ambiguous_without_it() {
     // The replica may still be syncing: the first writes may wait it out.
     let deadline = Instant::now() + LIMIT;
     let held = loop {
-        match store.put(&key, Expect::Vacant, write("a")).await {
+        match store.put(&key, Expect::Vacant, acquire_write("a")).await {
             Ok(outcome) => break applied(outcome),
             Err(error) if error.is_ambiguous() && Instant::now() < deadline => {
                 let _ = store.delete(&key, Expect::Vacant).await;
@@ -733,7 +744,7 @@ async fn an_expiry_redis_cannot_take_is_refused_and_writes_nothing() {
     let key = LockKey::new("far");
     let new = NewRecord {
         expires_at: Some(u64::MAX),
-        ..write("a")
+        ..acquire_write("a")
     };
     let error = store.put(&key, Expect::Vacant, new).await.unwrap_err();
     assert_eq!(error.kind(), StoreErrorKind::Invalid, "{error}");
@@ -769,7 +780,7 @@ async fn the_longest_timeouts_are_taken_without_a_panic() {
     // minute; the caller's own deadline ends the wait.
     let waited = timeout(
         Duration::from_millis(300),
-        slow.put(&LockKey::new("slow"), Expect::Vacant, write("a")),
+        slow.put(&LockKey::new("slow"), Expect::Vacant, acquire_write("a")),
     )
     .await;
     assert!(waited.is_err(), "{waited:?}");

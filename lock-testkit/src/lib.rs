@@ -61,6 +61,7 @@ mod env;
 mod factory;
 pub mod model;
 pub mod proxy;
+pub mod records;
 mod retry;
 pub mod scenarios;
 pub mod sim;

@@ -13,26 +13,14 @@
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, LockClient, LockKey,
-    LockRecord, NewRecord, Outcome, Rvn,
+    AcquireOptions, ConditionalStore, Expect, Fence, LockClient, LockKey, LockRecord, Outcome, Rvn,
 };
 use tokio::time::Instant;
 
+use crate::records::{acquire_write, release_of};
+
 /// Every wait on a future that might never resolve is bounded by this.
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// An acquire-shaped write by `owner`: a fresh RVN, the next fence.
-fn acquire(owner: &str) -> NewRecord {
-    NewRecord {
-        owner: owner.into(),
-        rvn: Rvn::fresh(),
-        lease: Duration::from_secs(20),
-        released: false,
-        fence: FenceUpdate::Next,
-        data: DataUpdate::Keep,
-        expires_at: None,
-    }
-}
 
 /// `future`, or a panic naming `what` after [`LIMIT`].
 async fn bounded<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
@@ -64,21 +52,16 @@ where
         if released {
             let first = match bounded(
                 "a first write",
-                store.put(&key, Expect::Vacant, acquire("x")),
+                store.put(&key, Expect::Vacant, acquire_write("x")),
             )
             .await
             {
                 Ok(Outcome::Applied(first)) => first,
                 other => panic!("trial {trial}: a new key was not vacant: {other:?}"),
             };
-            let release = NewRecord {
-                released: true,
-                fence: FenceUpdate::Keep,
-                ..acquire("x")
-            };
             bounded(
                 "the release",
-                store.put(&key, Expect::Version(first.rvn), release),
+                store.put(&key, Expect::Version(first.rvn.clone()), release_of(&first)),
             )
             .await
             .unwrap_or_else(|error| panic!("trial {trial}: the release: {error}"));
@@ -95,7 +78,7 @@ where
                 let (writer, key) = (writer.clone(), key.clone());
                 tokio::spawn(async move {
                     writer
-                        .put(&key, Expect::Vacant, acquire(&format!("w{i}")))
+                        .put(&key, Expect::Vacant, acquire_write(&format!("w{i}")))
                         .await
                 })
             })

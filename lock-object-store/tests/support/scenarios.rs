@@ -1,28 +1,14 @@
 //! What every service's tests (moto's S3, Azurite) share beyond
-//! `lock_testkit::scenarios`: a write, and a store reaching the service through
-//! a fault proxy.
+//! `lock_testkit::scenarios`: a store reaching the service through a fault
+//! proxy.
 
 use std::time::Duration;
 
-use lock_core::{DataUpdate, FenceUpdate, NewRecord, Rvn};
 use lock_object_store::BucketStore;
 use lock_testkit::proxy::FaultProxy;
 
 /// Every wait on a future that might never resolve is bounded by this.
 pub const LIMIT: Duration = Duration::from_secs(30);
-
-/// An acquire-shaped write by `owner` (a fresh RVN, the next fence).
-pub fn write(owner: &str) -> NewRecord {
-    NewRecord {
-        owner: owner.into(),
-        rvn: Rvn::fresh(),
-        lease: Duration::from_secs(20),
-        released: false,
-        fence: FenceUpdate::Next,
-        data: DataUpdate::Keep,
-        expires_at: None,
-    }
-}
 
 /// A fault proxy in front of the service at `endpoint`, and a store on
 /// `store`'s prefix reaching it through the proxy (made by `at`), with
