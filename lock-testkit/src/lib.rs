@@ -19,7 +19,8 @@
 //!   fault drills against the DynamoDB emulator, PostgreSQL and `lockctl`;
 //!   [`drills`] are the client drills every backend runs through it.
 //! * **Scenarios** — [`scenarios`] need several handles on one real store, as
-//!   separate processes have: racing writers, the client end to end.
+//!   separate processes have: racing writers, the client end to end;
+//!   [`records`] holds the writes store tests make by hand.
 //! * **Reference model** — [`model::ModelStore`] is the store contract as a plain
 //!   value, for model-based tests of any store.
 //!
