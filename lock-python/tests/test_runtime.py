@@ -25,10 +25,27 @@ from conftest import POSTGRES, _need, eventually, make_postgres_store
 Clients = Callable[..., LockClient]
 
 
-def run_script(source: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run ``source`` in a fresh interpreter; fail if it has not exited within ``timeout``."""
+# Python installs its Ctrl-C handler (KeyboardInterrupt) only where SIGINT
+# was not ignored when the interpreter started, and a process started with
+# it ignored (a background job of a shell without job control, as some CI
+# runners start the tests) passes that on. A script that sends itself SIGINT
+# puts the handler a terminal's Python has in place first.
+CTRL_C_HANDLER = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
+def run_script(
+    source: str, timeout: float = 60, ctrl_c: bool = False, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` in a fresh interpreter; fail if it has not exited within ``timeout``.
+
+    With ``ctrl_c``, SIGINT raises ``KeyboardInterrupt`` in it, as at a
+    terminal, whatever the test process inherited.
+    """
+    script = textwrap.dedent(source)
+    if ctrl_c:
+        script = CTRL_C_HANDLER + script
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(source)],
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -87,7 +104,8 @@ def test_ctrl_c_interrupts_a_blocking_acquire_promptly_and_leaves_nothing_held()
             result = {"interrupted": True, "latency": latency, "bob_holds": bob.held_keys(),
                       "released": info.released, "owner": info.owner}
         print(json.dumps(result))
-        """
+        """,
+        ctrl_c=True,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -370,7 +388,8 @@ def test_ctrl_c_during_wait_unsafe_release_and_close_stops_the_wait_not_the_rele
         result["closed_released"] = checker.get_lock("close").released
         checker.close()
         print(json.dumps(result))
-        """
+        """,
+        ctrl_c=True,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
