@@ -1,5 +1,6 @@
 //! `lockctl --store redis://host:port?prefix=...`: the same commands in the
-//! Redis test server (started by `./scripts/test`).
+//! Redis test server, and with `valkey://` in the Valkey one (both started by
+//! `./scripts/test`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)] // each test binary uses part of the shared set-up
@@ -37,6 +38,28 @@ fn acquire_show_list_and_release_by_version() {
     let Some(env) = Env::redis("acquire") else {
         return;
     };
+    acquire_show_list_and_release(&env);
+}
+
+#[test]
+fn on_valkey_acquire_show_list_and_release_by_version() {
+    let Some(env) = Env::valkey("acquire") else {
+        return;
+    };
+    acquire_show_list_and_release(&env);
+}
+
+#[test]
+fn on_valkey_concurrent_runs_never_overlap_and_fences_increase() {
+    let Some(env) = Env::valkey("overlap") else {
+        return;
+    };
+    support::concurrent_runs_never_overlap_and_fences_increase(&env);
+}
+
+/// One holder acquires `deploy` (fence 1, a version), a second is refused
+/// after waiting, `list` shows it, and a release by that version frees it.
+fn acquire_show_list_and_release(env: &Env) {
     let out = env.run(&[
         "acquire", "deploy", "--lease", "30s", "--owner", "script-1", "-o", "json",
     ]);

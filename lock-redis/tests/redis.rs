@@ -3,6 +3,11 @@
 //! the server's clock, errors, the client end to end, the shared fault
 //! drills through a TCP fault proxy, and the checks made when a store
 //! connects, on servers the tests start themselves.
+//!
+//! Compiled twice: as the test binary `redis` it runs on Redis, and as a
+//! module of the test binary `valkey` (`tests/valkey.rs`) on Valkey, each on
+//! the server `./scripts/test` started for it and servers of its own started
+//! with the same binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)] // each test binary uses part of the shared set-up
@@ -22,7 +27,7 @@ use support::{LIMIT, client, command, fresh_store, start_server, store_at, url};
 use tokio::time::{Instant, timeout};
 
 mod conformance {
-    lock_testkit::conformance_suite!(crate::support::PrefixFactory);
+    lock_testkit::conformance_suite!(super::support::PrefixFactory);
 }
 
 /// A store on `store`'s prefix reaching Redis through a new fault proxy.

@@ -157,10 +157,23 @@ impl Env {
     pub fn redis(prefix: &str) -> Option<Self> {
         let url =
             lock_testkit::server_from_env("LOCK_REDIS_URL", "LOCK_REDIS_SKIP", "lockctl Redis")?;
+        Some(Self::redis_at(prefix, &url))
+    }
+
+    /// Locks under a fresh prefix of the Valkey test server, named with a
+    /// `valkey://` URL.
+    pub fn valkey(prefix: &str) -> Option<Self> {
+        let url =
+            lock_testkit::server_from_env("LOCK_VALKEY_URL", "LOCK_VALKEY_SKIP", "lockctl Valkey")?;
+        let url = url.replacen("redis://", "valkey://", 1);
+        Some(Self::redis_at(prefix, &url))
+    }
+
+    fn redis_at(prefix: &str, url: &str) -> Self {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let dir = std::env::temp_dir().join(format!("lockctl-{prefix}-{id}"));
         std::fs::create_dir_all(&dir).unwrap();
-        Some(Self {
+        Self {
             endpoint: String::new(),
             table: String::new(),
             dir,
@@ -168,7 +181,7 @@ impl Env {
             postgres: None,
             bucket: None,
             store_url: Some(format!("{url}?prefix=cli-{prefix}-{id}")),
-        })
+        }
     }
 
     /// The same table through another PostgreSQL connection string (another

@@ -1,6 +1,10 @@
 //! Shared set-up of the Redis tests: the server `./scripts/test` started,
 //! stores under fresh prefixes, a factory for the conformance suite, and
 //! servers a test starts itself (another policy, a replica, ACL users).
+//!
+//! `tests/redis.rs` is compiled twice: as the test binary `redis`, on Redis,
+//! and into the binary `valkey` (`tests/valkey.rs`), on Valkey. Which server
+//! a binary uses is decided here, by the name of the binary.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -13,11 +17,48 @@ use lock_testkit::{Cleanup, FreshStore, StoreFactory};
 /// Every wait on a future that might never resolve is bounded by this.
 pub const LIMIT: Duration = Duration::from_secs(30);
 
-/// The test server (`redis://127.0.0.1:PORT`), from `LOCK_REDIS_URL` (set by
-/// `./scripts/test`). Without it the test fails and says how to run it,
-/// unless `LOCK_REDIS_SKIP=1` asks to skip, which is printed.
+/// The server this test binary runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    Redis,
+    Valkey,
+}
+
+impl Server {
+    /// Valkey for the test binary `valkey`, Redis for every other.
+    pub fn of_this_binary() -> Self {
+        if env!("CARGO_CRATE_NAME") == "valkey" {
+            Self::Valkey
+        } else {
+            Self::Redis
+        }
+    }
+
+    /// The variables `./scripts/test` sets: the URL, the one asking to skip,
+    /// and the binary tests start servers of their own with.
+    fn variables(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Self::Redis => ("LOCK_REDIS_URL", "LOCK_REDIS_SKIP", "LOCK_REDIS_BIN"),
+            Self::Valkey => ("LOCK_VALKEY_URL", "LOCK_VALKEY_SKIP", "LOCK_VALKEY_BIN"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Redis => "Redis",
+            Self::Valkey => "Valkey",
+        }
+    }
+}
+
+/// The test server (`redis://127.0.0.1:PORT`), from `LOCK_REDIS_URL`, or
+/// `LOCK_VALKEY_URL` in the `valkey` binary (set by `./scripts/test`).
+/// Without it the test fails and says how to run it, unless
+/// `LOCK_REDIS_SKIP=1` (`LOCK_VALKEY_SKIP=1`) asks to skip, which is printed.
 pub fn url() -> Option<String> {
-    lock_testkit::server_from_env("LOCK_REDIS_URL", "LOCK_REDIS_SKIP", "Redis")
+    let server = Server::of_this_binary();
+    let (url, skip, _) = server.variables();
+    lock_testkit::server_from_env(url, skip, server.name())
 }
 
 /// A prefix no other test uses.
@@ -84,15 +125,15 @@ pub fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-/// A Redis server a test started; killed and its directory removed on drop.
+/// A server a test started; killed and its directory removed on drop.
 #[derive(Debug)]
-pub struct Server {
+pub struct OwnServer {
     pub port: u16,
     child: Child,
     dir: std::path::PathBuf,
 }
 
-impl Server {
+impl OwnServer {
     /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
@@ -105,7 +146,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for OwnServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -113,16 +154,18 @@ impl Drop for Server {
 }
 
 /// A server of the test's own, with the binary `./scripts/test` installed
-/// (`LOCK_REDIS_BIN`) and `extra` arguments; `None` when the Redis tests are
-/// skipped. Waits until it answers `PING`.
-pub async fn start_server(extra: &[&str]) -> Option<Server> {
+/// (`LOCK_REDIS_BIN`, or `LOCK_VALKEY_BIN` in the `valkey` binary) and
+/// `extra` arguments; `None` when the tests are skipped. Waits until it
+/// answers `PING`.
+pub async fn start_server(extra: &[&str]) -> Option<OwnServer> {
     url()?;
-    let binary = std::env::var("LOCK_REDIS_BIN").unwrap_or_else(|_| "redis-server".into());
+    let (_, _, binary) = Server::of_this_binary().variables();
+    let binary = std::env::var(binary).unwrap_or_else(|_| "redis-server".into());
     let port = free_port();
     let dir =
         std::env::temp_dir().join(format!("lock-redis-test-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("a directory for the server");
-    let child = Command::new(binary)
+    let child = Command::new(&binary)
         .args([
             "--port",
             &port.to_string(),
@@ -139,8 +182,8 @@ pub async fn start_server(extra: &[&str]) -> Option<Server> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start redis-server (LOCK_REDIS_BIN, or redis-server on PATH)");
-    let server = Server { port, child, dir };
+        .unwrap_or_else(|error| panic!("start {binary}: {error}"));
+    let server = OwnServer { port, child, dir };
     let deadline = tokio::time::Instant::now() + LIMIT;
     loop {
         let client = lock_redis::redis::Client::open(server.url()).expect("a valid URL");
