@@ -42,9 +42,11 @@ fn writes(calls: &[support::Served]) -> usize {
     calls.iter().filter(|call| call.op != "get").count()
 }
 
-/// Sleeps in 1 ms steps until `view` has served a read after its first
-/// `seen` calls: the instant just after one of the waiter's polls, so its
-/// next poll is at least half a poll period away whatever the jitter drew.
+/// Sleeps in 1 ms steps until `view` has served a read it had not served
+/// before: the instant just after one of the waiter's polls (at most 1 ms
+/// after it), so its next poll is at least half a poll period minus 1 ms
+/// away whatever the jitter drew. The caller must act at once, with no
+/// other await in between, for that bound to hold.
 async fn just_after_a_poll(view: &Delayed) {
     let seen = view.served().len();
     let polled = async {
@@ -164,8 +166,9 @@ async fn a_false_announcement_costs_one_refused_write_and_takes_nothing() {
     taken.release().await.unwrap();
 }
 
-/// A waiter for one lock is not woken by the release of another: it goes on
-/// polling (reads) and writes nothing while its lock's holder is alive.
+/// A waiter for one lock is not woken by the release of another: released
+/// just after one of the waiter's polls, it makes no call at all until its
+/// next poll is due (half a period at the earliest), and that poll reads.
 #[tokio::test(start_paused = true)]
 async fn a_release_of_another_lock_wakes_nobody_else() {
     let store = store(true);
@@ -182,10 +185,19 @@ async fn a_release_of_another_lock_wakes_nobody_else() {
             .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
             .await
     });
-    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    just_after_a_poll(&view).await;
     let before = view.served().len();
     other.release().await.unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // At most 1 ms has passed since the poll (paused time moves in whole
+    // milliseconds), and the next poll is 500 ms after it at the earliest.
+    tokio::time::sleep(POLL / 2 - Duration::from_millis(2)).await;
+    let quiet = &view.served()[before..];
+    assert!(
+        quiet.is_empty(),
+        "woken by another lock's release: {quiet:?}"
+    );
+    tokio::time::sleep(POLL).await;
     let since = &view.served()[before..];
     assert_eq!(writes(since), 0, "the waiter only polled: {since:?}");
     assert!(!since.is_empty(), "and it did poll");

@@ -14,7 +14,7 @@ use lock_core::ConditionalStore;
 use lock_object_store::BucketStore;
 use lock_testkit::drills;
 use lock_testkit::proxy::{FaultProxy, ProxyMode};
-use support::scenarios;
+use lock_testkit::scenarios;
 use support::{azure_store_at, azurite_endpoint, fresh_azure_store};
 
 mod conformance {
@@ -32,7 +32,7 @@ async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
     let writers: Vec<BucketStore> = (0..8)
         .map(|_| azure_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5)))
         .collect();
-    lock_testkit::scenarios::racing_writers(&store, &writers, 30).await;
+    scenarios::racing_writers(&store, &writers, 30).await;
 }
 
 #[tokio::test]
@@ -51,13 +51,13 @@ async fn the_client_acquires_heartbeats_takes_over_and_releases() {
     };
     let endpoint = azurite_endpoint().unwrap();
     let other = azure_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5));
-    lock_testkit::scenarios::client_end_to_end(store, other).await;
+    scenarios::client_end_to_end(store, other).await;
 }
 
 /// A store on `store`'s prefix reaching Azurite through a new fault proxy.
 fn proxied(store: &BucketStore) -> (FaultProxy, BucketStore) {
     let endpoint = azurite_endpoint().expect("the store was made, so there is a server");
-    scenarios::proxied(&endpoint, store, azure_store_at)
+    support::proxied::through_proxy(&endpoint, store, azure_store_at)
 }
 
 #[tokio::test]

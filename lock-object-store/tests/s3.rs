@@ -14,10 +14,10 @@ use lock_core::{
     Outcome, StoreErrorKind,
 };
 use lock_object_store::{BucketError, BucketStore};
-use lock_testkit::drills;
 use lock_testkit::proxy::{FaultProxy, ProxyMode, ScriptedFault};
 use lock_testkit::records::acquire_write;
-use support::scenarios::{self, LIMIT};
+use lock_testkit::{drills, scenarios};
+use support::proxied::{LIMIT, through_proxy};
 use support::{fresh_s3_store, s3_endpoint, s3_store_at};
 use tokio::time::{Instant, timeout};
 
@@ -28,7 +28,7 @@ mod conformance {
 /// A store on `store`'s prefix reaching moto through a new fault proxy.
 fn proxied(store: &BucketStore) -> (FaultProxy, BucketStore) {
     let endpoint = s3_endpoint().expect("the store was made, so there is a server");
-    scenarios::proxied(&endpoint, store, s3_store_at)
+    through_proxy(&endpoint, store, s3_store_at)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,7 +40,7 @@ async fn racing_writers_on_one_key_have_exactly_one_winner_every_time() {
     let writers: Vec<BucketStore> = (0..8)
         .map(|_| s3_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5)))
         .collect();
-    lock_testkit::scenarios::racing_writers(&store, &writers, 30).await;
+    scenarios::racing_writers(&store, &writers, 30).await;
 }
 
 #[tokio::test]
@@ -127,7 +127,7 @@ async fn the_client_acquires_heartbeats_takes_over_and_releases() {
     };
     let endpoint = s3_endpoint().unwrap();
     let other = s3_store_at(&endpoint, store.prefix().as_ref(), Duration::from_secs(5));
-    lock_testkit::scenarios::client_end_to_end(store, other).await;
+    scenarios::client_end_to_end(store, other).await;
 }
 
 #[tokio::test]

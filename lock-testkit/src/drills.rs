@@ -50,7 +50,7 @@ fn client(store: impl ConditionalStore, owner: &str) -> LockClient {
 }
 
 /// `future`, or a panic naming `what` after [`LIMIT`].
-async fn bounded<T>(what: &str, future: impl Future<Output = T>) -> T {
+pub(crate) async fn bounded<T>(what: &str, future: impl Future<Output = T>) -> T {
     tokio::time::timeout(LIMIT, future)
         .await
         .unwrap_or_else(|_| panic!("{what} did not finish within {LIMIT:?}"))

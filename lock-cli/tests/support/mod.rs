@@ -442,7 +442,7 @@ pub fn wait_for_file(path: &Path, limit: Duration) -> String {
 /// the runs take turns (never two inside the script at once) and the fences
 /// rise 1, 2, 3 in the order they ran.
 pub fn concurrent_runs_never_overlap_and_fences_increase(env: &Env) {
-    const LIMIT: Duration = Duration::from_secs(30);
+    const LIMIT: Duration = Duration::from_secs(60);
     let log = env.path("log");
     let script = format!(
         "echo \"start $LOCK_FENCE\" >> {log}; sleep 0.3; echo \"end $LOCK_FENCE\" >> {log}",

@@ -20,7 +20,7 @@ use lock_object_store::object_store::{
 };
 use lock_testkit::{Cleanup, FreshStore, StoreFactory};
 
-pub mod scenarios;
+pub mod proxied;
 
 /// What the wrapper does to the next PUT.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

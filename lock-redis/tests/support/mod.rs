@@ -43,6 +43,14 @@ impl Server {
         }
     }
 
+    /// The server's binary where no variable names one.
+    fn binary_on_path(self) -> &'static str {
+        match self {
+            Self::Redis => "redis-server",
+            Self::Valkey => "valkey-server",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::Redis => "Redis",
@@ -154,13 +162,15 @@ impl Drop for OwnServer {
 }
 
 /// A server of the test's own, with the binary `./scripts/test` installed
-/// (`LOCK_REDIS_BIN`, or `LOCK_VALKEY_BIN` in the `valkey` binary) and
+/// (`LOCK_REDIS_BIN`, or `LOCK_VALKEY_BIN` in the `valkey` binary; else
+/// `redis-server` or `valkey-server` on the PATH) and
 /// `extra` arguments; `None` when the tests are skipped. Waits until it
 /// answers `PING`.
 pub async fn start_server(extra: &[&str]) -> Option<OwnServer> {
     url()?;
-    let (_, _, binary) = Server::of_this_binary().variables();
-    let binary = std::env::var(binary).unwrap_or_else(|_| "redis-server".into());
+    let server = Server::of_this_binary();
+    let (_, _, binary) = server.variables();
+    let binary = std::env::var(binary).unwrap_or_else(|_| server.binary_on_path().into());
     let port = free_port();
     let dir =
         std::env::temp_dir().join(format!("lock-redis-test-{}", uuid::Uuid::new_v4().simple()));

@@ -1,6 +1,5 @@
-//! What every service's tests (moto's S3, Azurite) share beyond
-//! `lock_testkit::scenarios`: a store reaching the service through a fault
-//! proxy.
+//! A store reaching the service (moto's S3, Azurite) through a fault proxy,
+//! for the shared drills.
 
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ pub const LIMIT: Duration = Duration::from_secs(30);
 /// A fault proxy in front of the service at `endpoint`, and a store on
 /// `store`'s prefix reaching it through the proxy (made by `at`), with
 /// requests that time out well inside the drills' leases.
-pub fn proxied(
+pub fn through_proxy(
     endpoint: &str,
     store: &BucketStore,
     at: impl Fn(&str, &str, Duration) -> BucketStore,
