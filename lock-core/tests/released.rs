@@ -110,11 +110,7 @@ async fn an_announced_waiter_tries_with_one_write() {
     let view = waiters_view(&store);
     let waiter = client(view.clone(), "waiter");
     let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
-    let waiting = tokio::spawn(async move {
-        waiter
-            .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
-            .await
-    });
+    let waiting = support::waiting(&waiter, "job", support::wait(Duration::from_secs(60)));
     tokio::time::sleep(Duration::from_millis(1_300)).await;
     just_after_a_poll(&view).await;
     let before = view.served().len();
@@ -137,11 +133,7 @@ async fn a_false_announcement_costs_one_refused_write_and_takes_nothing() {
     let view = waiters_view(&store);
     let waiter = client(view.clone(), "waiter");
     let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
-    let waiting = tokio::spawn(async move {
-        waiter
-            .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
-            .await
-    });
+    let waiting = support::waiting(&waiter, "job", support::wait(Duration::from_secs(60)));
     tokio::time::sleep(Duration::from_millis(2_300)).await;
     let before = view.served().len();
     store.announce_release(&LockKey::new("job"));
@@ -180,11 +172,7 @@ async fn a_release_of_another_lock_wakes_nobody_else() {
         .acquire("other", AcquireOptions::new())
         .await
         .unwrap();
-    let waiting = tokio::spawn(async move {
-        waiter
-            .acquire("job", AcquireOptions::new().wait(Duration::from_secs(60)))
-            .await
-    });
+    let waiting = support::waiting(&waiter, "job", support::wait(Duration::from_secs(60)));
     tokio::time::sleep(Duration::from_millis(1_300)).await;
     just_after_a_poll(&view).await;
     let before = view.served().len();

@@ -301,13 +301,11 @@ impl RedisStoreBuilder {
             seed: client,
             timeouts: self.timeouts,
         };
-        let mut connection = single
-            .open()
-            .await
-            .map_err(|source| StoreConfigError::Connect {
-                url: shown.clone(),
-                source,
-            })?;
+        let not_connected = |source| StoreConfigError::Connect {
+            url: shown.clone(),
+            source,
+        };
+        let mut connection = single.open().await.map_err(not_connected)?;
         let cluster = check_server(&mut connection, &shown).await?;
         let (connector, connection) = if cluster {
             // A cluster node: the cluster client, found from it, sends each
@@ -324,14 +322,7 @@ impl RedisStoreBuilder {
                 target: Target::Cluster(client),
                 ..single
             };
-            let connection =
-                connector
-                    .open()
-                    .await
-                    .map_err(|source| StoreConfigError::Connect {
-                        url: shown.clone(),
-                        source,
-                    })?;
+            let connection = connector.open().await.map_err(not_connected)?;
             (connector, connection)
         } else {
             (single, connection)
