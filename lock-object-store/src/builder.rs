@@ -157,7 +157,9 @@ impl BucketStoreBuilder {
             }
         };
         let location = url.trim_end_matches('/').to_owned();
-        self.finish(objects, prefix, location, true)
+        // S3's ETag is the body's MD5; the others change on every write.
+        let unique_versions = !matches!(scheme, ObjectStoreScheme::AmazonS3);
+        self.finish(objects, prefix, location, true, unique_versions)
     }
 
     /// A store on `objects`, an `ObjectStore` of the caller's own (its own
@@ -183,7 +185,7 @@ impl BucketStoreBuilder {
             reason: e.to_string(),
         })?;
         let location = format!("{objects}/{path}");
-        self.finish(objects, path, location, false)
+        self.finish(objects, path, location, false, false)
     }
 
     fn check(&self) -> Result<(), StoreConfigError> {
@@ -202,6 +204,7 @@ impl BucketStoreBuilder {
         prefix: Path,
         location: String,
         sends_once: bool,
+        unique_versions: bool,
     ) -> Result<BucketStore, StoreConfigError> {
         if prefix.as_ref().len() > MAX_PREFIX_BYTES {
             return Err(StoreConfigError::InvalidPrefix {
@@ -219,6 +222,7 @@ impl BucketStoreBuilder {
             location,
             remembered,
             sends_once,
+            unique_versions,
         ))
     }
 

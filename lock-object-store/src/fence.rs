@@ -7,11 +7,28 @@
 //! wrote it and the key of that fence's lock. [`FencedObjects::put`] reads
 //! the object's metadata (a `HEAD`), decides with the rule of
 //! [`lock_core::fencing`] (no fence yet, or the same lock's at least as
-//! high), and writes on the ETag it read (`If-Match`; `If-None-Match: *`
-//! for an object that does not exist), so nothing can slip in between: an
-//! object changed since the read makes the write fail, and the put reads
-//! and decides again. Two requests per write; see the repository's
-//! `docs/fencing.md` for what it costs against a plain `PUT`.
+//! high), and writes on the version it read (`If-Match` on the ETag, or
+//! GCS's generation; `If-None-Match: *` for an object that does not
+//! exist), so nothing can slip in between: an object changed since the
+//! read makes the write fail, and the put reads and decides again. Two
+//! requests per write; see the repository's `docs/fencing.md` for what it
+//! costs against a plain `PUT`.
+//!
+//! # What the write relies on: a version no earlier write had
+//!
+//! The condition is only as good as the version it names. Azure's ETag and
+//! GCS's generation change on every write, but S3's ETag (and MinIO's,
+//! R2's, moto's) is the MD5 of the body: a newer holder that writes the
+//! same bytes as an older one gives the object back an ETag a paused,
+//! stale holder may have read, and that holder's `If-Match` would pass. So
+//! by default every fenced write ends the object's body with a *write tag*
+//! (a fresh UUID, 36 bytes) that its metadata names
+//! ([`WRITE_TAG_METADATA`]): no two fenced writes have the same bytes, and
+//! so no two have the same ETag. [`FencedObjects::get`] takes the tag off;
+//! a reader of the raw object sees it at the end. On a store whose version
+//! changes on every write, [`FencedObjects::versions_change_on_every_write`]
+//! writes the bytes as given (a [`BucketStore`](crate::BucketStore) built
+//! from an `az://`, `gs://` or `memory://` URL does so itself).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -52,6 +69,9 @@ pub const FENCE_METADATA: &str = "lock_fence";
 /// The metadata entry the key of the fence's lock is kept in
 /// (percent-encoded: metadata travels in HTTP headers).
 pub const FENCE_LOCK_METADATA: &str = "lock_fence_lock";
+/// The metadata entry naming the write tag at the end of the object's body
+/// (see [what the write relies on](self#what-the-write-relies-on-a-version-no-earlier-write-had)).
+pub const WRITE_TAG_METADATA: &str = "lock_fence_tag";
 /// The longest object name taken, in bytes (S3's and GCS's limit).
 pub const MAX_OBJECT_NAME_BYTES: usize = 1_024;
 
@@ -95,6 +115,9 @@ pub struct FencedObjects {
     objects: Arc<dyn ObjectStore>,
     /// Objects under this prefix are locks' records, never written here.
     locks: Option<Path>,
+    /// Every write of the store gets a version no earlier write had, so
+    /// bodies need no write tag.
+    unique_versions: bool,
 }
 
 /// What the object shows of the fence that wrote it.
@@ -106,11 +129,13 @@ struct Current {
 
 impl FencedObjects {
     /// Fenced objects in `objects` (any object store with conditional
-    /// writes: S3, GCS, Azure, in memory).
+    /// writes: S3, GCS, Azure, in memory), each body ending with a write
+    /// tag (see [what the write relies on](self#what-the-write-relies-on-a-version-no-earlier-write-had)).
     pub fn new(objects: Arc<dyn ObjectStore>) -> Self {
         Self {
             objects,
             locks: None,
+            unique_versions: false,
         }
     }
 
@@ -118,9 +143,20 @@ impl FencedObjects {
     /// its locks).
     pub(crate) fn beside_locks(objects: Arc<dyn ObjectStore>, prefix: Path) -> Self {
         Self {
-            objects,
             locks: Some(prefix),
+            ..Self::new(objects)
         }
+    }
+
+    /// Write the bytes as given, with no write tag: only for a store whose
+    /// version (the ETag `If-Match` compares, or GCS's generation) changes
+    /// on every write, also a write of the same bytes: Azure Blob Storage,
+    /// Google Cloud Storage, object_store's `InMemory`. **Not S3** nor an
+    /// S3-compatible service: there a stale holder's write would be
+    /// admitted after a newer holder wrote the bytes it had read.
+    pub fn versions_change_on_every_write(mut self, unique: bool) -> Self {
+        self.unique_versions = unique;
+        self
     }
 
     /// Write `payload` to the object `path` with fence `fence` of the lock
@@ -140,7 +176,21 @@ impl FencedObjects {
     ) -> Result<PutResult, ObjectFenceError> {
         let lock = lock.to_string();
         let location = self.check(path, &lock, fence)?;
-        let payload = payload.into();
+        let (payload, tag) = if self.unique_versions {
+            (payload.into(), None)
+        } else {
+            // One tag for every try of this put: the bytes are this write's.
+            let tag = lock_core::Rvn::fresh();
+            let tagged = payload
+                .into()
+                .iter()
+                .cloned()
+                .chain(std::iter::once(bytes::Bytes::copy_from_slice(
+                    tag.as_str().as_bytes(),
+                )))
+                .collect::<PutPayload>();
+            (tagged, Some(tag))
+        };
         for _ in 0..RACED_WRITES {
             let current = self.head(&location).await?;
             let fenced = current.as_ref().and_then(|current| current.fenced.as_ref());
@@ -164,6 +214,12 @@ impl FencedObjects {
                 Attribute::Metadata(FENCE_LOCK_METADATA.into()),
                 AttributeValue::from(utf8_percent_encode(&lock, NON_ALPHANUMERIC).to_string()),
             );
+            if let Some(tag) = &tag {
+                attributes.insert(
+                    Attribute::Metadata(WRITE_TAG_METADATA.into()),
+                    AttributeValue::from(tag.as_str().to_owned()),
+                );
+            }
             let options = PutOptions {
                 mode,
                 attributes,
@@ -193,7 +249,8 @@ impl FencedObjects {
     }
 
     /// The object `path` and the fence that wrote it (`None` for an object
-    /// no fenced write wrote), or `None` if there is no such object.
+    /// no fenced write wrote), or `None` if there is no such object. The
+    /// bytes are those the write was given: a write tag is taken off.
     pub async fn get(
         &self,
         path: &str,
@@ -209,10 +266,18 @@ impl FencedObjects {
             Err(source) => return Err(read_error(path, source)),
         };
         let fence = fenced(&result.attributes).map(|(_, fence)| fence);
+        let tag = result
+            .attributes
+            .get(&Attribute::Metadata(WRITE_TAG_METADATA.into()))
+            .map(|tag| tag.as_ref().to_owned());
         let bytes = result
             .bytes()
             .await
             .map_err(|source| read_error(path, source))?;
+        let bytes = match tag {
+            Some(tag) if bytes.ends_with(tag.as_bytes()) => bytes.slice(..bytes.len() - tag.len()),
+            _ => bytes,
+        };
         Ok(Some((bytes, fence)))
     }
 
@@ -288,8 +353,11 @@ fn fenced(attributes: &Attributes) -> Option<(String, Fence)> {
 
 impl crate::BucketStore {
     /// Fenced objects in this store's bucket, outside its lock prefix (see
-    /// [`FencedObjects`]): paths are from the bucket's root.
+    /// [`FencedObjects`]): paths are from the bucket's root. Bodies carry a
+    /// write tag unless the store was built from a URL of a service whose
+    /// versions change on every write (`az://`, `gs://`, `memory://`).
     pub fn fenced_objects(&self) -> FencedObjects {
         FencedObjects::beside_locks(self.object_store().clone(), self.prefix().clone())
+            .versions_change_on_every_write(self.inner.unique_versions)
     }
 }

@@ -63,6 +63,10 @@ pub(crate) struct Inner {
     /// A store of the caller's own may have re-sent a PUT that applied, so
     /// there every failed write is ambiguous.
     pub sends_once: bool,
+    /// Every write gets a version no earlier write had (Azure's ETags,
+    /// GCS's generations, `InMemory`), unlike S3's ETag, the body's MD5:
+    /// fenced objects need no write tag.
+    pub unique_versions: bool,
 }
 
 impl std::fmt::Debug for BucketStore {
@@ -92,6 +96,7 @@ impl BucketStore {
         url: String,
         remembered: NonZeroUsize,
         sends_once: bool,
+        unique_versions: bool,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -100,6 +105,7 @@ impl BucketStore {
                 versions: Versions::new(remembered),
                 url,
                 sends_once,
+                unique_versions,
             }),
         }
     }

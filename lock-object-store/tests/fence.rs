@@ -8,6 +8,10 @@
 #[allow(dead_code)] // each test binary uses part of the shared set-up
 mod support;
 
+use support::stale_put::{
+    ContentHashed, Holding, a_stale_write_held_past_a_takeover_that_wrote_the_same_bytes_is_refused,
+};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -188,6 +192,40 @@ mod s3 {
         }
     }
 
+    /// S3's ETag is the MD5 of the body: the takeover's write of the same
+    /// bytes gives the object back the ETag the stale holder read.
+    #[tokio::test]
+    async fn a_stale_write_held_past_a_takeover_that_wrote_the_same_bytes_is_refused() {
+        if let Some(store) = support::fresh_s3_store().await {
+            let holding = Holding::new(store.object_store().clone());
+            let objects = FencedObjects::new(holding.clone());
+            let path = format!("{}/same-bytes", data(&store));
+            super::a_stale_write_held_past_a_takeover_that_wrote_the_same_bytes_is_refused(
+                holding, objects, &path,
+            )
+            .await;
+        }
+    }
+
+    /// The same through the store's own fenced objects (what Python's
+    /// `BucketStore.fenced_put` uses).
+    #[tokio::test]
+    async fn the_bucket_stores_fenced_objects_refuse_a_stale_write_of_the_same_bytes() {
+        if let Some(store) = support::fresh_s3_store().await {
+            let holding = Holding::new(store.object_store().clone());
+            let on_holding = lock_object_store::BucketStore::builder()
+                .build_with_store(holding.clone(), store.prefix().as_ref())
+                .unwrap();
+            let path = format!("{}/same-bytes", data(&store));
+            super::a_stale_write_held_past_a_takeover_that_wrote_the_same_bytes_is_refused(
+                holding,
+                on_holding.fenced_objects(),
+                &path,
+            )
+            .await;
+        }
+    }
+
     #[tokio::test]
     async fn bad_input_is_refused_before_any_request() {
         if let Some(store) = support::fresh_s3_store().await {
@@ -225,6 +263,20 @@ mod azure {
         }
     }
 
+    #[tokio::test]
+    async fn a_stale_write_held_past_a_takeover_that_wrote_the_same_bytes_is_refused() {
+        if let Some(store) = support::fresh_azure_store() {
+            let holding = Holding::new(store.object_store().clone());
+            let path = format!("{}/same-bytes", data(&store));
+            super::a_stale_write_held_past_a_takeover_that_wrote_the_same_bytes_is_refused(
+                holding.clone(),
+                FencedObjects::new(holding),
+                &path,
+            )
+            .await;
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn racing_writers_never_have_a_lower_fence_admitted_after_a_higher_one() {
         if let Some(store) = support::fresh_azure_store() {
@@ -243,4 +295,24 @@ async fn racing_writers_in_memory_never_have_a_lower_fence_admitted_after_a_high
     let objects = FencedObjects::new(Arc::new(InMemory::new()));
     racing_writers_never_have_a_lower_fence_admitted_after_a_higher_one(objects, "race".to_owned())
         .await;
+}
+
+/// In memory, with versions that change on every write (object_store's own
+/// `InMemory`) and with ETags that hash the body, as S3's do.
+#[tokio::test]
+async fn in_memory_a_stale_write_held_past_a_takeover_that_wrote_the_same_bytes_is_refused() {
+    let holding = Holding::new(Arc::new(InMemory::new()));
+    a_stale_write_held_past_a_takeover_that_wrote_the_same_bytes_is_refused(
+        holding.clone(),
+        FencedObjects::new(holding),
+        "same-bytes",
+    )
+    .await;
+    let hashed = Holding::new(Arc::new(ContentHashed::default()));
+    a_stale_write_held_past_a_takeover_that_wrote_the_same_bytes_is_refused(
+        hashed.clone(),
+        FencedObjects::new(hashed),
+        "same-bytes",
+    )
+    .await;
 }

@@ -262,6 +262,29 @@ def test_a_stale_holders_object_write_is_refused_and_the_newer_one_kept() -> Non
         store.fenced_put("a//b", b"x", fresh)
 
 
+def test_a_takeover_that_writes_the_same_bytes_changes_the_objects_etag() -> None:
+    """S3's ETag is the MD5 of the body: were a newer holder's write of the
+    same bytes to give the object back the ETag an older holder read, that
+    holder's ``If-Match`` write would be admitted after it. Every fenced
+    write's body ends with a write tag of its own, which reads take off."""
+    boto3 = pytest.importorskip("boto3")
+    store = make_bucket_store()
+    stale, fresh = two_locks(store, "reports")
+    path = f"data-{uuid.uuid4().hex[:12]}/today.csv"
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=_need(S3, "LOCK_S3_ENDPOINT"),
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    store.fenced_put(path, b"C", stale)
+    read_by_the_stale_holder = s3.head_object(Bucket=BUCKET, Key=path)["ETag"]
+    store.fenced_put(path, b"C", fresh)
+    assert s3.head_object(Bucket=BUCKET, Key=path)["ETag"] != read_by_the_stale_holder
+    assert store.fenced_get(path) == (b"C", fresh.fence)
+
+
 def test_a_fenced_write_the_store_fails_says_whether_trying_again_can_help() -> None:
     endpoint = _need(S3, "LOCK_S3_ENDPOINT")
     store = make_bucket_store()

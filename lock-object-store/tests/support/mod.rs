@@ -21,6 +21,7 @@ use lock_object_store::object_store::{
 use lock_testkit::{Cleanup, FreshStore, StoreFactory};
 
 pub mod proxied;
+pub mod stale_put;
 
 /// What the wrapper does to the next PUT.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
