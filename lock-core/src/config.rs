@@ -249,6 +249,7 @@ impl LockClientBuilder {
         {
             return Err(ConfigError::ClockDifferenceWithoutWriteTimes);
         }
+        warn_if_fences_restart(&self.store.capabilities());
         let owner = match &self.owner {
             Some(owner) if owner.trim().is_empty() => return Err(ConfigError::EmptyOwner),
             Some(owner) => owner.clone(),
@@ -268,6 +269,25 @@ impl LockClientBuilder {
             clock_trust: self.clock_trust,
             lock_delay: self.lock_delay,
         })
+    }
+}
+
+/// Says once per process, at warn, that a store starts a key's fences again
+/// after its record is deleted: a fence from it checked at a resource can
+/// then admit a stale holder. Not an error: a lock whose record is never
+/// deleted, or whose fences nobody checks, is safe on it.
+fn warn_if_fences_restart(caps: &crate::Capabilities) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if caps.fences_after_deletion == crate::FencesAfterDeletion::Restart
+        && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        tracing::warn!(
+            "this lock store starts a key's fences again at 1 when its record is deleted \
+             (Capabilities::fences_after_deletion is Restart): a holder paused across a \
+             deletion keeps a fence the next holders may be given again, and a resource \
+             checking fences would admit its stale writes; never delete the records of \
+             locks whose fences a resource checks"
+        );
     }
 }
 

@@ -331,9 +331,11 @@ impl LockGuard {
         self.view.held.clone()
     }
 
-    /// Release the lock by deleting its record. This resets the key's fence
-    /// history: the next acquisition gets fence 1. A task of this client waiting
-    /// for the key is handed the lock instead (see [`release`](Self::release)).
+    /// Release the lock by deleting its record. The key's next acquisition
+    /// still gets a fence above every fence it had, as the store's
+    /// [`FencesAfterDeletion`](crate::FencesAfterDeletion) says. A task of this
+    /// client waiting for the key is handed the lock instead (see
+    /// [`release`](Self::release)).
     pub async fn release_and_delete(mut self) -> Result<(), LockError> {
         self.active = false;
         let leaving = Leaving {

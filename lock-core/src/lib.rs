@@ -145,8 +145,8 @@ pub use released::{ReleaseAnnouncer, ReleaseFeed, ReleaseWatch};
 pub use rw::{ReadGuard, ReadView, RwLock, UpgradeFailed, UpgradeableReadGuard, WriteGuard};
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
 pub use store::{
-    AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, KeyedWrite, ManyOutcome, Outcome,
-    Page, RequestCosts, StoreClock,
+    AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, FencesAfterDeletion, KeyedWrite,
+    ManyOutcome, Outcome, Page, RequestCosts, StoreClock,
 };
 pub use timing::{LeaseState, LostReason, Observation, Timing};
 

@@ -216,9 +216,17 @@ impl AcquireOptions {
         self
     }
 
-    /// Delete the record on release instead of marking it released. This resets
-    /// the key's fence history (the next acquisition gets fence 1 again): only use it
-    /// when nothing relies on the fences of this key.
+    /// Delete the record on release instead of marking it released. The next
+    /// acquisition creates the record afresh, with a fence as the store's
+    /// [`Capabilities::fences_after_deletion`](crate::Capabilities::fences_after_deletion)
+    /// says: above every earlier fence of the key on a store that remembers
+    /// deleted fences, and on one that starts from the clock's floor as long as
+    /// the clock that creates the record again is not behind the one that
+    /// created it before by more than the time between a release and the next
+    /// acquisition (hosts whose clocks differ by more are the case it misses);
+    /// 1 again on a store whose fences restart. Where a resource checks the
+    /// fences of this key, keeping the record (the default) never depends on
+    /// clocks.
     pub fn delete_on_release(mut self, yes: bool) -> Self {
         self.delete_on_release = yes;
         self

@@ -99,6 +99,34 @@ impl Fence {
     pub fn get(self) -> u64 {
         self.0
     }
+
+    /// The first fence of a record created where none is, at wall-clock
+    /// time `now`: microseconds since the Unix epoch (at least 1).
+    ///
+    /// A key's record can be deleted (a time to live, a lifecycle rule, a
+    /// scheduled `DELETE`, delete-on-release): a store that started the key
+    /// again at fence 1 would hand out fences a holder paused before the
+    /// deletion still carries, and a resource would admit that holder's
+    /// stale write. Starting from the clock instead puts the new fences
+    /// above every earlier one, on two conditions: the key was not acquired
+    /// more than once a microsecond on average since its record was
+    /// created (every acquisition is a round trip to a store: far slower),
+    /// and the clock of the process that creates the record again is not
+    /// behind the clock of the one that created it before by more than the
+    /// time between the two creations. See `docs/fencing.md`.
+    pub fn floor_at(now: std::time::SystemTime) -> Fence {
+        let micros = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_micros());
+        Fence(u64::try_from(micros).unwrap_or(u64::MAX).max(1))
+    }
+
+    /// [`floor_at`](Self::floor_at) the system's wall clock now: what a
+    /// store whose records can be deleted stores as the fence of a record it
+    /// creates ([`FencesAfterDeletion::ClockFloor`](crate::FencesAfterDeletion::ClockFloor)).
+    pub fn clock_floor() -> Fence {
+        Self::floor_at(std::time::SystemTime::now())
+    }
 }
 
 impl fmt::Display for Fence {
@@ -110,8 +138,10 @@ impl fmt::Display for Fence {
 /// What a write does to the stored fence.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum FenceUpdate {
-    /// Store the previous fence + 1, or 1 when there is no record: every
-    /// acquisition (vacant or takeover).
+    /// Store the previous fence + 1 (every acquisition: vacant or
+    /// takeover), or, when there is no record, a fence above every fence
+    /// the key had before its record was deleted: the store's
+    /// [`FencesAfterDeletion`](crate::FencesAfterDeletion) says how.
     Next,
     /// Keep the stored fence: heartbeats, data updates and release.
     Keep,
@@ -274,9 +304,11 @@ pub struct NewRecord {
 impl NewRecord {
     /// The record this write stores under `key` on top of `base` (the record
     /// it replaces; `None` when the key has none): the fence stepped from
-    /// `base`'s (1 on no record) or kept, the data updated, every other
-    /// field this write's. For a store that computes the record itself and
-    /// writes it conditionally on exactly `base` (a version, a revision).
+    /// `base`'s (on no record, [`Fence::clock_floor`]) or kept, the data
+    /// updated, every other field this write's. For a store that computes
+    /// the record itself and writes it conditionally on exactly `base` (a
+    /// version, a revision), and whose records can be deleted behind its
+    /// back ([`FencesAfterDeletion::ClockFloor`](crate::FencesAfterDeletion::ClockFloor)).
     ///
     /// # Errors
     ///
@@ -294,7 +326,7 @@ impl NewRecord {
                     ))
                 })?)
             }
-            (FenceUpdate::Next, None) => Fence(1),
+            (FenceUpdate::Next, None) => Fence::clock_floor(),
             (FenceUpdate::Keep, Some(base)) => base.fence,
             // Keep on no record cannot pass a condition; 0 is never stored.
             (FenceUpdate::Keep, None) => Fence(0),
@@ -400,5 +432,23 @@ mod tests {
         for stored in ["0f8e6c3a-python", "x.final.", "x.final.soon", ""] {
             assert_eq!(Rvn::from_stored(stored).final_until(), None, "{stored}");
         }
+    }
+
+    #[test]
+    fn the_clock_floor_is_microseconds_since_the_epoch_and_never_zero() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(Fence::floor_at(UNIX_EPOCH), Fence(1));
+        assert_eq!(
+            Fence::floor_at(UNIX_EPOCH + Duration::from_micros(1_765_000_000_000_123)),
+            Fence(1_765_000_000_000_123)
+        );
+        // Before the epoch (a clock set wrong): still a fence a lock grants.
+        assert_eq!(
+            Fence::floor_at(UNIX_EPOCH - Duration::from_secs(1)),
+            Fence(1)
+        );
+        // A microsecond later, a higher floor.
+        let now = std::time::SystemTime::now();
+        assert!(Fence::floor_at(now + Duration::from_micros(1)) > Fence::floor_at(now));
     }
 }

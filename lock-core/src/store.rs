@@ -93,9 +93,14 @@ pub struct Capabilities {
     pub max_sort_key_bytes: usize,
     /// Largest record in bytes, as the store measures it (key, attributes, data).
     pub max_record_bytes: usize,
-    /// The store keeps released records (fences stay monotonic across release).
-    /// A store that deletes on release resets the fence history of a key.
+    /// The store keeps released records. A store that deletes on release
+    /// creates the record afresh at the next acquisition, with a fence as
+    /// [`fences_after_deletion`](Self::fences_after_deletion) says.
     pub keeps_released_records: bool,
+    /// What the first fence of a record created where none is (never
+    /// written, or deleted by any path) is, and so whether fences keep
+    /// rising across a deletion.
+    pub fences_after_deletion: FencesAfterDeletion,
     /// The store keeps [`LockRecord::expires_at`](crate::LockRecord::expires_at)
     /// (it has somewhere to put a garbage-collection time).
     pub stores_expiry: bool,
@@ -171,6 +176,37 @@ pub enum ManyOutcome {
         /// The record under its key now, if the store returned it.
         current: Option<LockRecord>,
     },
+}
+
+/// What a store does for the fence of a record it creates where there is
+/// none ([`FenceUpdate::Next`](crate::FenceUpdate::Next) on an absent key):
+/// whether a key's fences keep rising after its record was deleted — by a
+/// time to live, a lifecycle rule, a scheduled `DELETE`, delete-on-release,
+/// `lockctl release --force`, or by hand.
+///
+/// Fencing rests on it: a holder paused past its lease carries its fence
+/// through the deletion, and a resource admits its stale write if the key's
+/// next holder got a lower or equal fence.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[non_exhaustive]
+pub enum FencesAfterDeletion {
+    /// The store remembers the highest fence of every deleted record and
+    /// starts above it: exact, whatever deleted the record (the in-memory
+    /// store, which sees every deletion).
+    Remembered,
+    /// A record created where none is starts at the clock's floor
+    /// ([`Fence::floor_at`](crate::Fence::floor_at): microseconds since the
+    /// Unix epoch, on the store server's clock where the store has one, as
+    /// PostgreSQL does, else on the creating process's): above every fence
+    /// granted before the deletion as long as the clock that creates the
+    /// record again is not behind the one that created it before by more
+    /// than the time between the two creations.
+    ClockFloor,
+    /// Fences start again at 1 after a deletion: fences of such a store are
+    /// not safe to check at a resource if the lock's record can be deleted.
+    /// The client says so once, at warn, when it is built on such a store.
+    #[default]
+    Restart,
 }
 
 /// What a store's reads tell about when each record was written.
@@ -257,6 +293,7 @@ impl Default for Capabilities {
             max_sort_key_bytes: 1024,
             max_record_bytes: 400 * 1024,
             keeps_released_records: true,
+            fences_after_deletion: FencesAfterDeletion::Restart,
             stores_expiry: true,
             conditional_delete: true,
             requests: RequestCosts::ONE,
@@ -297,6 +334,11 @@ impl Capabilities {
     /// Builder-style setter for [`Capabilities::keeps_released_records`].
     pub fn with_keeps_released_records(mut self, value: bool) -> Self {
         self.keeps_released_records = value;
+        self
+    }
+    /// Builder-style setter for [`Capabilities::fences_after_deletion`].
+    pub fn with_fences_after_deletion(mut self, value: FencesAfterDeletion) -> Self {
+        self.fences_after_deletion = value;
         self
     }
     /// Builder-style setter for [`Capabilities::conditional_delete`].
@@ -508,10 +550,13 @@ mod tests {
             (Fence(4), Some(&b"old"[..]), "b")
         );
         assert_eq!(next.expires_at, Some(9));
+        // On no record (never written, or deleted): the clock's floor.
+        let before = Fence::clock_floor();
         let first = write(FenceUpdate::Next, DataUpdate::Keep)
             .stored_on(&key, None)
             .unwrap();
-        assert_eq!((first.fence, first.data), (Fence(1), None));
+        assert!(before <= first.fence && first.fence <= Fence::clock_floor());
+        assert_eq!(first.data, None);
         let kept = write(FenceUpdate::Keep, DataUpdate::Clear)
             .stored_on(&key, Some(&base))
             .unwrap();
@@ -533,6 +578,7 @@ mod tests {
             .with_stores_expiry(false)
             .with_keeps_released_records(false)
             .with_conditional_delete(false)
+            .with_fences_after_deletion(super::FencesAfterDeletion::ClockFloor)
             .with_requests(RequestCosts::VERSIONED_OBJECTS)
             .with_clock(super::StoreClock::Age)
             .with_atomic_writes(Some(super::AtomicWrites::new(6, 7)))
@@ -546,6 +592,7 @@ mod tests {
                 max_sort_key_bytes: 4,
                 max_record_bytes: 5,
                 keeps_released_records: false,
+                fences_after_deletion: super::FencesAfterDeletion::ClockFloor,
                 stores_expiry: false,
                 conditional_delete: false,
                 requests: RequestCosts::VERSIONED_OBJECTS,

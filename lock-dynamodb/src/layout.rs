@@ -43,8 +43,13 @@ pub enum ReleaseMode {
     /// Needs a released attribute.
     MarkReleased,
     /// Delete the item (conditionally, on the same RVN): what python-dynamodb-lock
-    /// does. The fence history of the key starts again at 1 after a release, and
-    /// [`Capabilities::keeps_released_records`](lock_core::Capabilities) is `false`.
+    /// does. [`Capabilities::keeps_released_records`](lock_core::Capabilities) is
+    /// `false`, and the acquisition after a release creates the item afresh at
+    /// the clock's floor ([`Fence::clock_floor`](lock_core::Fence::clock_floor)):
+    /// above the deleted item's fences as long as the acquiring host's clock is
+    /// not behind the one that created the item before by more than the time
+    /// between the two creations
+    /// ([`FencesAfterDeletion::ClockFloor`](lock_core::FencesAfterDeletion::ClockFloor)).
     Delete,
 }
 
@@ -135,7 +140,8 @@ impl Layout {
     /// attributes".
     ///
     /// There is no released attribute: **release deletes the item**, conditionally
-    /// on the RVN, like the Python library. This resets the fence history of the key.
+    /// on the RVN, like the Python library. The next acquisition starts the item
+    /// again at the clock's floor, as [`ReleaseMode::Delete`] says.
     pub fn python_dynamodb_lock() -> Self {
         Self {
             partition_key: "lock_key".into(),
@@ -336,8 +342,12 @@ impl Layout {
     /// early): a TTL never deletes a lock that is still held. With the native
     /// layout this is how to have DynamoDB clean up locks abandoned for good.
     ///
-    /// With TTL enabled, DynamoDB deletes the item some time after that instant,
-    /// which resets the fence history of the key; keep it far beyond any lease.
+    /// With TTL enabled, DynamoDB deletes the item some time after that instant;
+    /// the key's next acquisition starts again at the clock's floor
+    /// ([`FencesAfterDeletion::ClockFloor`](lock_core::FencesAfterDeletion::ClockFloor)),
+    /// above the deleted item's fences as long as the hosts' clocks differ by
+    /// less than the time from the item's creation to its deletion: keep it far
+    /// beyond any lease.
     /// A release that keeps the record ([`ReleaseMode::MarkReleased`]) writes no
     /// default expiry (it removes the attribute): the record is kept for its
     /// fence, so the time to live cleans up abandoned held locks, never

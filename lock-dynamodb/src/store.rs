@@ -22,7 +22,8 @@ use aws_sdk_dynamodb::types::{
 };
 use lock_core::{
     AtomicWrites, Capabilities, ConditionalStore, Cursor, DataUpdate, Expect, Fence, FenceUpdate,
-    KeyedWrite, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page, StoreClock, StoreError,
+    FencesAfterDeletion, KeyedWrite, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Page,
+    StoreClock, StoreError,
 };
 
 use crate::errors::StoreConfigError;
@@ -882,14 +883,21 @@ impl DynamoDbStore {
         }
         self.check_size(key, &key_item, &sized, true)?;
 
+        if new.fence == FenceUpdate::Next {
+            // The next fence, or, on an item with none (never written, or
+            // deleted by its time to live, a release that deletes, a
+            // python-dynamodb-lock item, or by hand), the clock's floor: a
+            // deleted key's fences go on above those a paused holder of the
+            // deleted item still carries (FencesAfterDeletion::ClockFloor).
+            let fence = expr.name("#fence", layout.fence());
+            let below_floor = Fence::clock_floor().get().saturating_sub(1);
+            expr.value(":one", AttributeValue::N("1".into()));
+            expr.value(":floor", AttributeValue::N(below_floor.to_string()));
+            set.push(format!("{fence} = if_not_exists({fence}, :floor) + :one"));
+        }
         let mut update = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             update.push_str(&format!(" REMOVE {}", remove.join(", ")));
-        }
-        if new.fence == FenceUpdate::Next {
-            let fence = expr.name("#fence", layout.fence());
-            expr.value(":one", AttributeValue::N("1".into()));
-            update.push_str(&format!(" ADD {fence} :one"));
         }
 
         let (names, values) = expr.values();
@@ -1371,6 +1379,7 @@ impl ConditionalStore for DynamoDbStore {
         item::limits(layout)
             .with_returns_current_on_conflict(true)
             .with_keeps_released_records(layout.release_mode() == ReleaseMode::MarkReleased)
+            .with_fences_after_deletion(FencesAfterDeletion::ClockFloor)
             .with_stores_expiry(layout.expires_at.is_some())
             .with_clock(match layout.written() {
                 Some(_) => StoreClock::Wall {

@@ -282,7 +282,14 @@ async fn the_stored_item_has_the_documented_attributes() {
         Some(&AttributeValue::N("10000".into()))
     );
     assert_eq!(item.get("released"), Some(&AttributeValue::Bool(false)));
-    assert_eq!(item.get("fence"), Some(&AttributeValue::N("1".into())));
+    // A new item's first fence: the clock's floor (microseconds).
+    let Some(AttributeValue::N(fence)) = item.get("fence") else {
+        panic!("{item:?}")
+    };
+    assert!(
+        fence.parse::<u64>().unwrap() > 1_700_000_000_000_000,
+        "{fence}"
+    );
     assert_eq!(
         item.get("data"),
         Some(&AttributeValue::B(vec![1, 2, 3].into()))
@@ -476,7 +483,10 @@ async fn acquire_of_a_new_and_of_a_released_key_is_one_call_and_conflicts_cost_n
     counter.reset();
     let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
     assert_eq!(counter.calls(), ["UpdateItem"], "acquire of a new key");
-    assert_eq!(guard.fence(), Fence(1));
+    // A new item's first fence is the clock's floor (the key's item may
+    // have been deleted since an earlier holder's: a time to live).
+    let first = guard.fence();
+    assert!(first > Fence(1_700_000_000_000_000), "{first}");
 
     counter.reset();
     let b = client(store.clone(), "b", Duration::from_secs(10));
@@ -501,7 +511,7 @@ async fn acquire_of_a_new_and_of_a_released_key_is_one_call_and_conflicts_cost_n
     counter.reset();
     let again = b.acquire("job", AcquireOptions::new()).await.unwrap();
     assert_eq!(counter.calls(), ["UpdateItem"], "acquire of a released key");
-    assert_eq!(again.fence(), Fence(2));
+    assert_eq!(again.fence(), Fence(first.get() + 1));
     again.release().await.unwrap();
 }
 
@@ -510,6 +520,62 @@ async fn acquire_of_a_new_and_of_a_released_key_is_one_call_and_conflicts_cost_n
 /// What python-dynamodb-lock 0.9 writes for key `job` (its
 /// `_add_new_lock_to_dynamodb`): a 1 s lease, its `additional_attributes`
 /// as the item's own attributes.
+/// An item deleted behind the store's back (DynamoDB's time to live, a
+/// release that deletes, a `DeleteItem` by hand): the key's next fence is
+/// higher than every fence it had, so a holder paused across the deletion
+/// is refused at a fenced resource.
+#[tokio::test]
+async fn fences_keep_rising_after_the_item_is_deleted_by_hand() {
+    let Some(store) = fresh_store(Layout::native()).await else {
+        return;
+    };
+    let key = LockKey::new("cleaned");
+    let before = Fence::floor_at(std::time::SystemTime::now());
+    let mut held = applied(
+        store
+            .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    assert!(held.fence >= before, "the clock's floor: {}", held.fence);
+    for owner in ["b", "c"] {
+        held = applied(
+            store
+                .put(
+                    &key,
+                    Expect::Version(held.rvn.clone()),
+                    write(owner, false, FenceUpdate::Next),
+                )
+                .await
+                .unwrap(),
+        );
+    }
+    store
+        .client()
+        .delete_item()
+        .table_name(store.table())
+        .key(
+            store.layout().partition_key(),
+            AttributeValue::S("cleaned".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(store.get(&key).await.unwrap(), None);
+    let next = applied(
+        store
+            .put(&key, Expect::Vacant, write("d", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    assert!(
+        next.fence > held.fence,
+        "fence {} after a deleted item's {}",
+        next.fence,
+        held.fence
+    );
+}
+
 async fn put_python_item(
     store: &DynamoDbStore,
     owner: &str,
@@ -623,7 +689,13 @@ async fn a_lock_written_by_python_dynamodb_lock_is_honoured_then_taken_over() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(guard.fence(), Fence(1));
+    assert!(guard.took_over().is_some());
+    // The Python library's item carried no fence: the clock's floor.
+    assert!(
+        guard.fence() > Fence(1_700_000_000_000_000),
+        "{}",
+        guard.fence()
+    );
     guard.release().await.unwrap();
 }
 
@@ -683,7 +755,12 @@ async fn data_as_attributes_are_the_items_own_attributes_replaced_on_takeover_ke
     assert_eq!(item.get("job_id"), Some(&AttributeValue::S("43".into())));
     assert!(!item.contains_key("tries"), "{item:?}");
     assert!(!item.contains_key("data"), "{item:?}");
-    assert_eq!(item.get("fence"), Some(&AttributeValue::N("1".into())));
+    // The crashed Python holder's item had no fence: the clock's floor.
+    assert_eq!(
+        item.get("fence"),
+        Some(&AttributeValue::N(guard.fence().get().to_string()))
+    );
+    assert!(guard.fence() > Fence(1_700_000_000_000_000));
     let Some(AttributeValue::M(note)) = item.get("note") else {
         panic!("{item:?}")
     };
@@ -787,7 +864,7 @@ async fn data_as_attributes_with_released_records_kept_keeps_fences_rising() {
         .acquire("job", AcquireOptions::new().data(data.clone()))
         .await
         .unwrap();
-    assert_eq!(guard.fence(), Fence(1));
+    let first = guard.fence();
 
     // A release keeps the record, without its data attributes (read first).
     counter.reset();
@@ -808,7 +885,7 @@ async fn data_as_attributes_with_released_records_kept_keeps_fences_rising() {
         .await
         .unwrap();
     assert_eq!(counter.calls(), ["UpdateItem"]);
-    assert_eq!(guard.fence(), Fence(2));
+    assert_eq!(guard.fence(), Fence(first.get() + 1));
     let item = raw_item(&store, &key).await.unwrap();
     assert_eq!(item.get("job_id"), Some(&AttributeValue::S("42".into())));
 
@@ -882,7 +959,7 @@ async fn java_layout_round_trips_and_honours_java_records() {
     );
 
     let guard = rust.acquire("free", AcquireOptions::new()).await.unwrap();
-    assert_eq!(guard.fence(), Fence(1));
+    assert!(guard.took_over().is_none());
     let item = raw_item(&store, &[("key", "free")]).await.unwrap();
     assert_eq!(
         item.get("ownerName"),
@@ -897,10 +974,14 @@ async fn java_layout_round_trips_and_honours_java_records() {
         None,
         "held: the Java client sees no isReleased"
     );
+    let fence = guard.fence();
     guard.release().await.unwrap();
     let item = raw_item(&store, &[("key", "free")]).await.unwrap();
     assert_eq!(item.get("isReleased"), Some(&AttributeValue::S("1".into())));
-    assert_eq!(item.get("fence"), Some(&AttributeValue::N("1".into())));
+    assert_eq!(
+        item.get("fence"),
+        Some(&AttributeValue::N(fence.get().to_string()))
+    );
 }
 
 // ---------------------------------------------------------------- tables
@@ -1155,7 +1236,15 @@ async fn throttling_is_retryable_and_nothing_was_written() {
         .acquire("job", AcquireOptions::new().wait(Duration::from_secs(5)))
         .await
         .unwrap();
-    assert_eq!(guard.fence(), Fence(1));
+    assert_eq!(
+        guard.fence(),
+        store
+            .get(&LockKey::new("job"))
+            .await
+            .unwrap()
+            .unwrap()
+            .fence
+    );
     guard.release().await.unwrap();
 
     faults.script("UpdateItem", HttpFault::AccessDenied);
@@ -1216,8 +1305,9 @@ async fn a_server_error_after_the_write_is_ambiguous_and_the_client_recognises_i
         )
         .await
         .unwrap();
-    assert_eq!(guard.fence(), Fence(1), "not a second acquisition");
-    assert_eq!(store.get(&other).await.unwrap().unwrap().owner, "b");
+    let stored = store.get(&other).await.unwrap().unwrap();
+    assert!(guard.took_over().is_none(), "not a second acquisition");
+    assert_eq!((stored.owner.as_str(), stored.fence), ("b", guard.fence()));
     // A heartbeat whose response is lost, then the release: still ours.
     faults.script("UpdateItem", HttpFault::ServerErrorAfterApply);
     guard.set_data(b"x".to_vec()).await.unwrap();
@@ -1293,7 +1383,7 @@ async fn end_to_end_heartbeats_takeover_release_and_shutdown() {
     tokio::time::sleep(lease * 3).await;
     assert!(guard.is_safe(), "{:?}", guard.state());
     let later = store.get(&LockKey::new("job")).await.unwrap().unwrap();
-    assert_eq!((later.owner.as_str(), later.fence), ("holder", Fence(1)));
+    assert_eq!((later.owner.as_str(), later.fence), ("holder", first.fence));
     assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
 
     // The holder "crashes" (cut off from the table); a waiter takes over.
@@ -1305,7 +1395,7 @@ async fn end_to_end_heartbeats_takeover_release_and_shutdown() {
         .await
         .unwrap();
     assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
-    assert_eq!(taken.fence(), Fence(2));
+    assert_eq!(taken.fence(), Fence(first.fence.get() + 1));
     assert!(
         !guard.is_safe(),
         "the cut-off holder no longer trusts its lease"
@@ -1574,7 +1664,7 @@ async fn a_store_on_the_users_client_keeps_its_settings_but_never_resends_a_cond
         .unwrap();
     let client = client(store, "a", Duration::from_secs(5));
     let guard = client.acquire("job", AcquireOptions::new()).await.unwrap();
-    assert_eq!(guard.fence(), Fence(1));
+    assert!(guard.took_over().is_none());
     let sent = calls.calls();
     let updates = sent.iter().filter(|call| *call == "UpdateItem").count();
     // One write, resolved by a read as ours; never re-sent by the SDK.

@@ -10,13 +10,18 @@
 //!   0` for a key taken to be absent), which writes the new record when it
 //!   holds and reads the current one when it does not: a conflict costs no
 //!   extra request. The fence is the previous record's + 1, computed by the
-//!   store on exactly the revision it compares, so it is atomic.
+//!   store on exactly the revision it compares, so it is atomic; a record
+//!   created where none is (a new key, or one deleted) starts at the clock's
+//!   floor ([`Fence::clock_floor`](lock_core::Fence::clock_floor)), so fences
+//!   keep rising across a deletion
+//!   ([`FencesAfterDeletion::ClockFloor`](lock_core::FencesAfterDeletion::ClockFloor)).
 //! * **Reads are linearizable** (etcd's default; never serializable reads
 //!   from a member's local state), so the store is linearizable per key:
 //!   etcd orders every request through Raft.
 //! * **No etcd leases are attached**: a lease's expiry would delete the key
-//!   and restart its fences. A lock's lease is the client's, as on every
-//!   store; a released record is kept, so fences keep rising.
+//!   on etcd's schedule, not the protocol's. A lock's lease is the client's,
+//!   as on every store; a released record is kept, so fences rise by one per
+//!   acquisition.
 //! * **Several keys in one transaction** (`put_many`, up to 64 keys).
 //! * Requests are **never retried** by the store; a write without a reply
 //!   is ambiguous, and the lock client resolves it by RVN. After a request

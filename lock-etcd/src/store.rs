@@ -730,6 +730,7 @@ impl ConditionalStore for EtcdStore {
     fn capabilities(&self) -> Capabilities {
         limits()
             .with_announces_releases(self.inner.feed.is_some())
+            .with_fences_after_deletion(lock_core::FencesAfterDeletion::ClockFloor)
             .with_requests(RequestCosts::REVISIONED_KEYS)
             .with_atomic_writes(Some(AtomicWrites::new(MAX_KEYS_AT_ONCE, MAX_BYTES_AT_ONCE)))
     }

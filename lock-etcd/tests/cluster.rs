@@ -71,7 +71,7 @@ async fn a_wrong_password_and_a_prefix_not_granted_are_refused() {
         .await
         .expect("bounded")
         .unwrap();
-    assert_eq!(guard.fence(), Fence(1));
+    assert!(guard.fence() > Fence(0));
     guard.release().await.unwrap();
     holder.shutdown().await.unwrap();
 
@@ -192,7 +192,7 @@ async fn a_client_whose_only_member_is_killed_is_unsafe_before_a_waiter_takes_ov
         unsafe_at <= taken_at,
         "the waiter took over while the holder was safe"
     );
-    assert_eq!(taken.fence(), Fence(2));
+    assert_eq!(taken.fence(), Fence(guard.fence().get() + 1));
     taken.release().await.unwrap();
     drop(guard);
     waiter.shutdown().await.unwrap();

@@ -328,6 +328,62 @@ async fn a_version_expected_of_an_absent_key_is_refused_and_writes_nothing() {
     assert_eq!(store.get(&free).await.unwrap(), None);
 }
 
+/// Released records deleted by hand (`etcdctl del --prefix`, as an
+/// operator cleaning up does): the key's next fence is higher than every
+/// fence it had, so a holder paused across the deletion is refused at a
+/// fenced resource.
+#[tokio::test]
+async fn fences_keep_rising_after_the_records_are_deleted_by_hand() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let key = LockKey::new("cleaned");
+    let mut held = match store
+        .put(&key, Expect::Vacant, acquire_write("a"))
+        .await
+        .unwrap()
+    {
+        Outcome::Applied(record) => record,
+        other => panic!("{other:?}"),
+    };
+    for owner in ["b", "c"] {
+        held = match store
+            .put(
+                &key,
+                Expect::Version(held.rvn.clone()),
+                acquire_write(owner),
+            )
+            .await
+            .unwrap()
+        {
+            Outcome::Applied(record) => record,
+            other => panic!("{other:?}"),
+        };
+    }
+    let mut kv = store.client().kv_client();
+    let options = lock_etcd::etcd_client::DeleteOptions::new().with_prefix();
+    let deleted = kv
+        .delete(format!("{}/", store.prefix()), Some(options))
+        .await
+        .unwrap();
+    assert!(deleted.deleted() >= 1, "{deleted:?}");
+    assert_eq!(store.get(&key).await.unwrap(), None);
+    let next = match store
+        .put(&key, Expect::Vacant, acquire_write("d"))
+        .await
+        .unwrap()
+    {
+        Outcome::Applied(record) => record,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        next.fence > held.fence,
+        "fence {} after a deleted record's {}",
+        next.fence,
+        held.fence
+    );
+}
+
 /// A connection whose packets vanish (the proxy's blackhole) is never used
 /// again once a request on it timed out, or was abandoned by its caller:
 /// after the network heals, the next request goes on a new connection and

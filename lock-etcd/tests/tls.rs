@@ -51,7 +51,7 @@ async fn a_client_certificate_and_ca_from_the_url_lock_and_others_are_refused() 
         .await
         .expect("bounded")
         .unwrap();
-    assert_eq!(guard.fence(), Fence(1));
+    assert!(guard.fence() > Fence(0));
     guard.release().await.unwrap();
     holder.shutdown().await.unwrap();
 

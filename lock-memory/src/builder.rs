@@ -1,6 +1,6 @@
 //! [`MemoryStoreBuilder`]: the limits and behaviours of a [`MemoryStore`].
 
-use lock_core::{AtomicWrites, Capabilities, StoreClock};
+use lock_core::{AtomicWrites, Capabilities, FencesAfterDeletion, StoreClock};
 
 use crate::{DEFAULT_HISTORY_CAPACITY, MemoryStore};
 
@@ -28,9 +28,11 @@ impl Default for MemoryStoreBuilder {
     fn default() -> Self {
         Self {
             // The store always keeps released records, whatever the defaults
-            // say, and writes several keys at once as DynamoDB does.
+            // say, remembers deleted records' fences, and writes several keys
+            // at once as DynamoDB does.
             caps: Capabilities::default()
                 .with_keeps_released_records(true)
+                .with_fences_after_deletion(FencesAfterDeletion::Remembered)
                 .with_atomic_writes(Some(DEFAULT_ATOMIC_WRITES)),
             history_capacity: DEFAULT_HISTORY_CAPACITY,
             clock_rate: None,

@@ -25,7 +25,8 @@ use crate::{MemoryStoreBuilder, Op, cursor, limits};
 ///   partition, then no sort key before any sort key, then sort key), in pages with
 ///   an opaque cursor.
 /// * Released records are kept, so fences keep increasing across release;
-///   `delete` forgets a key's fence history.
+///   after a `delete` the key's next record goes on from the deleted one's
+///   fence ([`FencesAfterDeletion::Remembered`](lock_core::FencesAfterDeletion)).
 /// * Every call, including refused ones, is recorded in the
 ///   [`history`](Self::history), in the order the calls took effect; the history
 ///   keeps the last [`DEFAULT_HISTORY_CAPACITY`](crate::DEFAULT_HISTORY_CAPACITY)
@@ -51,6 +52,10 @@ pub struct MemoryStore {
 
 struct State {
     records: BTreeMap<LockKey, LockRecord>,
+    /// The fence of every deleted record, so that the key's next record
+    /// starts above it (`FencesAfterDeletion::Remembered`): a holder paused
+    /// across the deletion still carries that fence.
+    floors: BTreeMap<LockKey, Fence>,
     history: Bounded<HistoryEntry>,
     /// Every call since the last `clear_history`, kept apart from the history so
     /// they stay exact when it drops entries or is off.
@@ -108,6 +113,7 @@ impl MemoryStore {
             keeps_history: history.keeps(),
             shared: Arc::new(Mutex::new(State {
                 records: BTreeMap::new(),
+                floors: BTreeMap::new(),
                 history,
                 counts: Counts::default(),
                 next_seq: 0,
@@ -261,6 +267,7 @@ impl MemoryStore {
     fn apply_put(
         &self,
         records: &mut BTreeMap<LockKey, LockRecord>,
+        floors: &BTreeMap<LockKey, Fence>,
         key: &LockKey,
         expect: &Expect,
         new: NewRecord,
@@ -278,7 +285,13 @@ impl MemoryStore {
         if !holds(expect, current) {
             return Ok(self.rejected(current));
         }
-        let previous = current.map_or(Fence(0), |record| record.fence);
+        // A deleted key's next acquisition goes on from the fence it had; a
+        // write that keeps the fence on no record keeps "no fence" (0).
+        let previous = match (current, new.fence) {
+            (Some(record), _) => record.fence,
+            (None, FenceUpdate::Next) => floors.get(key).copied().unwrap_or(Fence(0)),
+            (None, FenceUpdate::Keep) => Fence(0),
+        };
         let data = new
             .data
             .apply(current.and_then(|record| record.data.clone()));
@@ -351,7 +364,13 @@ impl MemoryStore {
             .collect();
         let mut applied = Vec::with_capacity(writes.len());
         for (index, write) in writes.into_iter().enumerate() {
-            match self.apply_put(&mut scratch, &write.key, &write.expect, write.new)? {
+            match self.apply_put(
+                &mut scratch,
+                &state.floors,
+                &write.key,
+                &write.expect,
+                write.new,
+            )? {
                 Outcome::Applied(record) => applied.push(record),
                 Outcome::Rejected { current } => {
                     let current = current.map(|record| dated(state, record));
@@ -374,15 +393,21 @@ impl MemoryStore {
     fn apply_delete(
         &self,
         records: &mut BTreeMap<LockKey, LockRecord>,
+        floors: &mut BTreeMap<LockKey, Fence>,
         key: &LockKey,
         expect: &Expect,
     ) -> Result<Outcome, StoreError> {
         self.caps.check_key(key)?;
         // There is nothing to delete on an absent key, whatever the condition.
         match records.get(key) {
-            Some(current) if holds(expect, Some(current)) => Ok(records
-                .remove(key)
-                .map_or_else(|| self.rejected(None), Outcome::Applied)),
+            Some(current) if holds(expect, Some(current)) => {
+                let Some(deleted) = records.remove(key) else {
+                    return Ok(self.rejected(None));
+                };
+                let floor = floors.entry(key.clone()).or_default();
+                *floor = (*floor).max(deleted.fence);
+                Ok(Outcome::Applied(deleted))
+            }
             current => Ok(self.rejected(current)),
         }
     }
@@ -500,15 +525,16 @@ impl ConditionalStore for MemoryStore {
             };
             (at, call)
         });
-        let mut state = self.state();
+        let mut guard = self.state();
+        let state = &mut *guard;
         let result = self
-            .apply_put(&mut state.records, key, &expect, new)
-            .map(|outcome| date_outcome(&mut state, key, outcome));
+            .apply_put(&mut state.records, &state.floors, key, &expect, new)
+            .map(|outcome| date_outcome(state, key, outcome));
         let applied = matches!(result, Ok(Outcome::Applied(_)));
-        Self::record_call(&mut state, Op::Put, applied, call, || {
+        Self::record_call(state, Op::Put, applied, call, || {
             CallResult::of_write(&result)
         });
-        drop(state);
+        drop(guard);
         if let (Some(feed), Ok(Outcome::Applied(record))) = (&self.releases, &result)
             && record.released
         {
@@ -535,15 +561,16 @@ impl ConditionalStore for MemoryStore {
 
     async fn delete(&self, key: &LockKey, expect: Expect) -> Result<Outcome, StoreError> {
         let started = self.started();
-        let mut state = self.state();
-        let result = self.apply_delete(&mut state.records, key, &expect);
+        let mut guard = self.state();
+        let state = &mut *guard;
+        let result = self.apply_delete(&mut state.records, &mut state.floors, key, &expect);
         let applied = matches!(result, Ok(Outcome::Applied(_)));
         if let Some(clock) = state.clock.as_mut().filter(|_| applied) {
             clock.forget(key);
         }
         let result = result.map(|outcome| match outcome {
             Outcome::Rejected { current } => Outcome::Rejected {
-                current: current.map(|record| dated(&state, record)),
+                current: current.map(|record| dated(state, record)),
             },
             applied => applied,
         });
@@ -554,10 +581,10 @@ impl ConditionalStore for MemoryStore {
             };
             (at, call)
         });
-        Self::record_call(&mut state, Op::Delete, applied, call, || {
+        Self::record_call(state, Op::Delete, applied, call, || {
             CallResult::of_write(&result)
         });
-        drop(state);
+        drop(guard);
         // A delete releases too (delete-on-release).
         if let (Some(feed), true) = (&self.releases, applied) {
             feed.announce(key.clone());

@@ -129,7 +129,8 @@ async fn fences_start_at_one_increase_per_acquisition_and_survive_release() {
     assert_eq!(third.fence, Fence(3));
     assert_eq!(third.owner, "c");
 
-    // Delete forgets the fence history: the key starts again at 1.
+    // A delete leaves the fence history: the key goes on above it, so a
+    // holder paused across the deletion is refused at a fenced resource.
     applied(store.delete(&key, version("r3")).await.unwrap());
     assert_eq!(store.record(&key), None);
     let fresh = applied(
@@ -138,7 +139,7 @@ async fn fences_start_at_one_increase_per_acquisition_and_survive_release() {
             .await
             .unwrap(),
     );
-    assert_eq!(fresh.fence, Fence(1));
+    assert_eq!(fresh.fence, Fence(4));
 }
 
 #[tokio::test]

@@ -410,6 +410,9 @@ impl ConditionalStore for BucketStore {
     fn capabilities(&self) -> Capabilities {
         limits()
             .with_conditional_delete(false)
+            // Records are deleted behind the store's back only (a
+            // lifecycle rule, by hand): new ones start at the clock's floor.
+            .with_fences_after_deletion(lock_core::FencesAfterDeletion::ClockFloor)
             .with_requests(RequestCosts::VERSIONED_OBJECTS)
             .with_clock(StoreClock::Wall {
                 granularity: LAST_MODIFIED_GRANULARITY,

@@ -72,7 +72,10 @@ async fn each_operation_costs_the_requests_the_capabilities_say() {
         .await;
     let held = applied(held.unwrap());
     assert_eq!(cost, requests(1, 1), "acquire of a new key");
-    assert_eq!(held.fence, Fence(1));
+    // A new record's first fence is the clock's floor (its object may have
+    // been deleted by a lifecycle rule since an earlier holder's).
+    let first = held.fence;
+    assert!(first > Fence(1_700_000_000_000_000), "{first}");
 
     // A heartbeat on the version this store wrote: one PUT.
     let (beat, cost) = objects
@@ -84,7 +87,7 @@ async fn each_operation_costs_the_requests_the_capabilities_say() {
         .await;
     let beat = applied(beat.unwrap());
     assert_eq!(cost, requests(0, 1), "heartbeat");
-    assert_eq!(beat.fence, Fence(1));
+    assert_eq!(beat.fence, first);
 
     // The release: one PUT, the record kept.
     let (released, cost) = objects
@@ -109,7 +112,11 @@ async fn each_operation_costs_the_requests_the_capabilities_say() {
         .await;
     let taken = applied(taken.unwrap());
     assert_eq!(cost, requests(0, 1), "acquire after a read");
-    assert_eq!(taken.fence, Fence(2), "fences rise across a release");
+    assert_eq!(
+        taken.fence,
+        Fence(first.get() + 1),
+        "fences rise across a release"
+    );
 
     // The first store remembers its own release, now stale: its vacant
     // write's PUT is refused, and one read returns the holder's record.
@@ -137,7 +144,7 @@ async fn each_operation_costs_the_requests_the_capabilities_say() {
             write("a", false, FenceUpdate::Next),
         ))
         .await;
-    assert_eq!(applied(took.unwrap()).fence, Fence(3));
+    assert_eq!(applied(took.unwrap()).fence, Fence(first.get() + 2));
     assert_eq!(
         cost,
         requests(0, 1),
@@ -154,7 +161,10 @@ async fn each_operation_costs_the_requests_the_capabilities_say() {
         ))
         .await;
     let current = rejected(lost.unwrap()).unwrap();
-    assert_eq!((current.owner.as_str(), current.fence), ("a", Fence(3)));
+    assert_eq!(
+        (current.owner.as_str(), current.fence),
+        ("a", Fence(first.get() + 2))
+    );
     assert_eq!(cost, requests(1, 1), "a refused heartbeat");
 }
 
@@ -169,6 +179,7 @@ async fn a_released_key_written_meanwhile_is_written_again_on_its_new_version() 
             .await
             .unwrap(),
     );
+    let first_fence = first.fence;
     let released = applied(
         store
             .put(
@@ -205,7 +216,7 @@ async fn a_released_key_written_meanwhile_is_written_again_on_its_new_version() 
             .await
             .unwrap(),
     );
-    assert_eq!(third.fence, Fence(3));
+    assert_eq!(third.fence, Fence(first_fence.get() + 2));
     assert_eq!(store.get(&key).await.unwrap(), Some(third));
 }
 
@@ -219,7 +230,8 @@ async fn a_write_sent_twice_is_recognised_as_applied() {
         .during(store.put(&key, Expect::Vacant, new.clone()))
         .await;
     let record = applied(outcome.unwrap());
-    assert_eq!((record.rvn, record.fence), (new.rvn, Fence(1)));
+    assert_eq!(record.rvn, new.rvn);
+    assert!(record.fence > Fence(0));
     // The read first, the create sent twice, the read that recognised it.
     assert_eq!(cost, requests(2, 2));
 }
@@ -367,8 +379,8 @@ async fn the_client_acquires_heartbeats_hands_over_and_releases() {
         )
         .await
         .unwrap();
-    assert_eq!(guard.fence(), Fence(1));
     let first = store.get(&key).await.unwrap().unwrap();
+    assert_eq!(guard.fence(), first.fence);
     tokio::time::sleep(lease * 2).await;
     let later = store.get(&key).await.unwrap().unwrap();
     assert_ne!(later.rvn, first.rvn, "heartbeats wrote new versions");
@@ -391,13 +403,60 @@ async fn the_client_acquires_heartbeats_hands_over_and_releases() {
         .expect("bounded")
         .unwrap()
         .unwrap();
-    assert_eq!(taken.fence(), Fence(2));
+    assert_eq!(taken.fence(), Fence(first.fence.get() + 1));
     assert_eq!(taken.data(), Some(b"checkpoint".to_vec()));
     drop(taken);
     let report = waiter.shutdown().await.unwrap();
     assert_eq!(report.released.len(), 1, "{report:?}");
     holder.shutdown().await.unwrap();
     assert!(store.get(&key).await.unwrap().unwrap().released);
+}
+
+/// A lock's object deleted behind the store's back (a bucket lifecycle
+/// rule, `aws s3 rm`): the key's next fence is higher than every fence it
+/// had, so a holder paused across the deletion is refused at a fenced
+/// resource.
+#[tokio::test]
+async fn fences_keep_rising_after_the_lock_object_is_deleted_by_hand() {
+    let (store, _) = memory_store();
+    let key = LockKey::new("cleaned");
+    let mut held = applied(
+        store
+            .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    for owner in ["b", "c"] {
+        held = applied(
+            store
+                .put(
+                    &key,
+                    Expect::Version(held.rvn.clone()),
+                    write(owner, false, FenceUpdate::Next),
+                )
+                .await
+                .unwrap(),
+        );
+    }
+    use lock_object_store::object_store::ObjectStoreExt;
+    store
+        .object_store()
+        .delete(&store.object_path(&key))
+        .await
+        .unwrap();
+    assert_eq!(store.get(&key).await.unwrap(), None);
+    let next = applied(
+        store
+            .put(&key, Expect::Vacant, write("d", false, FenceUpdate::Next))
+            .await
+            .unwrap(),
+    );
+    assert!(
+        next.fence > held.fence,
+        "fence {} after a deleted record's {}",
+        next.fence,
+        held.fence
+    );
 }
 
 #[tokio::test]

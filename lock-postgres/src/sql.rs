@@ -95,6 +95,13 @@ pub(crate) struct Statements {
 const KEY: &str = "partition_key = $1 AND sort_key = $2";
 const DATA: &str = "CASE $8::int4 WHEN 0 THEN t.data WHEN 1 THEN $9::bytea ELSE NULL END";
 const FENCE: &str = "CASE WHEN $7::bool THEN t.fence + 1 ELSE t.fence END";
+// The fence of a row created where none is (never written, or deleted by a
+// scheduled DELETE, a release that deletes, lockctl, by hand, a TRUNCATE):
+// the server clock's microseconds since the Unix epoch, so a deleted key's
+// fences go on above those a holder paused across the deletion carries
+// (FencesAfterDeletion::ClockFloor; the same as Fence::clock_floor, on the
+// server's one clock instead of each client's).
+const FIRST_FENCE: &str = "CASE WHEN $7::bool THEN greatest(1, floor(extract(epoch FROM statement_timestamp()) * 1000000)::bigint) ELSE 0 END";
 
 /// The channel a table's releases are announced on (`NOTIFY`):
 /// `<table>:released`, which a listener names as a quoted identifier. A
@@ -154,12 +161,13 @@ impl Statements {
             )
         };
         let returning = format!("RETURNING {}, t.written_at", qualified("t"));
-        // A vacant key: absent (insert, fence 1 or 0) or released (update). The
-        // conflict branch locks the row and decides on its latest version.
+        // A vacant key: absent (insert, the first fence or 0) or released
+        // (update). The conflict branch locks the row and decides on its
+        // latest version.
         let put_vacant = format!(
             "WITH {current}, written AS (\
                  INSERT INTO {t} AS t ({COLUMNS}, written_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::bool THEN 1 ELSE 0 END, \
+                 VALUES ($1, $2, $3, $4, $5, $6, {FIRST_FENCE}, \
                          CASE WHEN $8::int4 = 1 THEN $9::bytea END, $10, statement_timestamp()) \
                  ON CONFLICT (partition_key, sort_key) DO UPDATE SET \
                      owner = EXCLUDED.owner, rvn = EXCLUDED.rvn, lease_ms = EXCLUDED.lease_ms, \

@@ -807,6 +807,7 @@ impl ConditionalStore for PostgresStore {
             .with_announces_releases(self.inner.feed.is_some())
             .with_returns_current_on_conflict(true)
             .with_keeps_released_records(true)
+            .with_fences_after_deletion(lock_core::FencesAfterDeletion::ClockFloor)
             .with_stores_expiry(true)
             .with_atomic_writes(atomic)
     }

@@ -138,7 +138,6 @@ async fn each_statement_returns_the_row_it_decided_on() {
     first.data = DataUpdate::Replace(b"checkpoint".to_vec());
     first.expires_at = Some(1_900_000_000);
     let held = applied(store.put(&key, Expect::Vacant, first).await.unwrap());
-    assert_eq!(held.fence, Fence(1));
     assert_eq!(held.data.as_deref(), Some(&b"checkpoint"[..]));
     assert_eq!(held.expires_at, Some(1_900_000_000));
     assert_eq!(held.lease, Duration::from_secs(20));
@@ -179,7 +178,7 @@ async fn each_statement_returns_the_row_it_decided_on() {
     );
     assert_eq!(
         (beat.fence, beat.data.as_deref()),
-        (Fence(1), Some(&b"checkpoint"[..]))
+        (held.fence, Some(&b"checkpoint"[..]))
     );
     let taken = applied(
         store
@@ -191,7 +190,10 @@ async fn each_statement_returns_the_row_it_decided_on() {
             .await
             .unwrap(),
     );
-    assert_eq!((taken.owner.as_str(), taken.fence), ("b", Fence(2)));
+    assert_eq!(
+        (taken.owner.as_str(), taken.fence),
+        ("b", Fence(held.fence.get() + 1))
+    );
     // Writes on an absent key by version are rejected with no row.
     let absent = LockKey::with_sort("job", "absent");
     assert_eq!(
@@ -432,6 +434,54 @@ async fn the_documented_clean_up_removes_only_old_released_rows() {
     );
 }
 
+/// A released row deleted by the scheduled clean-up above (or a TRUNCATE,
+/// or `lockctl release --force` of a deleted row): the key's next fence is
+/// higher than every fence it had, so a holder paused across the deletion
+/// is refused at a fenced resource. The first fence of a row is the server
+/// clock's floor.
+#[tokio::test]
+async fn fences_keep_rising_after_the_row_is_deleted_by_hand() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let key = LockKey::new("cleaned");
+    let before = Fence::floor_at(std::time::SystemTime::now() - Duration::from_secs(60));
+    let mut held = acquire(&store, &key, "a").await;
+    assert!(
+        held.fence >= before,
+        "the server clock's floor: {}",
+        held.fence
+    );
+    for owner in ["b", "c"] {
+        held = applied(
+            store
+                .put(
+                    &key,
+                    Expect::Version(held.rvn.clone()),
+                    write(owner, false, FenceUpdate::Next),
+                )
+                .await
+                .unwrap(),
+        );
+    }
+    let mut paused_holder = held.fence;
+    let admin = connect(&url().unwrap()).await;
+    for deletion in ["DELETE FROM \"{table}\"", "TRUNCATE \"{table}\""] {
+        admin
+            .batch_execute(&deletion.replace("{table}", store.table()))
+            .await
+            .unwrap();
+        assert_eq!(store.get(&key).await.unwrap(), None);
+        let next = acquire(&store, &key, "d").await;
+        assert!(
+            next.fence > paused_holder,
+            "after {deletion}: fence {} after {paused_holder}",
+            next.fence
+        );
+        paused_holder = next.fence;
+    }
+}
+
 #[tokio::test]
 async fn create_schema_is_idempotent_and_validate_accepts_it() {
     let Some(store) = fresh_store().await else {
@@ -455,7 +505,7 @@ async fn create_schema_is_idempotent_and_validate_accepts_it() {
     ));
     qualified.create_schema().await.unwrap();
     let record = acquire(&qualified, &LockKey::new("a"), "me").await;
-    assert_eq!(record.fence, Fence(1));
+    assert!(record.fence > Fence(0));
 }
 
 #[tokio::test]

@@ -17,8 +17,13 @@
 //!   lock was given is kept in `{prefix}:{partition}:f`, which never expires,
 //!   and every new fence is one more than the highest of the record's and
 //!   that floor. Redis expiry is used for one thing only: a released record
-//!   given an expiry time may vanish, and its fence stays in the floor. Only
-//!   a `delete` forgets a lock's fences, as on every store.
+//!   given an expiry time may vanish, and its fence stays in the floor. A
+//!   `delete` (delete-on-release, `lockctl release --force`) or a `DEL` of
+//!   the record by hand leaves the floor too, so fences keep rising across
+//!   any deletion of a record
+//!   ([`FencesAfterDeletion::Remembered`](lock_core::FencesAfterDeletion::Remembered));
+//!   only deleting the floors themselves, or losing them in a failover,
+//!   starts a lock's fences again.
 //! * **Several keys in one script** (`put_many`, up to 100 keys; not on a
 //!   cluster).
 //! * **Releases are announced** on `{prefix}:released` (`PUBLISH` in the

@@ -123,10 +123,10 @@ return {1, written, now}
 /// (its field of the floors and member of the index), the channel releases
 /// are announced on (empty: none). Returns `{1, record,
 /// now}` with the record deleted, or `{0, record, now}` with the current one
-/// (empty when absent). A delete forgets the lock's fences, floor included,
-/// as on every store: the next holder counts from 1 (what delete-on-release
-/// means, and what the client's resolution of an ambiguous delete relies
-/// on). Only a delete does; an expiry does not.
+/// (empty when absent). The lock's fence floor stays (every put raised it
+/// to the record's fence): the next holder's fence is higher than the
+/// deleted record's, which a holder paused across the deletion may still
+/// present at a fenced resource.
 const DELETE: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -139,7 +139,7 @@ if ARGV[1] == 'vacant' then holds = exists and fields['x'] == '1' else holds = e
 if not holds then return {0, current, now} end
 -- Everything that can refuse is decided before anything is written.
 if redis.acl_check_cmd ~= nil then
-  local checks = {{'del', KEYS[1]}, {'hdel', KEYS[2], 'f'}, {'zrem', KEYS[3], 'm'}}
+  local checks = {{'del', KEYS[1]}, {'zrem', KEYS[3], 'm'}}
   if ARGV[5] ~= '' then checks[#checks + 1] = {'publish', ARGV[5], 'm'} end
   for _, check in ipairs(checks) do
     if not redis.acl_check_cmd(unpack(check)) then
@@ -148,7 +148,6 @@ if redis.acl_check_cmd ~= nil then
   end
 end
 redis.call('DEL', KEYS[1])
-redis.call('HDEL', KEYS[2], ARGV[4])
 redis.call('ZREM', KEYS[3], ARGV[4])
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[3]) end
 return {1, current, now}

@@ -790,6 +790,9 @@ impl ConditionalStore for RedisStore {
         limits()
             .with_announces_releases(self.inner.feed.is_some())
             .with_clock(StoreClock::Age)
+            // Each lock's fence floor outlives its record, whatever removed
+            // it: an expiry, a delete, a DEL by hand.
+            .with_fences_after_deletion(lock_core::FencesAfterDeletion::Remembered)
             .with_atomic_writes(atomic)
     }
 }

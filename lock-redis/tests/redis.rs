@@ -38,11 +38,12 @@ async fn proxied(store: &RedisStore) -> (FaultProxy, RedisStore) {
     (proxy, via)
 }
 
-/// The fence floor outlives a released record that expired: the next
-/// holder's fence is still higher. A delete forgets the fences on purpose
-/// (as on every store): the next holder counts from 1.
+/// The fence floor outlives a released record that expired, and a record
+/// deleted (delete-on-release, `lockctl release --force`): the next
+/// holder's fence is still higher, so a holder paused across the deletion
+/// is refused at a fenced resource.
 #[tokio::test]
-async fn fences_keep_rising_after_a_released_record_expires_and_restart_after_a_delete() {
+async fn fences_keep_rising_after_a_released_record_expires_and_after_a_delete() {
     let Some(store) = fresh_store().await else {
         return;
     };
@@ -67,7 +68,11 @@ async fn fences_keep_rising_after_a_released_record_expires_and_restart_after_a_
             .await
             .unwrap(),
     );
-    assert_eq!(restarted.fence, Fence(1), "a delete forgets the fences");
+    assert_eq!(
+        restarted.fence,
+        Fence(2),
+        "the fences go on above the deleted record's"
+    );
     applied(
         store
             .put(
@@ -84,7 +89,7 @@ async fn fences_keep_rising_after_a_released_record_expires_and_restart_after_a_
             .await
             .unwrap(),
     );
-    assert_eq!(second.fence, Fence(2));
+    assert_eq!(second.fence, Fence(3));
 
     // Released with an expiry time one second ahead: Redis removes the
     // record, and the fence goes on from the floor.
@@ -121,7 +126,7 @@ async fn fences_keep_rising_after_a_released_record_expires_and_restart_after_a_
     );
     assert_eq!(
         third.fence,
-        Fence(3),
+        Fence(4),
         "the floor outlived the expired record"
     );
     // A held record never expires, whatever expiry time it carries.

@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use lock_core::{
-    Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, LockKey, LockRecord,
-    NewRecord, Outcome, Page, StoreError,
+    Capabilities, ConditionalStore, Cursor, Expect, Fence, FenceUpdate, FencesAfterDeletion,
+    LockKey, LockRecord, NewRecord, Outcome, Page, StoreError,
 };
 use lock_testkit::{FreshStore, StoreFactory};
 
@@ -87,11 +87,15 @@ impl ConditionalStore for VersionedMap {
         }
         // The store computes the fence, in the same atomic step as the write,
         // and keeps, replaces or clears the data as the write says.
-        let previous = current.map_or(Fence(0), |r| r.fence);
         let data = new.data.apply(current.and_then(|r| r.data.clone()));
-        let fence = match new.fence {
-            FenceUpdate::Next => Fence(previous.0 + 1),
-            FenceUpdate::Keep => previous,
+        let fence = match (new.fence, current) {
+            (FenceUpdate::Next, Some(r)) => Fence(r.fence.0 + 1),
+            // A record created where none is (never written, or deleted):
+            // the clock's floor, so a deleted key's fences go on above those
+            // a holder paused across the deletion still carries.
+            (FenceUpdate::Next, None) => Fence::clock_floor(),
+            (FenceUpdate::Keep, Some(r)) => r.fence,
+            (FenceUpdate::Keep, None) => Fence(0),
         };
         let record = LockRecord {
             key: key.clone(),
@@ -160,6 +164,7 @@ impl ConditionalStore for VersionedMap {
         Capabilities::default()
             .with_key_limits(MAX_KEY, MAX_KEY)
             .with_max_record_bytes(MAX_DATA)
+            .with_fences_after_deletion(FencesAfterDeletion::ClockFloor)
     }
 }
 

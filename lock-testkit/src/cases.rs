@@ -6,12 +6,12 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use lock_core::{
-    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, KeyedWrite,
-    LockClient, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Rvn, StoreClock, StoreError,
-    StoreErrorKind, WriteTime,
+    AcquireOptions, ConditionalStore, DataUpdate, Expect, Fence, FenceUpdate, FencesAfterDeletion,
+    KeyedWrite, LockClient, LockKey, LockRecord, ManyOutcome, NewRecord, Outcome, Rvn, StoreClock,
+    StoreError, StoreErrorKind, WriteTime,
 };
 
 /// Why a conformance case failed.
@@ -187,7 +187,56 @@ pub async fn get_of_a_missing_key(store: Arc<dyn ConditionalStore>) -> CaseResul
     Ok(())
 }
 
-/// `put` vacant on a new key applies with fence 1 and stores every field; `get`
+/// The fence of a key's record created after a record with fence `deleted`
+/// was deleted: higher, unless the store says its fences restart (then 1).
+fn check_fence_after_deletion(
+    what: &str,
+    store: &dyn ConditionalStore,
+    deleted: Fence,
+    next: Fence,
+) -> CaseResult {
+    if store.capabilities().fences_after_deletion == FencesAfterDeletion::Restart {
+        ensure!(
+            next == Fence(1),
+            "{what}: a store whose fences restart gave fence {next}, not 1"
+        );
+    } else {
+        ensure!(
+            next > deleted,
+            "{what}: fence {next} after a record with fence {deleted} was deleted: a holder paused across the deletion still carries {deleted}, and a resource would admit its stale writes"
+        );
+    }
+    Ok(())
+}
+
+/// A key's first fence, given by a write sent at or after `sent`: 1 on a
+/// store that remembers deleted records' fences or restarts them, and
+/// between the wall clock's floors at `sent` and now on a store that takes
+/// them from the clock ([`FencesAfterDeletion`]).
+fn check_first_fence(
+    what: &str,
+    store: &dyn ConditionalStore,
+    sent: SystemTime,
+    fence: Fence,
+) -> CaseResult {
+    match store.capabilities().fences_after_deletion {
+        FencesAfterDeletion::ClockFloor => {
+            let (low, high) = (Fence::floor_at(sent), Fence::clock_floor());
+            ensure!(
+                low <= fence && fence <= high,
+                "{what}: the first fence of a key was {fence}, not the clock's floor between {low} and {high}"
+            );
+        }
+        _ => ensure!(
+            fence == Fence(1),
+            "{what}: the first fence of a key was {fence}, not 1"
+        ),
+    }
+    Ok(())
+}
+
+/// `put` vacant on a new key applies with its first fence (see
+/// [`FencesAfterDeletion`]) and stores every field; `get`
 /// then returns the same record.
 pub async fn put_vacant_on_a_new_key(store: Arc<dyn ConditionalStore>) -> CaseResult {
     let key = LockKey::new("new-key");
@@ -196,17 +245,19 @@ pub async fn put_vacant_on_a_new_key(store: Arc<dyn ConditionalStore>) -> CaseRe
         expires_at: Some(4_000_000_000),
         ..acquire("alice")
     };
+    let sent = SystemTime::now();
     let record = applied(
         "put vacant on a new key",
         store.put(&key, Expect::Vacant, new.clone()).await?,
     )?;
+    check_first_fence("put vacant on a new key", &*store, sent, record.fence)?;
     check_written(
         "put vacant on a new key",
         &*store,
         &record,
         &key,
         &new,
-        Fence(1),
+        record.fence,
     )?;
     let read = store.get(&key).await?;
     ensure!(
@@ -236,11 +287,20 @@ pub async fn put_vacant_on_a_released_key(store: Arc<dyn ConditionalStore>) -> C
         "acquire of the released key",
         store.put(&key, Expect::Vacant, new.clone()).await?,
     )?;
-    // A store that deletes on release starts the key afresh.
+    // A store that deletes on release creates the record afresh, above the
+    // fence it had unless the store says its fences restart.
     let expected = if store.capabilities().keeps_released_records {
-        Fence(2)
-    } else {
+        Fence(first.fence.0 + 1)
+    } else if store.capabilities().fences_after_deletion == FencesAfterDeletion::Restart {
         Fence(1)
+    } else {
+        ensure!(
+            second.fence > first.fence,
+            "the record deleted on release had fence {}, the key's next fence was {}",
+            first.fence,
+            second.fence
+        );
+        second.fence
     };
     check_written(
         "acquire of the released key",
@@ -266,17 +326,14 @@ pub async fn put_vacant_on_a_released_key(store: Arc<dyn ConditionalStore>) -> C
         Fence(second.fence.0 + 1),
     )?;
     // Another key starts its own fence history.
+    let sent = SystemTime::now();
     let other = applied(
         "acquire of another key",
         store
             .put(&LockKey::new("other-key"), Expect::Vacant, acquire("dave"))
             .await?,
     )?;
-    ensure!(
-        other.fence == Fence(1),
-        "fences are not per key: {}",
-        other.fence
-    );
+    check_first_fence("acquire of another key", &*store, sent, other.fence)?;
     Ok(())
 }
 
@@ -603,11 +660,7 @@ pub async fn delete_with_both_expectations(store: Arc<dyn ConditionalStore>) -> 
         "acquire again",
         store.put(&key, Expect::Vacant, acquire("bob")).await?,
     )?;
-    ensure!(
-        held.fence == Fence(1),
-        "delete must forget the fence history; the next fence was {}",
-        held.fence
-    );
+    check_fence_after_deletion("acquire after a delete", &*store, deleted.fence, held.fence)?;
     let released = applied(
         "release",
         store
@@ -625,6 +678,77 @@ pub async fn delete_with_both_expectations(store: Arc<dyn ConditionalStore>) -> 
     ensure!(
         store.get(&key).await?.is_none(),
         "the released record is still there"
+    );
+    Ok(())
+}
+
+/// A key's fences keep rising across a deletion of its record: after
+/// several acquisitions (takeovers by version), a release and a delete,
+/// the key's next record has a fence above every fence it had (a holder
+/// paused across the deletion carries the last of them), unless the store
+/// says its fences restart ([`FencesAfterDeletion::Restart`]). Deletions
+/// that do not go through the store (a time to live, a lifecycle rule, a
+/// `DELETE` by hand) are each store's own tests'.
+pub async fn fences_rise_across_a_deletion(store: Arc<dyn ConditionalStore>) -> CaseResult {
+    if !store.capabilities().conditional_delete {
+        return Ok(());
+    }
+    let key = LockKey::new("deleted-and-created-again");
+    let mut held = applied(
+        "acquire",
+        store.put(&key, Expect::Vacant, acquire("alice")).await?,
+    )?;
+    for owner in ["bob", "carol", "dave"] {
+        let next = applied(
+            "takeover by version",
+            store
+                .put(&key, Expect::Version(held.rvn.clone()), acquire(owner))
+                .await?,
+        )?;
+        ensure!(
+            next.fence > held.fence,
+            "takeover: fence {} after {}",
+            next.fence,
+            held.fence
+        );
+        held = next;
+    }
+    let highest = held.fence;
+    let released = applied(
+        "release",
+        store
+            .put(&key, Expect::Version(held.rvn.clone()), release("dave"))
+            .await?,
+    )?;
+    if store.get(&key).await?.is_some() {
+        applied(
+            "delete of the released record",
+            store
+                .delete(&key, Expect::Version(released.rvn.clone()))
+                .await?,
+        )?;
+    }
+    ensure!(
+        store.get(&key).await?.is_none(),
+        "the record is still there after its delete"
+    );
+    let again = applied(
+        "acquire of the deleted key",
+        store.put(&key, Expect::Vacant, acquire("erin")).await?,
+    )?;
+    check_fence_after_deletion("acquire of the deleted key", &*store, highest, again.fence)?;
+    // And a takeover of the new record goes on from it.
+    let next = applied(
+        "takeover of the new record",
+        store
+            .put(&key, Expect::Version(again.rvn.clone()), acquire("frank"))
+            .await?,
+    )?;
+    ensure!(
+        next.fence == Fence(again.fence.0 + 1),
+        "takeover of the new record: fence {} after {}",
+        next.fence,
+        again.fence
     );
     Ok(())
 }
@@ -861,14 +985,13 @@ pub async fn sort_keys_are_independent_locks(store: Arc<dyn ConditionalStore>) -
     let b = LockKey::with_sort("jobs", "b");
     let whole = LockKey::new("jobs");
     for key in [&a, &b, &whole] {
+        let sent = SystemTime::now();
         let record = applied(
             "acquire",
             store.put(key, Expect::Vacant, acquire("o")).await?,
         )?;
-        ensure!(
-            record.fence == Fence(1) && record.key == *key,
-            "{key:?}: {record:?}"
-        );
+        ensure!(record.key == *key, "{key:?}: {record:?}");
+        check_first_fence(&format!("acquire of {key:?}"), &*store, sent, record.fence)?;
     }
     let a_now = store
         .get(&a)
@@ -1153,7 +1276,8 @@ pub async fn put_many_is_all_or_nothing(store: Arc<dyn ConditionalStore>) -> Cas
         limits.max_keys >= 2,
         "atomic writes of fewer than 2 keys: {limits:?}"
     );
-    // Every key free: all applied, in order, fence 1.
+    // Every key free: all applied, in order, each with its first fence.
+    let sent = SystemTime::now();
     let writes = vacant("o");
     let rvns: Vec<Rvn> = writes.iter().map(|write| write.new.rvn.clone()).collect();
     let records = match store.put_many(writes).await {
@@ -1172,12 +1296,10 @@ pub async fn put_many_is_all_or_nothing(store: Arc<dyn ConditionalStore>) -> Cas
     ensure!(records.len() == 3, "{records:?}");
     for ((record, key), rvn) in records.iter().zip(&keys).zip(&rvns) {
         ensure!(
-            record.key == *key
-                && record.rvn == *rvn
-                && record.fence == Fence(1)
-                && !record.released,
-            "applied in order, fence 1: {record:?}"
+            record.key == *key && record.rvn == *rvn && !record.released,
+            "applied in order: {record:?}"
         );
+        check_first_fence("put_many on free keys", &*store, sent, record.fence)?;
         let stored = store.get(key).await?;
         ensure!(
             stored.as_ref().is_some_and(|s| s.rvn == *rvn),
@@ -1231,10 +1353,10 @@ pub async fn put_many_is_all_or_nothing(store: Arc<dyn ConditionalStore>) -> Cas
         .collect();
     match store.put_many(writes).await? {
         ManyOutcome::Applied(records) => {
-            for record in &records {
+            for (record, was) in records.iter().zip(&current) {
                 ensure!(
-                    record.fence == Fence(2) && record.owner == "q",
-                    "{record:?}"
+                    record.fence == Fence(was.fence.0 + 1) && record.owner == "q",
+                    "{record:?} on {was:?}"
                 );
             }
         }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use lock_core::{
-    Capabilities, Expect, Fence, FenceUpdate, LockKey, LockRecord, NewRecord, Outcome,
-    StoreErrorKind,
+    Capabilities, Expect, Fence, FenceUpdate, FencesAfterDeletion, LockKey, LockRecord, NewRecord,
+    Outcome, StoreErrorKind,
 };
 
 /// A reference model of a [`ConditionalStore`](lock_core::ConditionalStore):
@@ -19,6 +19,9 @@ use lock_core::{
 #[derive(Clone, Debug, Default)]
 pub struct ModelStore {
     records: BTreeMap<LockKey, LockRecord>,
+    /// The fences of deleted records, for a store that remembers them
+    /// ([`FencesAfterDeletion::Remembered`]).
+    floors: BTreeMap<LockKey, Fence>,
     caps: Capabilities,
 }
 
@@ -27,6 +30,7 @@ impl ModelStore {
     pub fn new(caps: Capabilities) -> Self {
         Self {
             records: BTreeMap::new(),
+            floors: BTreeMap::new(),
             caps,
         }
     }
@@ -89,10 +93,15 @@ impl ModelStore {
         if !Self::holds(current, expect) {
             return Ok(self.rejected(current));
         }
-        let previous = current.map_or(Fence(0), |r| r.fence);
-        let fence = match new.fence {
-            FenceUpdate::Next => Fence(previous.0 + 1),
-            FenceUpdate::Keep => previous,
+        // A deleted key goes on from its deleted record's fence on a store
+        // that remembers it; the model does not predict a clock's floor
+        // (FencesAfterDeletion::ClockFloor) and starts such keys at 1.
+        // A write that keeps the fence on no record keeps "no fence" (0).
+        let fence = match (new.fence, current) {
+            (FenceUpdate::Next, Some(current)) => Fence(current.fence.0 + 1),
+            (FenceUpdate::Next, None) => Fence(self.floor(key).0 + 1),
+            (FenceUpdate::Keep, Some(current)) => current.fence,
+            (FenceUpdate::Keep, None) => Fence(0),
         };
         let record = LockRecord {
             key: key.clone(),
@@ -107,6 +116,7 @@ impl ModelStore {
         };
         if record.released && !self.caps.keeps_released_records {
             self.records.remove(key);
+            self.remember(key, record.fence);
         } else {
             self.records.insert(key.clone(), record.clone());
         }
@@ -122,10 +132,25 @@ impl ModelStore {
         if current.is_none() || !Self::holds(current, expect) {
             return Ok(self.rejected(current));
         }
-        Ok(self
-            .records
-            .remove(key)
-            .map_or(Outcome::Rejected { current: None }, Outcome::Applied))
+        let Some(deleted) = self.records.remove(key) else {
+            return Ok(Outcome::Rejected { current: None });
+        };
+        self.remember(key, deleted.fence);
+        Ok(Outcome::Applied(deleted))
+    }
+
+    /// A deleted record's fence, kept as the key's floor if higher.
+    fn remember(&mut self, key: &LockKey, fence: Fence) {
+        let floor = self.floors.entry(key.clone()).or_default();
+        *floor = (*floor).max(fence);
+    }
+
+    /// Where a key with no record counts its fences from.
+    fn floor(&self, key: &LockKey) -> Fence {
+        match self.caps.fences_after_deletion {
+            FencesAfterDeletion::Remembered => self.floors.get(key).copied().unwrap_or(Fence(0)),
+            _ => Fence(0),
+        }
     }
 
     /// The keys a complete listing returns (in key order; stores may list in any

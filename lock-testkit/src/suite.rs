@@ -51,6 +51,7 @@ macro_rules! __conformance_cases {
             fence_kept_on_heartbeat_and_release,
             data_is_kept_replaced_and_cleared,
             delete_with_both_expectations,
+            fences_rise_across_a_deletion,
             list_pages_through_every_record,
             compare_and_set_race,
             oversized_input_is_invalid_and_writes_nothing,

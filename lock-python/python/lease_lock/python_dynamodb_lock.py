@@ -167,8 +167,11 @@ class DynamoDBLockClient:
         :param ThreadPoolExecutor app_callback_executor: The executor that runs app_callbacks.
                 Defaults to a ThreadPoolExecutor with a maximum of 5 threads.
         :param bool keep_released_records: Not in 0.9.1. If True, a release marks the item
-                released (attribute ``released``) instead of deleting it, so that fences keep
-                rising across releases. python-dynamodb-lock 0.9.1 takes such an item for a held
+                released (attribute ``released``) instead of deleting it, so that fences rise
+                by 1 across releases whatever the hosts' clocks (a deleted item's next fence is
+                the acquiring host's clock in microseconds since 1970, above the deleted one's
+                only while the clocks differ by less than the time between a release and the next
+                acquisition). python-dynamodb-lock 0.9.1 takes such an item for a held
                 lock: turn it on once no process of that library uses the table. Defaults to False.
         :param datetime.timedelta max_clock_difference: Not in 0.9.1. The most any two hosts'
                 clocks differ: with it, a lock whose holder crashed is taken over once its last
@@ -664,8 +667,11 @@ class DynamoDBLock(BaseDynamoDBLock):
     A lock held by a DynamoDBLockClient of this process.
 
     Beyond 0.9.1's attributes it has ``fence``: the fencing token of this acquisition,
-    higher than every earlier holder's (since the item was last deleted). Hand it to the
-    resource the lock protects and have it refuse lower ones.
+    higher than every earlier holder's. An item created where none is (a new key, or one
+    deleted by a release, a time to live or by hand) starts at the acquiring host's clock in
+    microseconds since 1970, which stays above the deleted item's fences as long as the clock
+    of the host that creates the item again is not behind the one that created it before by
+    more than the time between the two creations. Hand it to the resource the lock protects and have it refuse lower ones.
     """
 
     PENDING = 'PENDING'

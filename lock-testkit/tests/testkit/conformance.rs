@@ -144,7 +144,7 @@ mod faulty_memory_with_retries {
 #[tokio::test]
 async fn run_all_runs_every_case_in_one_test() {
     lock_testkit::run_all(&MemoryFactory).await;
-    assert_eq!(lock_testkit::CASES.len(), 17);
+    assert_eq!(lock_testkit::CASES.len(), 18);
     assert!(lock_testkit::CASES.contains(&"data_is_kept_replaced_and_cleared"));
 }
 

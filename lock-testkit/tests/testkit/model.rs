@@ -17,8 +17,12 @@ use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state
 
 const MAX_RECORD: usize = 512;
 
+/// What the stores under test say (the memory store remembers deleted
+/// records' fences).
 fn caps() -> Capabilities {
-    Capabilities::default().with_max_record_bytes(MAX_RECORD)
+    Capabilities::default()
+        .with_max_record_bytes(MAX_RECORD)
+        .with_fences_after_deletion(lock_core::FencesAfterDeletion::Remembered)
 }
 
 fn memory() -> MemoryStore {
