@@ -12,7 +12,11 @@
 //!   fence and writes, or returns the current record. Reads are scripts too,
 //!   so each record comes with its age on the server's clock (`TIME`): a
 //!   crashed holder's lock is taken over at the first look once its lease
-//!   has passed on that clock, as on PostgreSQL.
+//!   has passed on that clock, as on PostgreSQL. The age is only computed on
+//!   the node that stamped the record (its `run_id`, kept in the record):
+//!   after a failover, a slot migration or a restore, another node's clock
+//!   could be ahead by any amount, so there the age is unknown and a waiter
+//!   watches the record for a lease.
 //! * **Fences never restart on Redis's schedule**: the highest fence each
 //!   lock was given is kept in `{prefix}:{partition}:f`, which never expires,
 //!   and every new fence is one more than the highest of the record's and

@@ -4,7 +4,8 @@
 //! atomically: the condition, the fence and the write are decided on the
 //! record as it is when the script runs, and a refused write returns the
 //! current record in the same round trip. Reads run a script too, so each
-//! record comes with its age on the server's clock.
+//! record comes with its age on the server's clock (on the node that wrote
+//! it; elsewhere its age is unknown: [`record::decode`]).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -380,10 +381,11 @@ impl RedisStore {
             .await?;
         let mut items = array(what, reply)?.into_iter();
         let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
+        let node = record::text(items.next().unwrap_or(Value::Nil));
         let mut records = Vec::with_capacity(locks.len());
         for fields in items {
             // An expired record is left out (and left the index).
-            records.extend(record::decode(what, fields, now)?);
+            records.extend(record::decode(what, fields, now, &node)?);
         }
         Ok(records)
     }
@@ -584,9 +586,10 @@ fn written(what: &str, reply: Value) -> Result<Written, StoreError> {
     if status == 1 {
         let records = array(what, items.next().unwrap_or(Value::Nil))?;
         let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
+        let node = record::text(items.next().unwrap_or(Value::Nil));
         let mut applied = Vec::with_capacity(records.len());
         for fields in records {
-            let record = record::decode(what, fields, now)?;
+            let record = record::decode(what, fields, now, &node)?;
             applied.extend(fresh(record));
         }
         return Ok(Written::Applied(applied));
@@ -594,9 +597,10 @@ fn written(what: &str, reply: Value) -> Result<Written, StoreError> {
     let index = integer(what, &items.next().unwrap_or(Value::Nil))?;
     let fields = items.next().unwrap_or(Value::Nil);
     let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
+    let node = record::text(items.next().unwrap_or(Value::Nil));
     Ok(Written::Rejected {
         index: usize::try_from(index).unwrap_or(usize::MAX),
-        current: record::decode(what, fields, now)?,
+        current: record::decode(what, fields, now, &node)?,
     })
 }
 
@@ -617,7 +621,8 @@ impl ConditionalStore for RedisStore {
             .await?;
         let mut items = array(&what, reply)?.into_iter();
         let now = integer(&what, &items.next().unwrap_or(Value::Nil))?;
-        record::decode(&what, items.next().unwrap_or(Value::Nil), now)
+        let node = record::text(items.next().unwrap_or(Value::Nil));
+        record::decode(&what, items.next().unwrap_or(Value::Nil), now, &node)
     }
 
     async fn put(
@@ -659,7 +664,8 @@ impl ConditionalStore for RedisStore {
         let status = integer(&what, &items.next().unwrap_or(Value::Nil))?;
         let fields = items.next().unwrap_or(Value::Nil);
         let now = integer(&what, &items.next().unwrap_or(Value::Nil))?;
-        let record = record::decode(&what, fields, now)?;
+        let node = record::text(items.next().unwrap_or(Value::Nil));
+        let record = record::decode(&what, fields, now, &node)?;
         match (status, record) {
             (1, Some(record)) => Ok(Outcome::Applied(record)),
             (_, current) => Ok(Outcome::Rejected { current }),

@@ -180,6 +180,63 @@ async fn a_fresh_process_takes_a_crashed_holders_lock_by_the_servers_clock() {
     crashed.shutdown().await.unwrap();
 }
 
+/// A record's age is the reading node's `TIME` minus the writing node's
+/// stamp: moved to a node whose clock is ahead (a failover, a slot
+/// migration, a restore: `DUMP`/`RESTORE` here), every record would look
+/// that much older, and a fresh process would take a live holder's lock at
+/// once. An age is only computed on the node that wrote the record; on
+/// another, the record's age is unknown and a fresh client watches it for a
+/// lease.
+#[tokio::test]
+async fn a_fresh_client_on_a_node_whose_clock_is_ahead_does_not_take_a_live_lock() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let lease = Duration::from_secs(10);
+    let holder = client(store.clone(), "holder", lease);
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    let key = LockKey::new("job");
+    let record_key = store.record_key(&key);
+    let ahead = Duration::from_secs(60);
+    let (node, faked) = match support::start_server_ahead(ahead).await {
+        Some(node) => (node, true),
+        // Debian's redis-server does not start under libfaketime: a node of
+        // the same clock, and the stamp moved back by as much, give the
+        // reading node the same difference.
+        None => (start_server(&[]).await.unwrap(), false),
+    };
+    support::copy_key(&url().unwrap(), &node.url(), &record_key).await;
+    if faked {
+        let skew = support::server_millis(&node.url()).await
+            - support::server_millis(&url().unwrap()).await;
+        assert!(skew > 50_000, "the node's clock is ahead: {skew} ms");
+    } else {
+        eprintln!("faketime could not start this binary: the copy's stamp is moved back instead");
+        let stamp: String = lock_redis::redis::from_redis_value(
+            command(&node.url(), &["HGET", &record_key, "t"]).await,
+        )
+        .unwrap();
+        let moved = stamp.parse::<u64>().unwrap() - 60_000;
+        command(&node.url(), &["HSET", &record_key, "t", &moved.to_string()]).await;
+    }
+    let on_node = store_at(&node.url(), store.prefix()).await;
+    let fresh = client(on_node.clone(), "fresh", lease);
+    let taken = timeout(LIMIT, fresh.try_acquire("job", AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert!(
+        taken.is_none(),
+        "a fresh client on a node {ahead:?} ahead took a live holder's lock at once"
+    );
+    // The record read there has no age: it was written on another node.
+    assert_eq!(on_node.get(&key).await.unwrap().unwrap().written, None);
+    assert!(guard.is_safe());
+    guard.release().await.unwrap();
+    fresh.shutdown().await.unwrap();
+    holder.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn listings_page_by_key_and_keep_partitions_apart() {
     let Some(store) = fresh_store().await else {

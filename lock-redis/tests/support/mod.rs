@@ -213,6 +213,91 @@ pub async fn start_server(extra: &[&str]) -> Option<OwnServer> {
     }
 }
 
+/// A server of the test's own whose clock is `ahead` ahead of this host's
+/// (`faketime -f +Ns`), or `None` when it does not come up within 5 s:
+/// libfaketime 0.9.10 hangs Debian's `redis-server` 7.0 at start (its
+/// allocator reads the clock before libfaketime is ready), while Valkey's
+/// binary runs under it.
+pub async fn start_server_ahead(ahead: Duration) -> Option<OwnServer> {
+    url()?;
+    let server = Server::of_this_binary();
+    let (_, _, binary) = server.variables();
+    let binary = std::env::var(binary).unwrap_or_else(|_| server.binary_on_path().into());
+    let port = free_port();
+    let dir =
+        std::env::temp_dir().join(format!("lock-redis-test-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("a directory for the server");
+    let child = Command::new("faketime")
+        .args(["-f", &format!("+{}s", ahead.as_secs())])
+        .arg(&binary)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| panic!("start faketime (Debian package faketime): {error}"));
+    let server = OwnServer { port, child, dir };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tokio::time::Instant::now() < deadline {
+        let client = lock_redis::redis::Client::open(server.url()).expect("a valid URL");
+        if let Ok(Ok(mut connection)) = tokio::time::timeout(
+            Duration::from_secs(1),
+            client.get_multiplexed_async_connection(),
+        )
+        .await
+        {
+            let pong: Result<Result<String, _>, _> = tokio::time::timeout(
+                Duration::from_secs(1),
+                lock_redis::redis::cmd("PING").query_async(&mut connection),
+            )
+            .await;
+            if matches!(pong, Ok(Ok(_))) {
+                return Some(server);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// The server's clock (`TIME`), in milliseconds.
+pub async fn server_millis(url: &str) -> i64 {
+    let time: Vec<String> = lock_redis::redis::from_redis_value(command(url, &["TIME"]).await)
+        .expect("TIME answers seconds and microseconds");
+    let seconds: i64 = time[0].parse().expect("seconds");
+    let micros: i64 = time[1].parse().expect("microseconds");
+    seconds * 1000 + micros / 1000
+}
+
+/// Copy the key `key` from `from` to `to` as it is (`DUMP`, `RESTORE`), as a
+/// slot migration or a restore from a backup does.
+pub async fn copy_key(from: &str, to: &str, key: &str) {
+    let dumped: Vec<u8> =
+        lock_redis::redis::from_redis_value(command(from, &["DUMP", key]).await).expect("DUMP");
+    let client = lock_redis::redis::Client::open(to).expect("a valid URL");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect for set-up");
+    let () = lock_redis::redis::cmd("RESTORE")
+        .arg(key)
+        .arg(0)
+        .arg(dumped)
+        .query_async(&mut connection)
+        .await
+        .expect("RESTORE");
+}
+
 /// Run one command on `url` (for set-up: ACL users, replication).
 pub async fn command(url: &str, args: &[&str]) -> lock_redis::redis::Value {
     let client = lock_redis::redis::Client::open(url).expect("a valid URL");
