@@ -198,6 +198,17 @@ end
 return out
 "#;
 
+/// A write that changes nothing, so that a `WAIT` after it proves the
+/// replicas have everything the primary had when it ran: the record's RVN
+/// written again, unchanged, if it still is `ARGV[1]`. `KEYS`: the record.
+/// Returns 1 when written, 0 when the record no longer shows that RVN (then
+/// nothing is written, and a `WAIT` would prove nothing).
+const TOUCH: &str = r#"
+if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[1])
+return 1
+"#;
+
 /// The store's scripts, loaded once per server (`SCRIPT LOAD`) and then run
 /// by their SHA1 (`EVALSHA`).
 #[derive(Debug)]
@@ -205,6 +216,7 @@ pub(crate) struct Scripts {
     pub put: Script,
     pub delete: Script,
     pub read: Script,
+    pub touch: Script,
 }
 
 impl Scripts {
@@ -213,6 +225,7 @@ impl Scripts {
             put: Script::new(PUT),
             delete: Script::new(DELETE),
             read: Script::new(READ),
+            touch: Script::new(TOUCH),
         }
     }
 }

@@ -7,7 +7,7 @@
 //! record comes with its age on the server's clock (on the node that wrote
 //! it; elsewhere its age is unknown: [`record::decode`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -63,6 +63,12 @@ struct Inner {
     layout: Layout,
     url: String,
     replicas: Option<ReplicaAcks>,
+    /// With `wait_for_replicas`: this store's writes that applied on the
+    /// primary, or may have, without the replicas' acknowledgement (their
+    /// RVN, when that was found, and the lease they carried). A record
+    /// showing one is not handed to the client until the replicas
+    /// acknowledge it ([`RedisStore::trusted`]).
+    unconfirmed: Mutex<HashMap<String, (std::time::Instant, std::time::Duration)>>,
     /// Releases announced on the channel, when the store announces them.
     feed: Option<ReleaseFeed>,
 }
@@ -119,6 +125,7 @@ impl RedisStore {
                 layout,
                 url,
                 replicas,
+                unconfirmed: Mutex::new(HashMap::new()),
                 feed,
             }),
         }
@@ -177,7 +184,7 @@ impl RedisStore {
     pub(crate) async fn load_scripts(&self) -> Result<(), StoreError> {
         let mut connection = self.connection().await?;
         let scripts = &self.inner.scripts;
-        for script in [&scripts.put, &scripts.delete, &scripts.read] {
+        for script in [&scripts.put, &scripts.delete, &scripts.read, &scripts.touch] {
             script
                 .load_async(&mut connection)
                 .await
@@ -189,7 +196,10 @@ impl RedisStore {
     /// Run `script` with `keys` and `args`: `EVALSHA`, and on `NOSCRIPT`
     /// (the server restarted or flushed its scripts; nothing ran) load it
     /// and run it again. A write waits for replica acknowledgements when the
-    /// builder asked for them.
+    /// builder asked for them; `tracked` are the RVNs (and leases) of the
+    /// records it writes held, which, applied without those
+    /// acknowledgements, are not trusted until they come
+    /// ([`RedisStore::trusted`]).
     async fn run(
         &self,
         call: Call,
@@ -197,6 +207,7 @@ impl RedisStore {
         script: &redis::Script,
         keys: &[String],
         args: Vec<Vec<u8>>,
+        tracked: &[(String, std::time::Duration)],
     ) -> Result<Value, StoreError> {
         let mut invocation = script.prepare_invoke();
         for key in keys {
@@ -224,15 +235,124 @@ impl RedisStore {
         let answer: Result<Value, redis::RedisError> =
             invocation.invoke_async(&mut connection).await;
         waiting.answered = true;
-        let value = answer.map_err(|error| self.failed(call, what, error))?;
+        let value = match answer {
+            Ok(value) => value,
+            Err(error) => {
+                let error = self.failed(call, what, error);
+                // Perhaps applied, and surely not acknowledged by replicas.
+                if waits.is_some() && error.is_ambiguous() {
+                    self.unconfirmed(tracked);
+                }
+                return Err(error);
+            }
+        };
         if let Some(acks) = waits {
             // A refused write wrote nothing: nothing to wait for.
-            if applied(&value) {
-                self.wait_for_replicas(what, &mut connection, acks).await?;
+            if applied(&value)
+                && let Err(error) = self.wait_for_replicas(what, &mut connection, acks).await
+            {
+                // Applied on the primary only: the client must not learn it
+                // applied from a read of the primary either, or the
+                // acknowledgement it asked for would protect the store call
+                // and not the lock.
+                self.unconfirmed(tracked);
+                return Err(error);
             }
             self.give_back(connection);
         }
         Ok(value)
+    }
+
+    /// Remember `tracked` as applied, or perhaps applied, without the
+    /// replicas' acknowledgement; forget those whose lease has long passed
+    /// (twice over, and the `WAIT`'s timeout: the client no longer trusts a
+    /// write that old, whatever a read shows).
+    fn unconfirmed(&self, tracked: &[(String, std::time::Duration)]) {
+        let wait = self
+            .inner
+            .replicas
+            .map_or_else(Default::default, |acks| acks.timeout);
+        let now = std::time::Instant::now();
+        let mut unconfirmed = self
+            .inner
+            .unconfirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        unconfirmed.retain(|_, (at, lease)| {
+            now.saturating_duration_since(*at) <= lease.saturating_mul(2).saturating_add(wait)
+        });
+        for (rvn, lease) in tracked {
+            unconfirmed.insert(rvn.clone(), (now, *lease));
+        }
+    }
+
+    /// `record`, read from the record key `record_key`, as the client may
+    /// trust it. With `wait_for_replicas`, a record showing a write of this
+    /// store that the replicas did not acknowledge is only handed over once
+    /// they have: a script that rewrites the record's RVN unchanged (a write
+    /// that changes nothing, but moves this connection's replication offset
+    /// past the read) and a `WAIT` on the same connection. Without that, the
+    /// client, resolving the ambiguous write by reading the primary, would
+    /// find its RVN and hold the lock (or extend its lease) on a write a
+    /// failover can lose, and the detached replica, promoted, would hand
+    /// the same fence out again. Not acknowledged in time: `Unavailable`
+    /// (the client reads again, and its lease runs out meanwhile as in an
+    /// outage).
+    async fn trusted(
+        &self,
+        what: &str,
+        record_key: &str,
+        record: Option<LockRecord>,
+    ) -> Result<Option<LockRecord>, StoreError> {
+        let (Some(acks), Some(found)) = (self.inner.replicas, &record) else {
+            return Ok(record);
+        };
+        let rvn = found.rvn.as_str().to_owned();
+        let pending = self
+            .inner
+            .unconfirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&rvn);
+        if !pending {
+            return Ok(record);
+        }
+        let not_trusted = |detail: String| {
+            StoreError::unavailable(format!(
+                "{what}: the record shows a write of this store that {} replicas have not acknowledged ({detail}); not trusted until they do (wait_for_replicas)",
+                acks.replicas
+            ))
+        };
+        let mut connection = self.writer().await?;
+        let mut waiting = Abandoned {
+            suspect: &self.inner.suspect,
+            answered: false,
+        };
+        let touched: Result<i64, redis::RedisError> = self
+            .inner
+            .scripts
+            .touch
+            .key(record_key)
+            .arg(&rvn)
+            .invoke_async(&mut connection)
+            .await;
+        waiting.answered = true;
+        // It changes nothing: a failure is not ambiguous.
+        let touched = touched.map_err(|error| self.failed(Call::Read, what, error))?;
+        if touched != 1 {
+            // Written again since the read: what was read is stale.
+            return Err(not_trusted("the record changed since it was read".into()));
+        }
+        if let Err(error) = self.wait_for_replicas(what, &mut connection, acks).await {
+            return Err(not_trusted(error.message().to_owned()).with_source(error));
+        }
+        self.give_back(connection);
+        self.inner
+            .unconfirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&rvn);
+        Ok(record)
     }
 
     /// A connection for one write and its `WAIT`: an idle one of the
@@ -294,7 +414,7 @@ impl RedisStore {
         match answer {
             Ok(count) if count >= i64::from(acks.replicas) => Ok(()),
             Ok(count) => Err(StoreError::ambiguous(format!(
-                "{what}: applied on the primary, but {count} of {} replicas acknowledged it within {:?}; a failover now could lose it",
+                "{what}: applied on the primary, but {count} of {} replicas acknowledged it within {:?}; a failover now could lose it, so it is not trusted until they acknowledge it",
                 acks.replicas, acks.timeout
             ))),
             Err(error) => {
@@ -377,7 +497,7 @@ impl RedisStore {
         keys.extend(locks.iter().map(|lock| layout.record_of(partition, lock)));
         let args = locks.iter().map(|lock| lock.as_bytes().to_vec()).collect();
         let reply = self
-            .run(Call::Read, what, &self.inner.scripts.read, &keys, args)
+            .run(Call::Read, what, &self.inner.scripts.read, &keys, args, &[])
             .await?;
         let mut items = array(what, reply)?.into_iter();
         let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
@@ -489,6 +609,14 @@ impl RedisStore {
     ) -> Result<Value, StoreError> {
         let mut keys = Vec::with_capacity(writes.len() * 3);
         let mut args = vec![self.channel().into_bytes()];
+        // A held record written without the replicas' acknowledgement is not
+        // trusted; a released one may be (a release lost in a failover
+        // leaves the lock held until its lease runs out, no worse).
+        let tracked: Vec<(String, std::time::Duration)> = writes
+            .iter()
+            .filter(|(_, _, new)| !new.released)
+            .map(|(_, _, new)| (new.rvn.as_str().to_owned(), new.lease))
+            .collect();
         for (key, expect, new) in writes {
             let lock = self.inner.layout.keys(key);
             if matches!(expect, Expect::Vacant) {
@@ -499,8 +627,15 @@ impl RedisStore {
             keys.push(lock.index);
             self.write_args(key, expect, new, &mut args);
         }
-        self.run(Call::Write, what, &self.inner.scripts.put, &keys, args)
-            .await
+        self.run(
+            Call::Write,
+            what,
+            &self.inner.scripts.put,
+            &keys,
+            args,
+            &tracked,
+        )
+        .await
     }
 }
 
@@ -609,7 +744,7 @@ impl ConditionalStore for RedisStore {
     async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
         let lock = self.inner.layout.keys(key);
         let what = format!("read {}", lock.record);
-        let keys = [lock.index, lock.record];
+        let keys = [lock.index.clone(), lock.record.clone()];
         let reply = self
             .run(
                 Call::Read,
@@ -617,12 +752,14 @@ impl ConditionalStore for RedisStore {
                 &self.inner.scripts.read,
                 &keys,
                 vec![lock.lock.into_bytes()],
+                &[],
             )
             .await?;
         let mut items = array(&what, reply)?.into_iter();
         let now = integer(&what, &items.next().unwrap_or(Value::Nil))?;
         let node = record::text(items.next().unwrap_or(Value::Nil));
-        record::decode(&what, items.next().unwrap_or(Value::Nil), now, &node)
+        let record = record::decode(&what, items.next().unwrap_or(Value::Nil), now, &node)?;
+        self.trusted(&what, &lock.record, record).await
     }
 
     async fn put(
@@ -632,13 +769,16 @@ impl ConditionalStore for RedisStore {
         new: NewRecord,
     ) -> Result<Outcome, StoreError> {
         Self::check(key, &new)?;
-        let what = format!("write {}", self.inner.layout.keys(key).record);
+        let record_key = self.inner.layout.keys(key).record;
+        let what = format!("write {record_key}");
         match written(&what, self.write(&what, &[(key, &expect, &new)]).await?)? {
             Written::Applied(mut records) => match records.pop() {
                 Some(record) => Ok(Outcome::Applied(record)),
                 None => Err(record::unreadable(&what, "no record written")),
             },
-            Written::Rejected { current, .. } => Ok(Outcome::Rejected { current }),
+            Written::Rejected { current, .. } => Ok(Outcome::Rejected {
+                current: self.trusted(&what, &record_key, current).await?,
+            }),
         }
     }
 
@@ -649,7 +789,7 @@ impl ConditionalStore for RedisStore {
             Expect::Vacant => ("vacant", ""),
             Expect::Version(rvn) => ("version", rvn.as_str()),
         };
-        let keys = [lock.record, lock.fences, lock.index];
+        let keys = [lock.record.clone(), lock.fences, lock.index];
         let args = vec![
             condition.as_bytes().to_vec(),
             expected.as_bytes().to_vec(),
@@ -658,7 +798,14 @@ impl ConditionalStore for RedisStore {
             self.channel().into_bytes(),
         ];
         let reply = self
-            .run(Call::Write, &what, &self.inner.scripts.delete, &keys, args)
+            .run(
+                Call::Write,
+                &what,
+                &self.inner.scripts.delete,
+                &keys,
+                args,
+                &[],
+            )
             .await?;
         let mut items = array(&what, reply)?.into_iter();
         let status = integer(&what, &items.next().unwrap_or(Value::Nil))?;
@@ -668,7 +815,9 @@ impl ConditionalStore for RedisStore {
         let record = record::decode(&what, fields, now, &node)?;
         match (status, record) {
             (1, Some(record)) => Ok(Outcome::Applied(record)),
-            (_, current) => Ok(Outcome::Rejected { current }),
+            (_, current) => Ok(Outcome::Rejected {
+                current: self.trusted(&what, &lock.record, current).await?,
+            }),
         }
     }
 
@@ -781,7 +930,16 @@ impl ConditionalStore for RedisStore {
                 Ok(ManyOutcome::Applied(records))
             }
             Written::Applied(_) => Err(record::unreadable(&what, "not every record written")),
-            Written::Rejected { index, current } => Ok(ManyOutcome::Rejected { index, current }),
+            Written::Rejected { index, current } => {
+                let current = match writes.get(index) {
+                    Some(write) => {
+                        let record_key = self.inner.layout.keys(&write.key).record;
+                        self.trusted(&what, &record_key, current).await?
+                    }
+                    None => current,
+                };
+                Ok(ManyOutcome::Rejected { index, current })
+            }
         }
     }
 

@@ -659,7 +659,15 @@ async fn waiting_for_a_replica_confirms_writes_and_is_ambiguous_without_it() {
     let heartbeat = write.await.unwrap();
     let held = match heartbeat {
         Ok(Outcome::Applied(record)) => record,
-        Err(error) if error.is_ambiguous() => store.get(&key).await.unwrap().unwrap(),
+        Err(error) if error.is_ambiguous() => {
+            // Applied on the primary only: this store does not show it as
+            // it is until the replica acknowledges it; a store that does not
+            // wait for replicas reads it.
+            let read = store.get(&key).await.unwrap_err();
+            assert_eq!(read.kind(), StoreErrorKind::Unavailable, "{read}");
+            let plain = store_at(&primary.url(), "acks").await;
+            plain.get(&key).await.unwrap().unwrap()
+        }
         other => panic!("{other:?}"),
     };
     let started = Instant::now();
@@ -748,6 +756,101 @@ async fn a_partitioned_reader_is_lost_before_a_writer_going_direct_is_admitted()
     };
     let (proxy, via) = proxied(&store).await;
     drills::partitioned_reader(store, via, &proxy).await;
+}
+
+/// `wait_for_replicas` protects the lock, not only the store call: with the
+/// only replica detached (`REPLICAOF NO ONE`, as a partition or an operator
+/// would), writes still apply on the primary but no replica acknowledges
+/// them. Heartbeats then no longer extend the holder's trust (its lease runs
+/// out as in an outage), and an acquire fails rather than hand out a fence
+/// that the detached node, promoted, hands out again.
+#[tokio::test]
+async fn with_wait_for_replicas_a_write_no_replica_acknowledged_is_not_trusted() {
+    let Some(primary) = start_server(&[]).await else {
+        return;
+    };
+    let port = primary.port.to_string();
+    let Some(replica) = start_server(&["--replicaof", "127.0.0.1", &port]).await else {
+        return;
+    };
+    let prefix = support::prefix("unreplicated");
+    let store = support::store_with(&primary.url(), &prefix, |b| {
+        b.wait_for_replicas(1, Duration::from_millis(300))
+    })
+    .await;
+    // The replica may still be syncing: wait until a write is acknowledged.
+    let deadline = Instant::now() + LIMIT;
+    for attempt in 0.. {
+        let scratch = LockKey::new(format!("scratch-{attempt}"));
+        let write = store
+            .put(&scratch, Expect::Vacant, acquire_write("s"))
+            .await;
+        if matches!(write, Ok(Outcome::Applied(_))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica never acknowledged");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lease = Duration::from_secs(3);
+    let holder = client(store.clone(), "holder", lease);
+    let guard = timeout(LIMIT, holder.acquire("held", AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    command(&replica.url(), &["REPLICAOF", "NO", "ONE"]).await;
+
+    // Heartbeats apply on the primary only: the lease runs out.
+    let detached = Instant::now();
+    while guard.is_safe() {
+        assert!(
+            detached.elapsed() < lease * 2,
+            "heartbeats no replica acknowledged kept the lease safe for {:?}",
+            detached.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    eprintln!(
+        "unsafe {:?} after the replica was detached",
+        detached.elapsed()
+    );
+
+    // An acquire no replica acknowledged fails.
+    let started = Instant::now();
+    let acquire = timeout(LIMIT, holder.acquire("fresh", AcquireOptions::new()))
+        .await
+        .expect("bounded");
+    eprintln!("the acquire returned after {:?}", started.elapsed());
+    // The detached node, as a promoted replica would, hands out fence 1 of
+    // this lock too: the primary's acquire must not be trusted.
+    let on_detached = store_at(&replica.url(), &prefix).await;
+    let other = client(on_detached, "other", lease);
+    let elsewhere = timeout(LIMIT, other.acquire("fresh", AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert_eq!(elsewhere.fence(), Fence(1));
+    match &acquire {
+        Err(error) => {
+            let mut chain = error.to_string();
+            let mut source = std::error::Error::source(error);
+            while let Some(cause) = source {
+                chain.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            assert!(chain.contains("replicas"), "the error says why: {chain}");
+        }
+        Ok(guard) => panic!(
+            "acquired with fence {} though no replica acknowledged it, and the detached node gave fence {} too",
+            guard.fence(),
+            elsewhere.fence()
+        ),
+    }
+    drop(acquire);
+    drop(guard);
+    elsewhere.release().await.unwrap();
+    let _ = timeout(LIMIT, other.shutdown()).await;
+    let _ = timeout(LIMIT, holder.shutdown()).await;
 }
 
 /// A release published on the channel wakes a waiter on another connection
