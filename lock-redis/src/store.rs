@@ -639,9 +639,24 @@ impl RedisStore {
     }
 }
 
+/// How long the listener waits before subscribing again after its
+/// connection failed (waiters poll meanwhile): 0.5–1 s.
+fn resubscribe_after_failure() -> std::time::Duration {
+    std::time::Duration::from_millis(500 + fastrand::u64(..500))
+}
+
+/// How long the listener waits after the server refused the subscription
+/// (`NOPERM`): a permission is not granted within a second, and asking
+/// every second would fill the server's ACL log. 60–90 s, so a permission
+/// granted later still takes effect.
+fn resubscribe_after_refusal() -> std::time::Duration {
+    std::time::Duration::from_millis(60_000 + fastrand::u64(..30_000))
+}
+
 /// Relay the releases published on `channel` to `announcer` until nobody
-/// holds the feed: one subscribed connection, opened again a second after it
-/// fails (waiters poll meanwhile).
+/// holds the feed: one subscribed connection, opened again shortly after it
+/// fails, or after a minute when the server refuses the subscription
+/// (waiters poll meanwhile).
 async fn listen(
     client: redis::Client,
     channel: String,
@@ -662,10 +677,13 @@ async fn relay(
     announcer: &ReleaseAnnouncer,
 ) {
     use futures_util::StreamExt as _;
+    // A refusal is said once, at warn: it lasts until someone grants the
+    // permission, and waiters only lose their wake-ups.
+    let mut warned = false;
     while !announcer.is_closed() {
-        match client.get_async_pubsub().await {
-            Ok(mut pubsub) => {
-                if pubsub.subscribe(channel).await.is_ok() {
+        let pause = match client.get_async_pubsub().await {
+            Ok(mut pubsub) => match pubsub.subscribe(channel).await {
+                Ok(()) => {
                     let mut messages = pubsub.on_message();
                     while let Some(message) = messages.next().await {
                         let Ok(member) = message.get_payload::<String>() else {
@@ -677,11 +695,29 @@ async fn relay(
                             return;
                         }
                     }
+                    resubscribe_after_failure()
                 }
+                Err(error) if error.code() == Some("NOPERM") => {
+                    if !warned {
+                        warned = true;
+                        tracing::warn!(
+                            %error,
+                            "lock-redis may not SUBSCRIBE to {channel}: waiters are not woken by releases and wait for their next poll; grant the store's user +subscribe and &{channel} (docs/redis.md, Permissions). Trying again every minute."
+                        );
+                    }
+                    resubscribe_after_refusal()
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "could not subscribe to {channel}");
+                    resubscribe_after_failure()
+                }
+            },
+            Err(error) => {
+                tracing::debug!(%error, "could not subscribe to {channel}");
+                resubscribe_after_failure()
             }
-            Err(error) => tracing::debug!(%error, "could not subscribe to {channel}"),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500 + fastrand::u64(..500))).await;
+        };
+        tokio::time::sleep(pause).await;
     }
 }
 

@@ -485,36 +485,9 @@ async fn a_server_that_evicts_or_refuses_scripts_is_refused_and_acl_users_lock()
         other => panic!("{other}"),
     }
 
-    // The user of docs/redis.md's Permissions locks, releases and lists.
-    command(
-        &acl.url(),
-        &[
-            "ACL",
-            "SETUSER",
-            "locks",
-            "on",
-            ">secret",
-            "~locks:*",
-            "&locks:released",
-            "+@scripting",
-            "+hgetall",
-            "+hget",
-            "+hset",
-            "+hdel",
-            "+del",
-            "+expireat",
-            "+zadd",
-            "+zrem",
-            "+zrange",
-            "+publish",
-            "+time",
-            "+wait",
-            "+ping",
-            "+info",
-            "+config|get",
-        ],
-    )
-    .await;
+    // The user of docs/redis.md's Permissions (read from the doc) locks,
+    // releases and lists.
+    support::create_documented_user(&acl.url()).await;
     let url = format!("redis://locks:secret@127.0.0.1:{}", acl.port);
     let store = RedisStore::builder(&url, "locks").connect().await.unwrap();
     let holder = client(store.clone(), "holder", Duration::from_secs(5));
@@ -863,6 +836,112 @@ async fn an_announced_release_wakes_a_waiter_of_another_store_at_once() {
     assert!(store.capabilities().announces_releases);
     let other = store_at(&url().unwrap(), store.prefix()).await;
     drills::announced_hand_off(store, other).await;
+}
+
+/// The user docs/redis.md documents (its very `ACL SETUSER` line) is woken
+/// by a release announced on the channel, not only by its next poll: it may
+/// `SUBSCRIBE` to the channel.
+#[tokio::test]
+async fn the_documented_user_is_woken_by_an_announced_release() {
+    let Some(server) = start_server(&[]).await else {
+        return;
+    };
+    support::create_documented_user(&server.url()).await;
+    let url = format!("redis://locks:secret@127.0.0.1:{}", server.port);
+    let holder = store_at(&url, "locks").await;
+    let waiter = store_at(&url, "locks").await;
+    let feed = waiter.release_feed().unwrap();
+    let mut watch = feed.subscribe();
+    // The waiter's store listens on the channel...
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let counts: Vec<lock_redis::redis::Value> = lock_redis::redis::from_redis_value(
+            command(&server.url(), &["PUBSUB", "NUMSUB", "locks:released"]).await,
+        )
+        .unwrap();
+        let listening: i64 = lock_redis::redis::from_redis_value(counts[1].clone()).unwrap();
+        if listening > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the documented user never subscribed to locks:released ({} SUBSCRIBE refused)",
+            support::rejected_calls(&server.url(), "subscribe").await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // ...and hears the holder's release.
+    let key = LockKey::new("job");
+    let held = applied(
+        holder
+            .put(&key, Expect::Vacant, acquire_write("a"))
+            .await
+            .unwrap(),
+    );
+    applied(
+        holder
+            .put(&key, Expect::Version(held.rvn.clone()), release_of(&held))
+            .await
+            .unwrap(),
+    );
+    timeout(
+        Duration::from_secs(5),
+        watch.released(|released| *released == key),
+    )
+    .await
+    .expect("the release was announced to the waiter's store");
+    assert_eq!(support::rejected_calls(&server.url(), "subscribe").await, 0);
+}
+
+/// A user who may not `SUBSCRIBE`: the store says so once (a warning) and
+/// tries again only after a long pause, not every 0.5–1 s for as long as it
+/// lives; waiters keep polling.
+#[tokio::test]
+async fn a_store_that_may_not_listen_does_not_retry_every_second() {
+    let Some(server) = start_server(&[]).await else {
+        return;
+    };
+    let mut words = support::documented_user();
+    words.retain(|word| word != "+subscribe");
+    words[2] = "deaf".into();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    command(&server.url(), &words).await;
+    let url = format!("redis://deaf:secret@127.0.0.1:{}", server.port);
+    // The test's runtime is on this one thread: the listener logs here.
+    let logs = support::Logs::default();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_max_level(tracing::Level::WARN)
+            .finish(),
+    );
+    let store = store_at(&url, "locks").await;
+    let feed = store.release_feed().unwrap();
+    let watch = feed.subscribe();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let refused = support::rejected_calls(&server.url(), "subscribe").await;
+    assert_eq!(
+        refused, 1,
+        "SUBSCRIBE refused {refused} times in 4 s: the store should try once, then wait"
+    );
+    let logged = logs.text();
+    assert_eq!(
+        logged.matches("may not SUBSCRIBE").count(),
+        1,
+        "one warning: {logged}"
+    );
+    assert!(logged.contains("WARN"), "{logged}");
+    // Waiters still take a released lock, at their next poll.
+    let holder = client(store.clone(), "holder", Duration::from_secs(5));
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    guard.release().await.unwrap();
+    let again = timeout(LIMIT, holder.acquire("job", AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    again.release().await.unwrap();
+    drop((watch, feed));
+    holder.shutdown().await.unwrap();
 }
 
 /// Once nobody holds a store's release feed, its listener closes its

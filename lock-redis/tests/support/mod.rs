@@ -298,6 +298,79 @@ pub async fn copy_key(from: &str, to: &str, key: &str) {
         .expect("RESTORE");
 }
 
+/// The least-privilege user `docs/redis.md` documents (section
+/// Permissions), read from the doc itself so the tests and the doc cannot
+/// drift: the words of its `ACL SETUSER locks ...` line.
+pub fn documented_user() -> Vec<String> {
+    let doc = include_str!("../../../docs/redis.md");
+    let line = doc
+        .lines()
+        .find(|line| line.starts_with("ACL SETUSER locks "))
+        .expect("docs/redis.md shows the user's ACL SETUSER line");
+    line.split_whitespace().map(str::to_owned).collect()
+}
+
+/// Make the documented user (`locks`, password `secret`) on `url`.
+pub async fn create_documented_user(url: &str) {
+    let words = documented_user();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    command(url, &words).await;
+}
+
+/// How many `command` calls `url` refused (`rejected_calls` of `INFO
+/// commandstats`: a denied permission among them).
+pub async fn rejected_calls(url: &str, command_name: &str) -> u64 {
+    let info: String =
+        lock_redis::redis::from_redis_value(command(url, &["INFO", "commandstats"]).await)
+            .expect("INFO answers text");
+    let prefix = format!("cmdstat_{command_name}:");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|stats| {
+            stats
+                .split(',')
+                .find_map(|field| field.strip_prefix("rejected_calls="))
+        })
+        .map_or(0, |count| count.trim().parse().expect("a count"))
+}
+
+/// What a test's `tracing` subscriber wrote.
+#[derive(Clone, Debug, Default)]
+pub struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        let bytes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Self;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
 /// Run one command on `url` (for set-up: ACL users, replication).
 pub async fn command(url: &str, args: &[&str]) -> lock_redis::redis::Value {
     let client = lock_redis::redis::Client::open(url).expect("a valid URL");
