@@ -228,6 +228,13 @@ impl RedisStore {
             Some(_) => self.writer().await?,
             None => self.connection().await?,
         };
+        // Unacknowledged from before it is sent until the replicas
+        // acknowledge it or it surely did not apply: a caller that stops
+        // waiting half-way (a timeout, a `select!`) leaves it unacknowledged,
+        // as it may have applied.
+        if waits.is_some() {
+            self.unconfirmed(tracked);
+        }
         let mut waiting = Abandoned {
             suspect: &self.inner.suspect,
             answered: false,
@@ -239,32 +246,47 @@ impl RedisStore {
             Ok(value) => value,
             Err(error) => {
                 let error = self.failed(call, what, error);
-                // Perhaps applied, and surely not acknowledged by replicas.
-                if waits.is_some() && error.is_ambiguous() {
-                    self.unconfirmed(tracked);
+                // Surely not applied: forget it. Perhaps applied: surely not
+                // acknowledged by the replicas, so it stays unacknowledged.
+                if !error.is_ambiguous() {
+                    self.acknowledged(tracked);
                 }
                 return Err(error);
             }
         };
         if let Some(acks) = waits {
-            // A refused write wrote nothing: nothing to wait for.
-            if applied(&value)
-                && let Err(error) = self.wait_for_replicas(what, &mut connection, acks).await
-            {
-                // Applied on the primary only: the client must not learn it
-                // applied from a read of the primary either, or the
-                // acknowledgement it asked for would protect the store call
-                // and not the lock.
-                self.unconfirmed(tracked);
-                return Err(error);
+            // A refused write wrote nothing: nothing to wait for (and nothing
+            // that could show).
+            if applied(&value) {
+                // Applied on the primary only, when this fails: it stays
+                // unacknowledged, and the client does not learn it applied
+                // from a read of the primary either, or the acknowledgement
+                // it asked for would protect the store call and not the lock.
+                self.wait_for_replicas(what, &mut connection, acks).await?;
             }
+            self.acknowledged(tracked);
             self.give_back(connection);
         }
         Ok(value)
     }
 
-    /// Remember `tracked` as applied, or perhaps applied, without the
-    /// replicas' acknowledgement; forget those whose lease has long passed
+    /// Forget `tracked`: acknowledged by the replicas, or surely not applied.
+    fn acknowledged(&self, tracked: &[(String, std::time::Duration)]) {
+        if tracked.is_empty() {
+            return;
+        }
+        let mut unconfirmed = self
+            .inner
+            .unconfirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (rvn, _) in tracked {
+            unconfirmed.remove(rvn);
+        }
+    }
+
+    /// Remember `tracked` as perhaps applied without the replicas'
+    /// acknowledgement; forget those whose lease has long passed
     /// (twice over, and the `WAIT`'s timeout: the client no longer trusts a
     /// write that old, whatever a read shows).
     fn unconfirmed(&self, tracked: &[(String, std::time::Duration)]) {
@@ -612,11 +634,14 @@ impl RedisStore {
         // A held record written without the replicas' acknowledgement is not
         // trusted; a released one may be (a release lost in a failover
         // leaves the lock held until its lease runs out, no worse).
-        let tracked: Vec<(String, std::time::Duration)> = writes
-            .iter()
-            .filter(|(_, _, new)| !new.released)
-            .map(|(_, _, new)| (new.rvn.as_str().to_owned(), new.lease))
-            .collect();
+        let tracked: Vec<(String, std::time::Duration)> = match self.inner.replicas {
+            Some(_) => writes
+                .iter()
+                .filter(|(_, _, new)| !new.released)
+                .map(|(_, _, new)| (new.rvn.as_str().to_owned(), new.lease))
+                .collect(),
+            None => Vec::new(),
+        };
         for (key, expect, new) in writes {
             let lock = self.inner.layout.keys(key);
             if matches!(expect, Expect::Vacant) {

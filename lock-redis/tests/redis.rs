@@ -819,6 +819,22 @@ async fn with_wait_for_replicas_a_write_no_replica_acknowledged_is_not_trusted()
             elsewhere.fence()
         ),
     }
+
+    // A write whose caller stopped waiting during its WAIT may have
+    // applied: not trusted either.
+    let abandoned = LockKey::new("abandoned");
+    let cut = timeout(
+        Duration::from_millis(100),
+        store.put(&abandoned, Expect::Vacant, acquire_write("a")),
+    )
+    .await;
+    assert!(cut.is_err(), "WAIT lasts 300 ms without a replica: {cut:?}");
+    let read = store.get(&abandoned).await;
+    assert!(
+        matches!(&read, Err(error) if error.kind() == StoreErrorKind::Unavailable),
+        "a read showed an abandoned write no replica acknowledged: {read:?}"
+    );
+
     drop(acquire);
     drop(guard);
     elsewhere.release().await.unwrap();
