@@ -819,6 +819,22 @@ async fn with_wait_for_replicas_a_write_no_replica_acknowledged_is_not_trusted()
             elsewhere.fence()
         ),
     }
+    // The failed acquire's write, applied on the primary, is released in
+    // the background: nobody is left waiting on a lock whose holder thinks
+    // it failed.
+    let plain = store_at(&primary.url(), &prefix).await;
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let record = plain.get(&LockKey::new("fresh")).await.unwrap();
+        if record.as_ref().is_none_or(|record| record.released) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the failed acquire's write was left held: {record:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // A write whose caller stopped waiting during its WAIT may have
     // applied: not trusted either.
