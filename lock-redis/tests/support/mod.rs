@@ -214,22 +214,25 @@ pub async fn start_server(extra: &[&str]) -> Option<OwnServer> {
 }
 
 /// A server of the test's own whose clock is `ahead` ahead of this host's
-/// (`faketime -f +Ns`), or `None` when it does not come up within 5 s:
-/// libfaketime 0.9.10 hangs Debian's `redis-server` 7.0 at start (its
+/// (libfaketime, `FAKETIME=+Ns`), or `None` when it does not come up within
+/// 5 s: libfaketime 0.9.10 hangs Debian's `redis-server` 7.0 at start (its
 /// allocator reads the clock before libfaketime is ready), while Valkey's
-/// binary runs under it.
+/// binary runs under it. The library is preloaded into the server itself
+/// rather than run through the `faketime` command, which forks: killing the
+/// command would leave the server running.
 pub async fn start_server_ahead(ahead: Duration) -> Option<OwnServer> {
     url()?;
     let server = Server::of_this_binary();
     let (_, _, binary) = server.variables();
     let binary = std::env::var(binary).unwrap_or_else(|_| server.binary_on_path().into());
+    let library = faketime_library();
     let port = free_port();
     let dir =
         std::env::temp_dir().join(format!("lock-redis-test-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("a directory for the server");
-    let child = Command::new("faketime")
-        .args(["-f", &format!("+{}s", ahead.as_secs())])
-        .arg(&binary)
+    let child = Command::new(&binary)
+        .env("LD_PRELOAD", &library)
+        .env("FAKETIME", format!("+{}s", ahead.as_secs()))
         .args([
             "--port",
             &port.to_string(),
@@ -245,7 +248,7 @@ pub async fn start_server_ahead(ahead: Duration) -> Option<OwnServer> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|error| panic!("start faketime (Debian package faketime): {error}"));
+        .unwrap_or_else(|error| panic!("start {binary}: {error}"));
     let server = OwnServer { port, child, dir };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while tokio::time::Instant::now() < deadline {
@@ -268,6 +271,25 @@ pub async fn start_server_ahead(ahead: Duration) -> Option<OwnServer> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     None
+}
+
+/// libfaketime's library, where Debian's package `libfaketime` (a
+/// dependency of `faketime`, which `./scripts/test` installs) puts it.
+fn faketime_library() -> std::path::PathBuf {
+    let mut candidates = vec![std::path::PathBuf::from(
+        "/usr/lib/faketime/libfaketime.so.1",
+    )];
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        candidates.extend(
+            entries
+                .flatten()
+                .map(|entry| entry.path().join("faketime/libfaketime.so.1")),
+        );
+    }
+    candidates
+        .into_iter()
+        .find(|path| path.is_file())
+        .expect("libfaketime.so.1 under /usr/lib: install Debian's faketime (./scripts/test does)")
 }
 
 /// The server's clock (`TIME`), in milliseconds.
