@@ -856,6 +856,32 @@ async fn with_wait_for_replicas_a_write_no_replica_acknowledged_is_not_trusted()
     elsewhere.release().await.unwrap();
     let _ = timeout(LIMIT, other.shutdown()).await;
     let _ = timeout(LIMIT, holder.shutdown()).await;
+
+    // Attached again, the replica gets and acknowledges the abandoned
+    // write: from then on this store shows it.
+    command(&replica.url(), &["REPLICAOF", "127.0.0.1", &port]).await;
+    let deadline = Instant::now() + LIMIT;
+    let record = loop {
+        match store.get(&abandoned).await {
+            Ok(record) => break record,
+            Err(error)
+                if error.kind() == StoreErrorKind::Unavailable && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("{error}"),
+        }
+    };
+    assert_eq!(record.map(|record| record.owner), Some("a".to_owned()));
+    let replicated: Vec<String> = lock_redis::redis::from_redis_value(
+        command(
+            &replica.url(),
+            &["HMGET", &store.record_key(&abandoned), "o"],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(replicated, ["a"], "the replica has it");
 }
 
 /// A release published on the channel wakes a waiter on another connection
