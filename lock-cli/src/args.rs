@@ -92,8 +92,9 @@ pub struct Global {
     pub max_clock_difference: Option<Duration>,
 
     /// Do not take a crashed holder's lock over by the store's own clock
-    /// (PostgreSQL's): watch it unchanged for a lease instead, which relies on
-    /// no clock but this machine's
+    /// (PostgreSQL's; Redis's and Valkey's, that of the node that wrote the
+    /// record): watch it unchanged for a lease instead, which relies on no
+    /// clock but this machine's
     #[arg(long, global = true, env = "LOCKCTL_NO_STORE_CLOCK")]
     pub no_store_clock: bool,
 

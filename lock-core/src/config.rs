@@ -155,7 +155,8 @@ impl LockClientBuilder {
 
     /// Take over a crashed holder's lock by the store's own clock where the
     /// store keeps one ([`StoreClock::Age`](crate::StoreClock::Age):
-    /// PostgreSQL, the in-memory store): a record whose lease has passed on
+    /// PostgreSQL; Redis and Valkey, on the node that wrote the record; the
+    /// in-memory store): a record whose lease has passed on
     /// the store's clock is taken over the first time this client reads it,
     /// instead of after watching it for `lease × (1 + drift)`. On by default.
     ///

@@ -194,10 +194,13 @@ impl RedisStoreBuilder {
     /// After every write, wait until `replicas` replicas acknowledged it
     /// (`WAIT replicas timeout`), at most `timeout`. A write fewer replicas
     /// acknowledged in time is reported as ambiguous (it applied on the
-    /// primary; whether it would survive a failover is unknown), and the lock
-    /// client resolves it as it does any ambiguous write. This narrows what a
-    /// failover can lose; it does not make replication synchronous: see the
-    /// crate docs.
+    /// primary; whether it would survive a failover is unknown), and until
+    /// the replicas acknowledge it, a read or a refused write showing it is
+    /// `Unavailable`: the lock client, which resolves an ambiguous write by
+    /// reading, never holds a lock or extends a lease on a write no `replicas`
+    /// replicas acknowledged (an acquire fails; a lease runs out as in an
+    /// outage). It does not make replication synchronous, nor choose the
+    /// replica a failover promotes: see the crate docs.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replicas = Some(ReplicaAcks { replicas, timeout });
         self

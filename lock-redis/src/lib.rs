@@ -12,7 +12,11 @@
 //!   fence and writes, or returns the current record. Reads are scripts too,
 //!   so each record comes with its age on the server's clock (`TIME`): a
 //!   crashed holder's lock is taken over at the first look once its lease
-//!   has passed on that clock, as on PostgreSQL.
+//!   has passed on that clock, as on PostgreSQL. The age is only computed on
+//!   the node that stamped the record (its `run_id`, kept in the record):
+//!   after a failover, a slot migration or a restore, another node's clock
+//!   could be ahead by any amount, so there the age is unknown and a waiter
+//!   watches the record for a lease.
 //! * **Fences never restart on Redis's schedule**: the highest fence each
 //!   lock was given is kept in `{prefix}:{partition}:f`, which never expires,
 //!   and every new fence is one more than the highest of the record's and
@@ -38,10 +42,15 @@
 //! server's data does (with persistence, as it is configured). Replication
 //! is asynchronous: a failover can promote a replica that lacks writes the
 //! old primary acknowledged, so a lock can be held twice and a fence handed
-//! out twice. [`RedisStoreBuilder::wait_for_replicas`] makes every write
-//! wait for `WAIT n`: a write fewer replicas acknowledged is ambiguous. It
-//! narrows the window; it does not make a failover safe (a promoted replica
-//! may still be one that had not acknowledged). Redlock (locks on several
+//! out twice (and a fenced resource admits both holders' writes: fencing
+//! assumes the store never grants one fence twice).
+//! [`RedisStoreBuilder::wait_for_replicas`] makes every write wait for
+//! `WAIT n`: a write fewer replicas acknowledged is ambiguous, and the store
+//! does not let the client trust it (hold the lock, extend a lease) until
+//! `n` replicas acknowledge it, even when a read of the primary shows it. A
+//! failover to one of those replicas then keeps every lock a client trusts;
+//! a failover to a replica that had not acknowledged (Sentinel may promote
+//! one after a partition) can still lose a write. Redlock (locks on several
 //! independent primaries, trusted on a majority) is not used: its safety
 //! rests on bounded clock drift and process pauses, and it gives no
 //! monotonic fence. The repository's `docs/redis.md` has the argument.

@@ -4,9 +4,10 @@
 //! atomically: the condition, the fence and the write are decided on the
 //! record as it is when the script runs, and a refused write returns the
 //! current record in the same round trip. Reads run a script too, so each
-//! record comes with its age on the server's clock.
+//! record comes with its age on the server's clock (on the node that wrote
+//! it; elsewhere its age is unknown: [`record::decode`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -62,6 +63,12 @@ struct Inner {
     layout: Layout,
     url: String,
     replicas: Option<ReplicaAcks>,
+    /// With `wait_for_replicas`: this store's writes that applied on the
+    /// primary, or may have, without the replicas' acknowledgement (their
+    /// RVN, when that was found, and the lease they carried). A record
+    /// showing one is not handed to the client until the replicas
+    /// acknowledge it ([`RedisStore::trusted`]).
+    unconfirmed: Mutex<HashMap<String, (std::time::Instant, std::time::Duration)>>,
     /// Releases announced on the channel, when the store announces them.
     feed: Option<ReleaseFeed>,
 }
@@ -118,6 +125,7 @@ impl RedisStore {
                 layout,
                 url,
                 replicas,
+                unconfirmed: Mutex::new(HashMap::new()),
                 feed,
             }),
         }
@@ -176,7 +184,7 @@ impl RedisStore {
     pub(crate) async fn load_scripts(&self) -> Result<(), StoreError> {
         let mut connection = self.connection().await?;
         let scripts = &self.inner.scripts;
-        for script in [&scripts.put, &scripts.delete, &scripts.read] {
+        for script in [&scripts.put, &scripts.delete, &scripts.read, &scripts.touch] {
             script
                 .load_async(&mut connection)
                 .await
@@ -188,7 +196,10 @@ impl RedisStore {
     /// Run `script` with `keys` and `args`: `EVALSHA`, and on `NOSCRIPT`
     /// (the server restarted or flushed its scripts; nothing ran) load it
     /// and run it again. A write waits for replica acknowledgements when the
-    /// builder asked for them.
+    /// builder asked for them; `tracked` are the RVNs (and leases) of the
+    /// records it writes held, which, applied without those
+    /// acknowledgements, are not trusted until they come
+    /// ([`RedisStore::trusted`]).
     async fn run(
         &self,
         call: Call,
@@ -196,6 +207,7 @@ impl RedisStore {
         script: &redis::Script,
         keys: &[String],
         args: Vec<Vec<u8>>,
+        tracked: &[(String, std::time::Duration)],
     ) -> Result<Value, StoreError> {
         let mut invocation = script.prepare_invoke();
         for key in keys {
@@ -216,6 +228,13 @@ impl RedisStore {
             Some(_) => self.writer().await?,
             None => self.connection().await?,
         };
+        // Unacknowledged from before it is sent until the replicas
+        // acknowledge it or it surely did not apply: a caller that stops
+        // waiting half-way (a timeout, a `select!`) leaves it unacknowledged,
+        // as it may have applied.
+        if waits.is_some() {
+            self.unconfirmed(tracked);
+        }
         let mut waiting = Abandoned {
             suspect: &self.inner.suspect,
             answered: false,
@@ -223,15 +242,139 @@ impl RedisStore {
         let answer: Result<Value, redis::RedisError> =
             invocation.invoke_async(&mut connection).await;
         waiting.answered = true;
-        let value = answer.map_err(|error| self.failed(call, what, error))?;
+        let value = match answer {
+            Ok(value) => value,
+            Err(error) => {
+                let error = self.failed(call, what, error);
+                // Surely not applied: forget it. Perhaps applied: surely not
+                // acknowledged by the replicas, so it stays unacknowledged.
+                if !error.is_ambiguous() {
+                    self.acknowledged(tracked);
+                }
+                return Err(error);
+            }
+        };
         if let Some(acks) = waits {
-            // A refused write wrote nothing: nothing to wait for.
+            // A refused write wrote nothing: nothing to wait for (and nothing
+            // that could show).
             if applied(&value) {
+                // Applied on the primary only, when this fails: it stays
+                // unacknowledged, and the client does not learn it applied
+                // from a read of the primary either, or the acknowledgement
+                // it asked for would protect the store call and not the lock.
                 self.wait_for_replicas(what, &mut connection, acks).await?;
             }
+            self.acknowledged(tracked);
             self.give_back(connection);
         }
         Ok(value)
+    }
+
+    /// Forget `tracked`: acknowledged by the replicas, or surely not applied.
+    fn acknowledged(&self, tracked: &[(String, std::time::Duration)]) {
+        if tracked.is_empty() {
+            return;
+        }
+        let mut unconfirmed = self
+            .inner
+            .unconfirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (rvn, _) in tracked {
+            unconfirmed.remove(rvn);
+        }
+    }
+
+    /// Remember `tracked` as perhaps applied without the replicas'
+    /// acknowledgement; forget those whose lease has long passed
+    /// (twice over, and the `WAIT`'s timeout: the client no longer trusts a
+    /// write that old, whatever a read shows).
+    fn unconfirmed(&self, tracked: &[(String, std::time::Duration)]) {
+        let wait = self
+            .inner
+            .replicas
+            .map_or_else(Default::default, |acks| acks.timeout);
+        let now = std::time::Instant::now();
+        let mut unconfirmed = self
+            .inner
+            .unconfirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        unconfirmed.retain(|_, (at, lease)| {
+            now.saturating_duration_since(*at) <= lease.saturating_mul(2).saturating_add(wait)
+        });
+        for (rvn, lease) in tracked {
+            unconfirmed.insert(rvn.clone(), (now, *lease));
+        }
+    }
+
+    /// `record`, read from the record key `record_key`, as the client may
+    /// trust it. With `wait_for_replicas`, a record showing a write of this
+    /// store that the replicas did not acknowledge is only handed over once
+    /// they have: a script that rewrites the record's RVN unchanged (a write
+    /// that changes nothing, but moves this connection's replication offset
+    /// past the read) and a `WAIT` on the same connection. Without that, the
+    /// client, resolving the ambiguous write by reading the primary, would
+    /// find its RVN and hold the lock (or extend its lease) on a write a
+    /// failover can lose, and the detached replica, promoted, would hand
+    /// the same fence out again. Not acknowledged in time: `Unavailable`
+    /// (the client reads again, and its lease runs out meanwhile as in an
+    /// outage).
+    async fn trusted(
+        &self,
+        what: &str,
+        record_key: &str,
+        record: Option<LockRecord>,
+    ) -> Result<Option<LockRecord>, StoreError> {
+        let (Some(acks), Some(found)) = (self.inner.replicas, &record) else {
+            return Ok(record);
+        };
+        let rvn = found.rvn.as_str().to_owned();
+        let pending = self
+            .inner
+            .unconfirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&rvn);
+        if !pending {
+            return Ok(record);
+        }
+        let not_trusted = |detail: String| {
+            StoreError::unavailable(format!(
+                "{what}: the record shows a write of this store that {} replicas have not acknowledged ({detail}); not trusted until they do (wait_for_replicas)",
+                acks.replicas
+            ))
+        };
+        let mut connection = self.writer().await?;
+        let mut waiting = Abandoned {
+            suspect: &self.inner.suspect,
+            answered: false,
+        };
+        let touched: Result<i64, redis::RedisError> = self
+            .inner
+            .scripts
+            .touch
+            .key(record_key)
+            .arg(&rvn)
+            .invoke_async(&mut connection)
+            .await;
+        waiting.answered = true;
+        // It changes nothing: a failure is not ambiguous.
+        let touched = touched.map_err(|error| self.failed(Call::Read, what, error))?;
+        if touched != 1 {
+            // Written again since the read: what was read is stale.
+            return Err(not_trusted("the record changed since it was read".into()));
+        }
+        if let Err(error) = self.wait_for_replicas(what, &mut connection, acks).await {
+            return Err(not_trusted(error.message().to_owned()).with_source(error));
+        }
+        self.give_back(connection);
+        self.inner
+            .unconfirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&rvn);
+        Ok(record)
     }
 
     /// A connection for one write and its `WAIT`: an idle one of the
@@ -293,7 +436,7 @@ impl RedisStore {
         match answer {
             Ok(count) if count >= i64::from(acks.replicas) => Ok(()),
             Ok(count) => Err(StoreError::ambiguous(format!(
-                "{what}: applied on the primary, but {count} of {} replicas acknowledged it within {:?}; a failover now could lose it",
+                "{what}: applied on the primary, but {count} of {} replicas acknowledged it within {:?}; a failover now could lose it, so it is not trusted until they acknowledge it",
                 acks.replicas, acks.timeout
             ))),
             Err(error) => {
@@ -376,14 +519,15 @@ impl RedisStore {
         keys.extend(locks.iter().map(|lock| layout.record_of(partition, lock)));
         let args = locks.iter().map(|lock| lock.as_bytes().to_vec()).collect();
         let reply = self
-            .run(Call::Read, what, &self.inner.scripts.read, &keys, args)
+            .run(Call::Read, what, &self.inner.scripts.read, &keys, args, &[])
             .await?;
         let mut items = array(what, reply)?.into_iter();
         let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
+        let node = record::text(items.next().unwrap_or(Value::Nil));
         let mut records = Vec::with_capacity(locks.len());
         for fields in items {
             // An expired record is left out (and left the index).
-            records.extend(record::decode(what, fields, now)?);
+            records.extend(record::decode(what, fields, now, &node)?);
         }
         Ok(records)
     }
@@ -487,6 +631,17 @@ impl RedisStore {
     ) -> Result<Value, StoreError> {
         let mut keys = Vec::with_capacity(writes.len() * 3);
         let mut args = vec![self.channel().into_bytes()];
+        // A held record written without the replicas' acknowledgement is not
+        // trusted; a released one may be (a release lost in a failover
+        // leaves the lock held until its lease runs out, no worse).
+        let tracked: Vec<(String, std::time::Duration)> = match self.inner.replicas {
+            Some(_) => writes
+                .iter()
+                .filter(|(_, _, new)| !new.released)
+                .map(|(_, _, new)| (new.rvn.as_str().to_owned(), new.lease))
+                .collect(),
+            None => Vec::new(),
+        };
         for (key, expect, new) in writes {
             let lock = self.inner.layout.keys(key);
             if matches!(expect, Expect::Vacant) {
@@ -497,14 +652,36 @@ impl RedisStore {
             keys.push(lock.index);
             self.write_args(key, expect, new, &mut args);
         }
-        self.run(Call::Write, what, &self.inner.scripts.put, &keys, args)
-            .await
+        self.run(
+            Call::Write,
+            what,
+            &self.inner.scripts.put,
+            &keys,
+            args,
+            &tracked,
+        )
+        .await
     }
 }
 
+/// How long the listener waits before subscribing again after its
+/// connection failed (waiters poll meanwhile): 0.5–1 s.
+fn resubscribe_after_failure() -> std::time::Duration {
+    std::time::Duration::from_millis(500 + fastrand::u64(..500))
+}
+
+/// How long the listener waits after the server refused the subscription
+/// (`NOPERM`): a permission is not granted within a second, and asking
+/// every second would fill the server's ACL log. 60–90 s, so a permission
+/// granted later still takes effect.
+fn resubscribe_after_refusal() -> std::time::Duration {
+    std::time::Duration::from_millis(60_000 + fastrand::u64(..30_000))
+}
+
 /// Relay the releases published on `channel` to `announcer` until nobody
-/// holds the feed: one subscribed connection, opened again a second after it
-/// fails (waiters poll meanwhile).
+/// holds the feed: one subscribed connection, opened again shortly after it
+/// fails, or after a minute when the server refuses the subscription
+/// (waiters poll meanwhile).
 async fn listen(
     client: redis::Client,
     channel: String,
@@ -525,10 +702,13 @@ async fn relay(
     announcer: &ReleaseAnnouncer,
 ) {
     use futures_util::StreamExt as _;
+    // A refusal is said once, at warn: it lasts until someone grants the
+    // permission, and waiters only lose their wake-ups.
+    let mut warned = false;
     while !announcer.is_closed() {
-        match client.get_async_pubsub().await {
-            Ok(mut pubsub) => {
-                if pubsub.subscribe(channel).await.is_ok() {
+        let pause = match client.get_async_pubsub().await {
+            Ok(mut pubsub) => match pubsub.subscribe(channel).await {
+                Ok(()) => {
                     let mut messages = pubsub.on_message();
                     while let Some(message) = messages.next().await {
                         let Ok(member) = message.get_payload::<String>() else {
@@ -540,11 +720,29 @@ async fn relay(
                             return;
                         }
                     }
+                    resubscribe_after_failure()
                 }
+                Err(error) if error.code() == Some("NOPERM") => {
+                    if !warned {
+                        warned = true;
+                        tracing::warn!(
+                            %error,
+                            "lock-redis may not SUBSCRIBE to {channel}: waiters are not woken by releases and wait for their next poll; grant the store's user +subscribe and &{channel} (docs/redis.md, Permissions). Trying again every minute."
+                        );
+                    }
+                    resubscribe_after_refusal()
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "could not subscribe to {channel}");
+                    resubscribe_after_failure()
+                }
+            },
+            Err(error) => {
+                tracing::debug!(%error, "could not subscribe to {channel}");
+                resubscribe_after_failure()
             }
-            Err(error) => tracing::debug!(%error, "could not subscribe to {channel}"),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500 + fastrand::u64(..500))).await;
+        };
+        tokio::time::sleep(pause).await;
     }
 }
 
@@ -584,9 +782,10 @@ fn written(what: &str, reply: Value) -> Result<Written, StoreError> {
     if status == 1 {
         let records = array(what, items.next().unwrap_or(Value::Nil))?;
         let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
+        let node = record::text(items.next().unwrap_or(Value::Nil));
         let mut applied = Vec::with_capacity(records.len());
         for fields in records {
-            let record = record::decode(what, fields, now)?;
+            let record = record::decode(what, fields, now, &node)?;
             applied.extend(fresh(record));
         }
         return Ok(Written::Applied(applied));
@@ -594,9 +793,10 @@ fn written(what: &str, reply: Value) -> Result<Written, StoreError> {
     let index = integer(what, &items.next().unwrap_or(Value::Nil))?;
     let fields = items.next().unwrap_or(Value::Nil);
     let now = integer(what, &items.next().unwrap_or(Value::Nil))?;
+    let node = record::text(items.next().unwrap_or(Value::Nil));
     Ok(Written::Rejected {
         index: usize::try_from(index).unwrap_or(usize::MAX),
-        current: record::decode(what, fields, now)?,
+        current: record::decode(what, fields, now, &node)?,
     })
 }
 
@@ -605,7 +805,7 @@ impl ConditionalStore for RedisStore {
     async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
         let lock = self.inner.layout.keys(key);
         let what = format!("read {}", lock.record);
-        let keys = [lock.index, lock.record];
+        let keys = [lock.index.clone(), lock.record.clone()];
         let reply = self
             .run(
                 Call::Read,
@@ -613,11 +813,14 @@ impl ConditionalStore for RedisStore {
                 &self.inner.scripts.read,
                 &keys,
                 vec![lock.lock.into_bytes()],
+                &[],
             )
             .await?;
         let mut items = array(&what, reply)?.into_iter();
         let now = integer(&what, &items.next().unwrap_or(Value::Nil))?;
-        record::decode(&what, items.next().unwrap_or(Value::Nil), now)
+        let node = record::text(items.next().unwrap_or(Value::Nil));
+        let record = record::decode(&what, items.next().unwrap_or(Value::Nil), now, &node)?;
+        self.trusted(&what, &lock.record, record).await
     }
 
     async fn put(
@@ -627,13 +830,16 @@ impl ConditionalStore for RedisStore {
         new: NewRecord,
     ) -> Result<Outcome, StoreError> {
         Self::check(key, &new)?;
-        let what = format!("write {}", self.inner.layout.keys(key).record);
+        let record_key = self.inner.layout.keys(key).record;
+        let what = format!("write {record_key}");
         match written(&what, self.write(&what, &[(key, &expect, &new)]).await?)? {
             Written::Applied(mut records) => match records.pop() {
                 Some(record) => Ok(Outcome::Applied(record)),
                 None => Err(record::unreadable(&what, "no record written")),
             },
-            Written::Rejected { current, .. } => Ok(Outcome::Rejected { current }),
+            Written::Rejected { current, .. } => Ok(Outcome::Rejected {
+                current: self.trusted(&what, &record_key, current).await?,
+            }),
         }
     }
 
@@ -644,7 +850,7 @@ impl ConditionalStore for RedisStore {
             Expect::Vacant => ("vacant", ""),
             Expect::Version(rvn) => ("version", rvn.as_str()),
         };
-        let keys = [lock.record, lock.fences, lock.index];
+        let keys = [lock.record.clone(), lock.fences, lock.index];
         let args = vec![
             condition.as_bytes().to_vec(),
             expected.as_bytes().to_vec(),
@@ -653,16 +859,26 @@ impl ConditionalStore for RedisStore {
             self.channel().into_bytes(),
         ];
         let reply = self
-            .run(Call::Write, &what, &self.inner.scripts.delete, &keys, args)
+            .run(
+                Call::Write,
+                &what,
+                &self.inner.scripts.delete,
+                &keys,
+                args,
+                &[],
+            )
             .await?;
         let mut items = array(&what, reply)?.into_iter();
         let status = integer(&what, &items.next().unwrap_or(Value::Nil))?;
         let fields = items.next().unwrap_or(Value::Nil);
         let now = integer(&what, &items.next().unwrap_or(Value::Nil))?;
-        let record = record::decode(&what, fields, now)?;
+        let node = record::text(items.next().unwrap_or(Value::Nil));
+        let record = record::decode(&what, fields, now, &node)?;
         match (status, record) {
             (1, Some(record)) => Ok(Outcome::Applied(record)),
-            (_, current) => Ok(Outcome::Rejected { current }),
+            (_, current) => Ok(Outcome::Rejected {
+                current: self.trusted(&what, &lock.record, current).await?,
+            }),
         }
     }
 
@@ -775,7 +991,16 @@ impl ConditionalStore for RedisStore {
                 Ok(ManyOutcome::Applied(records))
             }
             Written::Applied(_) => Err(record::unreadable(&what, "not every record written")),
-            Written::Rejected { index, current } => Ok(ManyOutcome::Rejected { index, current }),
+            Written::Rejected { index, current } => {
+                let current = match writes.get(index) {
+                    Some(write) => {
+                        let record_key = self.inner.layout.keys(&write.key).record;
+                        self.trusted(&what, &record_key, current).await?
+                    }
+                    None => current,
+                };
+                Ok(ManyOutcome::Rejected { index, current })
+            }
         }
     }
 

@@ -185,6 +185,63 @@ async fn a_fresh_process_takes_a_crashed_holders_lock_by_the_servers_clock() {
     crashed.shutdown().await.unwrap();
 }
 
+/// A record's age is the reading node's `TIME` minus the writing node's
+/// stamp: moved to a node whose clock is ahead (a failover, a slot
+/// migration, a restore: `DUMP`/`RESTORE` here), every record would look
+/// that much older, and a fresh process would take a live holder's lock at
+/// once. An age is only computed on the node that wrote the record; on
+/// another, the record's age is unknown and a fresh client watches it for a
+/// lease.
+#[tokio::test]
+async fn a_fresh_client_on_a_node_whose_clock_is_ahead_does_not_take_a_live_lock() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let lease = Duration::from_secs(10);
+    let holder = client(store.clone(), "holder", lease);
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    let key = LockKey::new("job");
+    let record_key = store.record_key(&key);
+    let ahead = Duration::from_secs(60);
+    let (node, faked) = match support::start_server_ahead(ahead).await {
+        Some(node) => (node, true),
+        // Debian's redis-server does not start under libfaketime: a node of
+        // the same clock, and the stamp moved back by as much, give the
+        // reading node the same difference.
+        None => (start_server(&[]).await.unwrap(), false),
+    };
+    support::copy_key(&url().unwrap(), &node.url(), &record_key).await;
+    if faked {
+        let skew = support::server_millis(&node.url()).await
+            - support::server_millis(&url().unwrap()).await;
+        assert!(skew > 50_000, "the node's clock is ahead: {skew} ms");
+    } else {
+        eprintln!("faketime could not start this binary: the copy's stamp is moved back instead");
+        let stamp: String = lock_redis::redis::from_redis_value(
+            command(&node.url(), &["HGET", &record_key, "t"]).await,
+        )
+        .unwrap();
+        let moved = stamp.parse::<u64>().unwrap() - 60_000;
+        command(&node.url(), &["HSET", &record_key, "t", &moved.to_string()]).await;
+    }
+    let on_node = store_at(&node.url(), store.prefix()).await;
+    let fresh = client(on_node.clone(), "fresh", lease);
+    let taken = timeout(LIMIT, fresh.try_acquire("job", AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert!(
+        taken.is_none(),
+        "a fresh client on a node {ahead:?} ahead took a live holder's lock at once"
+    );
+    // The record read there has no age: it was written on another node.
+    assert_eq!(on_node.get(&key).await.unwrap().unwrap().written, None);
+    assert!(guard.is_safe());
+    guard.release().await.unwrap();
+    fresh.shutdown().await.unwrap();
+    holder.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn listings_page_by_key_and_keep_partitions_apart() {
     let Some(store) = fresh_store().await else {
@@ -433,36 +490,9 @@ async fn a_server_that_evicts_or_refuses_scripts_is_refused_and_acl_users_lock()
         other => panic!("{other}"),
     }
 
-    // The user of docs/redis.md's Permissions locks, releases and lists.
-    command(
-        &acl.url(),
-        &[
-            "ACL",
-            "SETUSER",
-            "locks",
-            "on",
-            ">secret",
-            "~locks:*",
-            "&locks:released",
-            "+@scripting",
-            "+hgetall",
-            "+hget",
-            "+hset",
-            "+hdel",
-            "+del",
-            "+expireat",
-            "+zadd",
-            "+zrem",
-            "+zrange",
-            "+publish",
-            "+time",
-            "+wait",
-            "+ping",
-            "+info",
-            "+config|get",
-        ],
-    )
-    .await;
+    // The user of docs/redis.md's Permissions (read from the doc) locks,
+    // releases and lists.
+    support::create_documented_user(&acl.url()).await;
     let url = format!("redis://locks:secret@127.0.0.1:{}", acl.port);
     let store = RedisStore::builder(&url, "locks").connect().await.unwrap();
     let holder = client(store.clone(), "holder", Duration::from_secs(5));
@@ -607,7 +637,15 @@ async fn waiting_for_a_replica_confirms_writes_and_is_ambiguous_without_it() {
     let heartbeat = write.await.unwrap();
     let held = match heartbeat {
         Ok(Outcome::Applied(record)) => record,
-        Err(error) if error.is_ambiguous() => store.get(&key).await.unwrap().unwrap(),
+        Err(error) if error.is_ambiguous() => {
+            // Applied on the primary only: this store does not show it as
+            // it is until the replica acknowledges it; a store that does not
+            // wait for replicas reads it.
+            let read = store.get(&key).await.unwrap_err();
+            assert_eq!(read.kind(), StoreErrorKind::Unavailable, "{read}");
+            let plain = store_at(&primary.url(), "acks").await;
+            plain.get(&key).await.unwrap().unwrap()
+        }
         other => panic!("{other:?}"),
     };
     let started = Instant::now();
@@ -698,6 +736,159 @@ async fn a_partitioned_reader_is_lost_before_a_writer_going_direct_is_admitted()
     drills::partitioned_reader(store, via, &proxy).await;
 }
 
+/// `wait_for_replicas` protects the lock, not only the store call: with the
+/// only replica detached (`REPLICAOF NO ONE`, as a partition or an operator
+/// would), writes still apply on the primary but no replica acknowledges
+/// them. Heartbeats then no longer extend the holder's trust (its lease runs
+/// out as in an outage), and an acquire fails rather than hand out a fence
+/// that the detached node, promoted, hands out again.
+#[tokio::test]
+async fn with_wait_for_replicas_a_write_no_replica_acknowledged_is_not_trusted() {
+    let Some(primary) = start_server(&[]).await else {
+        return;
+    };
+    let port = primary.port.to_string();
+    let Some(replica) = start_server(&["--replicaof", "127.0.0.1", &port]).await else {
+        return;
+    };
+    let prefix = support::prefix("unreplicated");
+    let store = support::store_with(&primary.url(), &prefix, |b| {
+        b.wait_for_replicas(1, Duration::from_millis(300))
+    })
+    .await;
+    // The replica may still be syncing: wait until a write is acknowledged.
+    let deadline = Instant::now() + LIMIT;
+    for attempt in 0.. {
+        let scratch = LockKey::new(format!("scratch-{attempt}"));
+        let write = store
+            .put(&scratch, Expect::Vacant, acquire_write("s"))
+            .await;
+        if matches!(write, Ok(Outcome::Applied(_))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica never acknowledged");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lease = Duration::from_secs(3);
+    let holder = client(store.clone(), "holder", lease);
+    let guard = timeout(LIMIT, holder.acquire("held", AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    command(&replica.url(), &["REPLICAOF", "NO", "ONE"]).await;
+
+    // Heartbeats apply on the primary only: the lease runs out.
+    let detached = Instant::now();
+    while guard.is_safe() {
+        assert!(
+            detached.elapsed() < lease * 2,
+            "heartbeats no replica acknowledged kept the lease safe for {:?}",
+            detached.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    eprintln!(
+        "unsafe {:?} after the replica was detached",
+        detached.elapsed()
+    );
+
+    // An acquire no replica acknowledged fails.
+    let started = Instant::now();
+    let acquire = timeout(LIMIT, holder.acquire("fresh", AcquireOptions::new()))
+        .await
+        .expect("bounded");
+    eprintln!("the acquire returned after {:?}", started.elapsed());
+    // The detached node, as a promoted replica would, hands out fence 1 of
+    // this lock too: the primary's acquire must not be trusted.
+    let on_detached = store_at(&replica.url(), &prefix).await;
+    let other = client(on_detached, "other", lease);
+    let elsewhere = timeout(LIMIT, other.acquire("fresh", AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert_eq!(elsewhere.fence(), Fence(1));
+    match &acquire {
+        Err(error) => {
+            let mut chain = error.to_string();
+            let mut source = std::error::Error::source(error);
+            while let Some(cause) = source {
+                chain.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            assert!(chain.contains("replicas"), "the error says why: {chain}");
+        }
+        Ok(guard) => panic!(
+            "acquired with fence {} though no replica acknowledged it, and the detached node gave fence {} too",
+            guard.fence(),
+            elsewhere.fence()
+        ),
+    }
+    // The failed acquire's write, applied on the primary, is released in
+    // the background: nobody is left waiting on a lock whose holder thinks
+    // it failed.
+    let plain = store_at(&primary.url(), &prefix).await;
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let record = plain.get(&LockKey::new("fresh")).await.unwrap();
+        if record.as_ref().is_none_or(|record| record.released) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the failed acquire's write was left held: {record:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A write whose caller stopped waiting during its WAIT may have
+    // applied: not trusted either.
+    let abandoned = LockKey::new("abandoned");
+    let cut = timeout(
+        Duration::from_millis(100),
+        store.put(&abandoned, Expect::Vacant, acquire_write("a")),
+    )
+    .await;
+    assert!(cut.is_err(), "WAIT lasts 300 ms without a replica: {cut:?}");
+    let read = store.get(&abandoned).await;
+    assert!(
+        matches!(&read, Err(error) if error.kind() == StoreErrorKind::Unavailable),
+        "a read showed an abandoned write no replica acknowledged: {read:?}"
+    );
+
+    drop(acquire);
+    drop(guard);
+    elsewhere.release().await.unwrap();
+    let _ = timeout(LIMIT, other.shutdown()).await;
+    let _ = timeout(LIMIT, holder.shutdown()).await;
+
+    // Attached again, the replica gets and acknowledges the abandoned
+    // write: from then on this store shows it.
+    command(&replica.url(), &["REPLICAOF", "127.0.0.1", &port]).await;
+    let deadline = Instant::now() + LIMIT;
+    let record = loop {
+        match store.get(&abandoned).await {
+            Ok(record) => break record,
+            Err(error)
+                if error.kind() == StoreErrorKind::Unavailable && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("{error}"),
+        }
+    };
+    assert_eq!(record.map(|record| record.owner), Some("a".to_owned()));
+    let replicated: Vec<String> = lock_redis::redis::from_redis_value(
+        command(
+            &replica.url(),
+            &["HMGET", &store.record_key(&abandoned), "o"],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(replicated, ["a"], "the replica has it");
+}
+
 /// A release published on the channel wakes a waiter on another connection
 /// at once.
 #[tokio::test]
@@ -708,6 +899,112 @@ async fn an_announced_release_wakes_a_waiter_of_another_store_at_once() {
     assert!(store.capabilities().announces_releases);
     let other = store_at(&url().unwrap(), store.prefix()).await;
     drills::announced_hand_off(store, other).await;
+}
+
+/// The user docs/redis.md documents (its very `ACL SETUSER` line) is woken
+/// by a release announced on the channel, not only by its next poll: it may
+/// `SUBSCRIBE` to the channel.
+#[tokio::test]
+async fn the_documented_user_is_woken_by_an_announced_release() {
+    let Some(server) = start_server(&[]).await else {
+        return;
+    };
+    support::create_documented_user(&server.url()).await;
+    let url = format!("redis://locks:secret@127.0.0.1:{}", server.port);
+    let holder = store_at(&url, "locks").await;
+    let waiter = store_at(&url, "locks").await;
+    let feed = waiter.release_feed().unwrap();
+    let mut watch = feed.subscribe();
+    // The waiter's store listens on the channel...
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let counts: Vec<lock_redis::redis::Value> = lock_redis::redis::from_redis_value(
+            command(&server.url(), &["PUBSUB", "NUMSUB", "locks:released"]).await,
+        )
+        .unwrap();
+        let listening: i64 = lock_redis::redis::from_redis_value(counts[1].clone()).unwrap();
+        if listening > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the documented user never subscribed to locks:released ({} SUBSCRIBE refused)",
+            support::rejected_calls(&server.url(), "subscribe").await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // ...and hears the holder's release.
+    let key = LockKey::new("job");
+    let held = applied(
+        holder
+            .put(&key, Expect::Vacant, acquire_write("a"))
+            .await
+            .unwrap(),
+    );
+    applied(
+        holder
+            .put(&key, Expect::Version(held.rvn.clone()), release_of(&held))
+            .await
+            .unwrap(),
+    );
+    timeout(
+        Duration::from_secs(5),
+        watch.released(|released| *released == key),
+    )
+    .await
+    .expect("the release was announced to the waiter's store");
+    assert_eq!(support::rejected_calls(&server.url(), "subscribe").await, 0);
+}
+
+/// A user who may not `SUBSCRIBE`: the store says so once (a warning) and
+/// tries again only after a long pause, not every 0.5–1 s for as long as it
+/// lives; waiters keep polling.
+#[tokio::test]
+async fn a_store_that_may_not_listen_does_not_retry_every_second() {
+    let Some(server) = start_server(&[]).await else {
+        return;
+    };
+    let mut words = support::documented_user();
+    words.retain(|word| word != "+subscribe");
+    words[2] = "deaf".into();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    command(&server.url(), &words).await;
+    let url = format!("redis://deaf:secret@127.0.0.1:{}", server.port);
+    // The test's runtime is on this one thread: the listener logs here.
+    let logs = support::Logs::default();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_max_level(tracing::Level::WARN)
+            .finish(),
+    );
+    let store = store_at(&url, "locks").await;
+    let feed = store.release_feed().unwrap();
+    let watch = feed.subscribe();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let refused = support::rejected_calls(&server.url(), "subscribe").await;
+    assert_eq!(
+        refused, 1,
+        "SUBSCRIBE refused {refused} times in 4 s: the store should try once, then wait"
+    );
+    let logged = logs.text();
+    assert_eq!(
+        logged.matches("may not SUBSCRIBE").count(),
+        1,
+        "one warning: {logged}"
+    );
+    assert!(logged.contains("WARN"), "{logged}");
+    // Waiters still take a released lock, at their next poll.
+    let holder = client(store.clone(), "holder", Duration::from_secs(5));
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    guard.release().await.unwrap();
+    let again = timeout(LIMIT, holder.acquire("job", AcquireOptions::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    again.release().await.unwrap();
+    drop((watch, feed));
+    holder.shutdown().await.unwrap();
 }
 
 /// Once nobody holds a store's release feed, its listener closes its

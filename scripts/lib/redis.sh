@@ -4,7 +4,8 @@
 # temporary one, removed on stop).
 #
 # redis_install   install Debian's redis-server and redis-tools (redis-cli,
-#                 which joins the cluster) when missing (sudo when not root). Idempotent. Exports LOCK_REDIS_BIN, the
+#                 which joins the cluster) and faketime (a test runs a server
+#                 whose clock is ahead) when missing (sudo when not root). Idempotent. Exports LOCK_REDIS_BIN, the
 #                 binary the tests start servers of their own with (a replica,
 #                 TLS, another eviction policy)
 # redis_start     start the server, wait until it answers PING; exports
@@ -27,7 +28,8 @@ REDIS_CLUSTER_PIDS=()
 REDIS_CLUSTER_DIR=""
 
 redis_install() {
-    if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+    if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1 ||
+        ! command -v faketime >/dev/null 2>&1; then
         if ! command -v apt-get >/dev/null 2>&1; then
             echo "redis-server is needed, and apt-get is not available to install it; install Redis yourself" >&2
             return 1
@@ -40,10 +42,10 @@ redis_install() {
             }
             as_root=(sudo)
         fi
-        echo "==> installing redis-server and redis-tools (Debian)"
-        "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server redis-tools >/dev/null ||
+        echo "==> installing redis-server, redis-tools and faketime (Debian)"
+        "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server redis-tools faketime >/dev/null ||
             { "${as_root[@]}" apt-get update -q >/dev/null &&
-                "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server redis-tools >/dev/null; }
+                "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server redis-tools faketime >/dev/null; }
         # The package starts a server of the system's on 6379 where it can;
         # the tests never use it.
     fi

@@ -213,6 +213,186 @@ pub async fn start_server(extra: &[&str]) -> Option<OwnServer> {
     }
 }
 
+/// A server of the test's own whose clock is `ahead` ahead of this host's
+/// (libfaketime, `FAKETIME=+Ns`), or `None` when it does not come up within
+/// 5 s: libfaketime 0.9.10 hangs Debian's `redis-server` 7.0 at start (its
+/// allocator reads the clock before libfaketime is ready), while Valkey's
+/// binary runs under it. The library is preloaded into the server itself
+/// rather than run through the `faketime` command, which forks: killing the
+/// command would leave the server running.
+pub async fn start_server_ahead(ahead: Duration) -> Option<OwnServer> {
+    url()?;
+    let server = Server::of_this_binary();
+    let (_, _, binary) = server.variables();
+    let binary = std::env::var(binary).unwrap_or_else(|_| server.binary_on_path().into());
+    let library = faketime_library();
+    let port = free_port();
+    let dir =
+        std::env::temp_dir().join(format!("lock-redis-test-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("a directory for the server");
+    let child = Command::new(&binary)
+        .env("LD_PRELOAD", &library)
+        .env("FAKETIME", format!("+{}s", ahead.as_secs()))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| panic!("start {binary}: {error}"));
+    let server = OwnServer { port, child, dir };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tokio::time::Instant::now() < deadline {
+        let client = lock_redis::redis::Client::open(server.url()).expect("a valid URL");
+        if let Ok(Ok(mut connection)) = tokio::time::timeout(
+            Duration::from_secs(1),
+            client.get_multiplexed_async_connection(),
+        )
+        .await
+        {
+            let pong: Result<Result<String, _>, _> = tokio::time::timeout(
+                Duration::from_secs(1),
+                lock_redis::redis::cmd("PING").query_async(&mut connection),
+            )
+            .await;
+            if matches!(pong, Ok(Ok(_))) {
+                return Some(server);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// libfaketime's library, where Debian's package `libfaketime` (a
+/// dependency of `faketime`, which `./scripts/test` installs) puts it.
+fn faketime_library() -> std::path::PathBuf {
+    let mut candidates = vec![std::path::PathBuf::from(
+        "/usr/lib/faketime/libfaketime.so.1",
+    )];
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        candidates.extend(
+            entries
+                .flatten()
+                .map(|entry| entry.path().join("faketime/libfaketime.so.1")),
+        );
+    }
+    candidates
+        .into_iter()
+        .find(|path| path.is_file())
+        .expect("libfaketime.so.1 under /usr/lib: install Debian's faketime (./scripts/test does)")
+}
+
+/// The server's clock (`TIME`), in milliseconds.
+pub async fn server_millis(url: &str) -> i64 {
+    let time: Vec<String> = lock_redis::redis::from_redis_value(command(url, &["TIME"]).await)
+        .expect("TIME answers seconds and microseconds");
+    let seconds: i64 = time[0].parse().expect("seconds");
+    let micros: i64 = time[1].parse().expect("microseconds");
+    seconds * 1000 + micros / 1000
+}
+
+/// Copy the key `key` from `from` to `to` as it is (`DUMP`, `RESTORE`), as a
+/// slot migration or a restore from a backup does.
+pub async fn copy_key(from: &str, to: &str, key: &str) {
+    let dumped: Vec<u8> =
+        lock_redis::redis::from_redis_value(command(from, &["DUMP", key]).await).expect("DUMP");
+    let client = lock_redis::redis::Client::open(to).expect("a valid URL");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect for set-up");
+    let () = lock_redis::redis::cmd("RESTORE")
+        .arg(key)
+        .arg(0)
+        .arg(dumped)
+        .query_async(&mut connection)
+        .await
+        .expect("RESTORE");
+}
+
+/// The least-privilege user `docs/redis.md` documents (section
+/// Permissions), read from the doc itself so the tests and the doc cannot
+/// drift: the words of its `ACL SETUSER locks ...` line.
+pub fn documented_user() -> Vec<String> {
+    let doc = include_str!("../../../docs/redis.md");
+    let line = doc
+        .lines()
+        .find(|line| line.starts_with("ACL SETUSER locks "))
+        .expect("docs/redis.md shows the user's ACL SETUSER line");
+    line.split_whitespace().map(str::to_owned).collect()
+}
+
+/// Make the documented user (`locks`, password `secret`) on `url`.
+pub async fn create_documented_user(url: &str) {
+    let words = documented_user();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    command(url, &words).await;
+}
+
+/// How many `command` calls `url` refused (`rejected_calls` of `INFO
+/// commandstats`: a denied permission among them).
+pub async fn rejected_calls(url: &str, command_name: &str) -> u64 {
+    let info: String =
+        lock_redis::redis::from_redis_value(command(url, &["INFO", "commandstats"]).await)
+            .expect("INFO answers text");
+    let prefix = format!("cmdstat_{command_name}:");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|stats| {
+            stats
+                .split(',')
+                .find_map(|field| field.strip_prefix("rejected_calls="))
+        })
+        .map_or(0, |count| count.trim().parse().expect("a count"))
+}
+
+/// What a test's `tracing` subscriber wrote.
+#[derive(Clone, Debug, Default)]
+pub struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        let bytes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Self;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
 /// Run one command on `url` (for set-up: ACL users, replication).
 pub async fn command(url: &str, args: &[&str]) -> lock_redis::redis::Value {
     let client = lock_redis::redis::Client::open(url).expect("a valid URL");
