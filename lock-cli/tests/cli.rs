@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
-use support::{Env, wait_for_file, wait_until};
+use support::{Env, fence_after, wait_for_file, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -54,11 +54,13 @@ fn concurrent_runs_on_one_key_never_overlap() {
         .collect();
     assert_eq!(events.len(), 6, "{text}");
     // In time order the log must read start, end, start, end, ... with one
-    // fence per start/end pair, and fences increasing.
+    // fence per start/end pair, and fences increasing by one from the first
+    // run's (where the store starts a new key).
     let mut sorted = events.clone();
     sorted.sort_by_key(|(_, at, _)| *at);
     assert_eq!(sorted, events, "lines were appended in time order");
-    for (pair, expected_fence) in events.chunks(2).zip(1u64..) {
+    let first = events[0].2;
+    for (pair, expected_fence) in events.chunks(2).zip(first..) {
         assert_eq!(pair[0].0, "start", "{text}");
         assert_eq!(pair[1].0, "end", "{text}");
         assert_eq!(pair[0].2, pair[1].2, "{text}");
@@ -68,18 +70,22 @@ fn concurrent_runs_on_one_key_never_overlap() {
 
 /// `lockctl run job --lease 2s` killed with SIGKILL while its command runs: the
 /// record is left held, nobody heartbeats it. Returns the command's pid (the
-/// kernel and the watchdog kill it with lockctl; drills.rs checks that).
-fn crashed_holder(env: &Env) -> i32 {
+/// kernel and the watchdog kill it with lockctl; drills.rs checks that) and
+/// the fence it held.
+fn crashed_holder(env: &Env) -> (i32, u64) {
     let pidfile = env.path("pid");
     let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
     let mut args = vec!["run", "job", "--lease", "2s", "--"];
     args.extend(sh(&script));
     let holder = env.spawn("holder", &args);
     let orphan: i32 = wait_for_file(&pidfile, LIMIT).trim().parse().unwrap();
+    let shown = env.run(&["show", "job", "-o", "json"]).json();
+    assert_eq!(shown["held"], true, "{shown}");
+    let fence = shown["fence"].as_u64().unwrap();
     kill(holder.pid(), Signal::SIGKILL).unwrap();
     let out = holder.finish(LIMIT);
     assert_eq!(out.status.code(), None, "killed by a signal: {out:?}");
-    orphan
+    (orphan, fence)
 }
 
 #[test]
@@ -87,7 +93,7 @@ fn a_holder_killed_with_sigkill_is_taken_over_after_its_lease() {
     let Some(env) = Env::with_table("takeover") else {
         return;
     };
-    let orphan = crashed_holder(&env);
+    let (orphan, crashed_fence) = crashed_holder(&env);
 
     // Nobody releases it: the next run waits for the lease, then takes over.
     let started = Instant::now();
@@ -107,7 +113,11 @@ fn a_holder_killed_with_sigkill_is_taken_over_after_its_lease() {
     // The command it ran was in its own process group; stop it.
     let _ = killpg(Pid::from_raw(orphan), Signal::SIGKILL);
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert_eq!(out.stdout.trim(), "2", "a takeover is a new fence: {out:?}");
+    assert_eq!(
+        out.stdout.trim(),
+        (crashed_fence + 1).to_string(),
+        "a takeover is a new fence: {out:?}"
+    );
     assert!(
         waited >= Duration::from_secs(2),
         "taken over after {waited:?}, before the 2 s lease ran out"
@@ -123,7 +133,7 @@ fn a_cron_run_with_no_wait_takes_over_a_crashed_holder_and_skips_a_live_one() {
     let Some(env) = Env::with_table("cron") else {
         return;
     };
-    let orphan = crashed_holder(&env);
+    let (orphan, crashed_fence) = crashed_holder(&env);
     let _ = killpg(Pid::from_raw(orphan), Signal::SIGKILL);
 
     // The next cron run (`--wait 0s`, the default) watches the record; it does
@@ -141,7 +151,11 @@ fn a_cron_run_with_no_wait_takes_over_a_crashed_holder_and_skips_a_live_one() {
     ]);
     let waited = started.elapsed();
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert_eq!(out.stdout.trim(), "2", "a takeover is a new fence: {out:?}");
+    assert_eq!(
+        out.stdout.trim(),
+        (crashed_fence + 1).to_string(),
+        "a takeover is a new fence: {out:?}"
+    );
     assert!(waited < Duration::from_secs(8), "took {waited:?}");
 
     // A live holder (heartbeating every 0.5 s): the cron run skips it as soon
@@ -265,7 +279,8 @@ fn acquire_prints_fence_and_version_and_release_by_version_frees_it() {
     ]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let acquired = out.json();
-    assert_eq!(acquired["fence"], 1);
+    let first = acquired["fence"].as_u64().unwrap();
+    assert!(first >= 1, "{acquired}");
     assert_eq!(acquired["owner"], "script-1");
     assert_eq!(acquired["lease_ms"], 30_000);
     let version = acquired["version"].as_str().unwrap().to_owned();
@@ -287,7 +302,10 @@ fn acquire_prints_fence_and_version_and_release_by_version_frees_it() {
     // Text output is shell assignments.
     let out = env.run(&["acquire", "deploy", "--lease", "30s", "--owner", "it's me"]);
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert!(out.stdout.contains("LOCK_FENCE=2\n"), "{out:?}");
+    assert!(
+        out.stdout.contains(&format!("LOCK_FENCE={}\n", first + 1)),
+        "{out:?}"
+    );
     assert!(out.stdout.contains(r"LOCK_OWNER='it'\''s me'"), "{out:?}");
     let version = out
         .stdout
@@ -303,12 +321,17 @@ fn show_and_list_print_json() {
     let Some(env) = Env::with_table("inspect") else {
         return;
     };
+    // The fence each key was acquired with (its first).
+    let mut fences = std::collections::HashMap::new();
     for key in ["alpha", "beta"] {
         let data = format!("data-{key}");
         let out = env.run(&[
             "acquire", key, "--lease", "1m", "--data", &data, "--owner", "ops",
         ]);
         assert_eq!(out.code, Some(0), "{out:?}");
+        let fence: u64 = fence_after(&out.stdout, "LOCK_FENCE=")
+            .unwrap_or_else(|| panic!("no LOCK_FENCE: {out:?}"));
+        fences.insert(key, fence);
     }
     let out = env.run(&["list", "-o", "json"]);
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -320,7 +343,8 @@ fn show_and_list_print_json() {
     for lock in locks {
         assert_eq!(lock["owner"], "ops");
         assert_eq!(lock["held"], true);
-        assert_eq!(lock["fence"], 1);
+        let key = lock["key"].as_str().unwrap();
+        assert_eq!(lock["fence"], fences[key], "{lock}");
         assert_eq!(lock["lease_ms"], 60_000);
         assert!(lock["version"].is_string());
     }
@@ -625,11 +649,11 @@ fn waiting_shows_the_holder_and_a_released_lock_is_taken_at_once() {
         return;
     };
     let ready = env.path("ready");
-    let script = format!("echo up > {}; sleep 2.5", ready.display());
+    let script = format!("echo $LOCK_FENCE > {}; sleep 2.5", ready.display());
     let mut args = vec!["run", "job", "--owner", "first", "--lease", "10s", "--"];
     args.extend(sh(&script));
     let first = env.spawn("first", &args);
-    wait_for_file(&ready, LIMIT);
+    let fence: u64 = wait_for_file(&ready, LIMIT).trim().parse().unwrap();
     let second = env.spawn(
         "second",
         &[
@@ -637,9 +661,9 @@ fn waiting_shows_the_holder_and_a_released_lock_is_taken_at_once() {
         ],
     );
     wait_until("the waiter names the holder", LIMIT, || {
-        second
-            .stderr_so_far()
-            .contains("waiting for lock job: held by first (fence 1)")
+        second.stderr_so_far().contains(&format!(
+            "waiting for lock job: held by first (fence {fence})"
+        ))
     });
     let started = Instant::now();
     assert_eq!(first.finish(LIMIT).code, Some(0));
@@ -652,7 +676,8 @@ fn waiting_shows_the_holder_and_a_released_lock_is_taken_at_once() {
         started.elapsed()
     );
     assert!(
-        out.stderr.contains("acquired lock job (fence 2)"),
+        out.stderr
+            .contains(&format!("acquired lock job (fence {})", fence + 1)),
         "{out:?}"
     );
 }
@@ -856,11 +881,13 @@ fn the_next_holder_keeps_the_data_unless_it_clears_it() {
     };
     let out = env.run(&["run", "job", "--data", "checkpoint 7", "--", "true"]);
     assert_eq!(out.code, Some(0), "{out:?}");
+    let shown = env.run(&["-o", "json", "show", "job"]).json();
+    let first = shown["fence"].as_u64().unwrap();
     let out = env.run(&["run", "job", "--", "true"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let shown = env.run(&["-o", "json", "show", "job"]).json();
     assert_eq!(shown["data"], "checkpoint 7", "{shown}");
-    assert_eq!(shown["fence"], 2);
+    assert_eq!(shown["fence"], first + 1, "{shown}");
     let out = env.run(&["run", "job", "--clear-data", "--", "true"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let shown = env.run(&["-o", "json", "show", "job"]).json();
@@ -893,8 +920,13 @@ fn a_command_under_run_sees_its_lock_and_a_nested_lockctl_has_its_own_owner() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // The fence the run held, from the (released) record.
+    let shown = env.run(&["show", "outer", "-o", "json"]).json();
+    let fence = shown["fence"].as_u64().unwrap();
     assert!(
-        stdout.contains("key=outer sort=unset fence=1 owner=parent settings=unset"),
+        stdout.contains(&format!(
+            "key=outer sort=unset fence={fence} owner=parent settings=unset"
+        )),
         "{stdout}"
     );
     let inner: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
@@ -995,13 +1027,18 @@ fn elect_runs_the_command_on_one_leader_and_another_takes_over_when_it_dies() {
     };
     let a = candidate("node-a");
     wait_until("a leader", LIMIT, || lines(&log).len() == 1);
+    let first: u64 = lines(&log)[0]
+        .strip_suffix(" node-a")
+        .and_then(|fence| fence.parse().ok())
+        .unwrap_or_else(|| panic!("node-a leads first: {:?}", lines(&log)));
     let b = candidate("node-b");
     wait_until("the second candidate follows", LIMIT, || {
-        b.stderr_so_far().contains("following node-a (fence 1)")
+        b.stderr_so_far()
+            .contains(&format!("following node-a (fence {first})"))
     });
     // One leader: the second candidate's command has not run.
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(lines(&log), ["1 node-a"]);
+    assert_eq!(lines(&log), [format!("{first} node-a")]);
 
     // The leader's host dies: lockctl and its command (the watchdog kills it).
     kill(a.pid(), Signal::SIGKILL).unwrap();
@@ -1009,7 +1046,7 @@ fn elect_runs_the_command_on_one_leader_and_another_takes_over_when_it_dies() {
     let _ = a.finish(LIMIT);
     wait_until("a new leader", LIMIT, || lines(&log).len() == 2);
     let failover = died.elapsed();
-    assert_eq!(lines(&log)[1], "2 node-b");
+    assert_eq!(lines(&log)[1], format!("{} node-b", first + 1));
     // Not before the dead leader's lease ran out, and within it, a poll and a
     // heartbeat period (its last heartbeat was up to one period before).
     assert!(
@@ -1045,7 +1082,8 @@ fn elect_restarts_the_command_after_a_lost_leadership_and_after_it_exits() {
     let forced = env.run(&["release", "leader", "--force", "--yes"]);
     assert_eq!(forced.code, Some(0), "{forced:?}");
     wait_until("leading again", LIMIT, || lines(&log).len() == 2);
-    assert_eq!(lines(&log), ["1", "2"]);
+    let first: u64 = lines(&log)[0].parse().unwrap();
+    assert_eq!(lines(&log), [first.to_string(), (first + 1).to_string()]);
     assert!(
         leader
             .stderr_so_far()
@@ -1086,9 +1124,13 @@ fn elect_restarts_the_command_after_a_lost_leadership_and_after_it_exits() {
     args.extend(sh("echo $LOCK_FENCE; exit 7"));
     let out = env.run(&args);
     assert_eq!(out.code, Some(7), "{out:?}");
-    assert_eq!(out.stdout.trim(), "1", "{out:?}");
+    // LOCK_FENCE is the leadership's fence, as lockctl reported it.
+    let fence = fence_after(&out.stderr, "leading once (fence ")
+        .unwrap_or_else(|| panic!("no leadership reported: {out:?}"));
+    assert_eq!(out.stdout.trim(), fence.to_string(), "{out:?}");
     let shown = env.run(&["show", "once", "-o", "json"]);
     assert_eq!(shown.json()["held"], false, "{shown:?}");
+    assert_eq!(shown.json()["fence"], fence, "{shown:?}");
 }
 
 #[test]
@@ -1303,14 +1345,23 @@ fn run_shared_runs_together_and_exclusive_alone() {
             >= 2
     });
     let writer = run("writer", "--exclusive", "w");
-    // The late reader comes once the writer waits (its write lock held).
+    // The late reader comes once the writer waits (its write lock held); the
+    // writer's fence is that record's.
+    let mut writer_fence = None;
     wait_until("the writer waiting", LIMIT, || {
         let listed = env.run(&["list", "-o", "json"]).json();
-        listed.as_array().into_iter().flatten().any(|lock| {
-            let name = format!("{}{}", lock["key"], lock["sort_key"]);
-            name.contains("writer") && lock["held"] == true
-        })
+        writer_fence = listed
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|lock| {
+                let name = format!("{}{}", lock["key"], lock["sort_key"]);
+                name.contains("writer") && lock["held"] == true
+            })
+            .and_then(|lock| lock["fence"].as_u64());
+        writer_fence.is_some()
     });
+    let writer_fence = writer_fence.unwrap();
     let late = run("late-reader", "--shared", "r");
     for process in readers.into_iter().chain([writer, late]) {
         let out = process.finish(LIMIT);
@@ -1324,7 +1375,10 @@ fn run_shared_runs_together_and_exclusive_alone() {
     );
     assert_eq!(most_at_once(&log, "w"), 1, "{log:?}");
     for line in log.iter().filter(|line| line.starts_with("w start")) {
-        assert!(line.ends_with("exclusive 1"), "{line}");
+        assert!(
+            line.ends_with(&format!("exclusive {writer_fence}")),
+            "{line}"
+        );
     }
     let writer_start: u128 = log
         .iter()
@@ -1358,7 +1412,10 @@ fn run_shared_runs_together_and_exclusive_alone() {
         .filter(|line| line.starts_with("r start"))
         .max_by_key(|line| line.split(' ').nth(2).unwrap().parse::<u128>().unwrap())
         .unwrap();
-    assert!(last_reader.ends_with("shared 1"), "{log:?}");
+    assert!(
+        last_reader.ends_with(&format!("shared {writer_fence}")),
+        "{log:?}"
+    );
 
     // A reader count other than the store's is a usage error, before it writes.
     let out = env.run(&["run", "config", "--shared", "--readers", "8", "--", "true"]);
@@ -1372,15 +1429,24 @@ fn run_with_several_keys_holds_them_all_or_nothing() {
         return;
     };
     let holding = env.spawn("holder", &["run", "acct-b", "--", "sleep", "3"]);
+    let mut held_b = serde_json::Value::Null;
     wait_until("acct-b held", LIMIT, || {
-        env.run(&["show", "acct-b", "-o", "json"]).json()["held"] == true
+        held_b = env.run(&["show", "acct-b", "-o", "json"]).json();
+        held_b["held"] == true
     });
+    let fence_b = held_b["fence"].as_u64().unwrap();
     let out = env.run(&["run", "acct-c", "acct-a", "acct-b", "--", "true"]);
     assert_eq!(out.code, Some(3), "acct-b is held: {out:?}");
     for key in ["acct-a", "acct-c"] {
         let shown = env.run(&["show", key, "-o", "json"]);
         assert_ne!(shown.json()["held"], true, "{key} left held: {shown:?}");
     }
+    // acct-a was taken and let go by the refused run, which stopped at
+    // acct-b before trying acct-c: acct-c has no record yet.
+    let shown = env.run(&["show", "acct-a", "-o", "json"]).json();
+    let fence_a = shown["fence"].as_u64().unwrap();
+    let shown = env.run(&["show", "acct-c", "-o", "json"]);
+    assert_eq!(shown.json(), serde_json::Value::Null, "acct-c: {shown:?}");
     let seen = env.path("seen");
     let script = format!(
         "printf '%s|%s' \"$LOCK_KEYS\" \"$LOCK_FENCES\" > {}",
@@ -1392,16 +1458,28 @@ fn run_with_several_keys_holds_them_all_or_nothing() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stderr.contains("acquired locks"), "{out:?}");
     let seen = std::fs::read_to_string(&seen).unwrap();
-    // acct-a was taken (fence 1) and let go by the refused run, which
-    // stopped at acct-b before trying acct-c.
+    // acct-a and acct-b one past their fences above; acct-c taken for the
+    // first time, with the fence its record now shows.
+    let fence_c =
+        fence_after(&seen, "acct-c=").unwrap_or_else(|| panic!("no fence for acct-c: {seen:?}"));
     assert_eq!(
-        seen, "acct-a\nacct-b\nacct-c|acct-a=2\nacct-b=2\nacct-c=1",
+        seen,
+        format!(
+            "acct-a\nacct-b\nacct-c|acct-a={}\nacct-b={}\nacct-c={fence_c}",
+            fence_a + 1,
+            fence_b + 1
+        ),
         "{seen:?}"
     );
     assert_eq!(holding.finish(LIMIT).code, Some(0));
-    for key in ["acct-a", "acct-b", "acct-c"] {
+    for (key, fence) in [
+        ("acct-a", fence_a + 1),
+        ("acct-b", fence_b + 1),
+        ("acct-c", fence_c),
+    ] {
         let shown = env.run(&["show", key, "-o", "json"]);
         assert_eq!(shown.json()["held"], false, "{key}: {shown:?}");
+        assert_eq!(shown.json()["fence"], fence, "{key}: {shown:?}");
     }
     // Several keys with --shared or --sort-key: a usage error.
     let out = env.run(&["run", "acct-a", "acct-b", "--shared", "--", "true"]);

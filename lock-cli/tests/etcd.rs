@@ -48,7 +48,8 @@ fn acquire_show_list_and_release_by_version() {
     ]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let acquired = out.json();
-    assert_eq!(acquired["fence"], 1);
+    let first = acquired["fence"].as_u64().unwrap();
+    assert!(first >= 1, "{acquired}");
     let version = acquired["version"].as_str().unwrap().to_owned();
 
     let out = env.run(&["acquire", "deploy", "--lease", "30s", "--wait", "1s"]);
@@ -57,6 +58,7 @@ fn acquire_show_list_and_release_by_version() {
 
     let show = env.run(&["show", "deploy", "-o", "json"]);
     assert_eq!(show.json()["held"], true, "{show:?}");
+    assert_eq!(show.json()["fence"], first, "{show:?}");
     let list = env.run(&["list", "-o", "json"]);
     assert_eq!(list.code, Some(0), "{list:?}");
     assert!(list.stdout.contains("deploy"), "{list:?}");
@@ -94,6 +96,22 @@ fn a_run_under_several_keys_takes_them_in_one_request() {
         "echo \"$LOCK_KEYS $LOCK_FENCES\"",
     ]);
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert_eq!(out.stdout, "a\nb\nc a=1\nb=1\nc=1\n", "{out:?}");
+    // Three new keys: each at its own first fence, the one its record shows.
+    let fences: Vec<u64> = ["a", "b", "c"]
+        .into_iter()
+        .map(|key| {
+            let shown = env.run(&["show", key, "-o", "json"]).json();
+            assert_eq!(shown["held"], false, "{key}: {shown}");
+            shown["fence"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        out.stdout,
+        format!(
+            "a\nb\nc a={}\nb={}\nc={}\n",
+            fences[0], fences[1], fences[2]
+        ),
+        "{out:?}"
+    );
     assert!(out.stderr.contains("in one request"), "{out:?}");
 }

@@ -439,8 +439,8 @@ pub fn wait_for_file(path: &Path, limit: Duration) -> String {
 
 /// Three `lockctl run job` processes started together on `env`'s store, each
 /// running a shell script that logs its start and end with `$LOCK_FENCE`:
-/// the runs take turns (never two inside the script at once) and the fences
-/// rise 1, 2, 3 in the order they ran.
+/// the runs take turns (never two inside the script at once) and each run's
+/// fence is one more than the run's before it.
 pub fn concurrent_runs_never_overlap_and_fences_increase(env: &Env) {
     const LIMIT: Duration = Duration::from_secs(60);
     let log = env.path("log");
@@ -464,11 +464,29 @@ pub fn concurrent_runs_never_overlap_and_fences_increase(env: &Env) {
     }
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
+    // The first run's fence is wherever the store starts a new key (1, or the
+    // clock's floor); each run after it is exactly one more.
+    let first: u64 = lines
+        .first()
+        .and_then(|line| line.strip_prefix("start "))
+        .and_then(|fence| fence.parse().ok())
+        .unwrap_or_else(|| panic!("no first fence in the log: {text}"));
+    let expected: Vec<String> = (first..first + 3)
+        .flat_map(|fence| [format!("start {fence}"), format!("end {fence}")])
+        .collect();
     assert_eq!(
-        lines,
-        ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"],
+        lines, expected,
         "runs overlapped or fences did not increase: {text}"
     );
+}
+
+/// The fence in `text` right after `prefix`, as in `held by first (fence 7)`
+/// with the prefix `held by first (fence `; `None` when `prefix` is not there
+/// or no number follows it.
+pub fn fence_after(text: &str, prefix: &str) -> Option<u64> {
+    let (_, rest) = text.split_once(prefix)?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// Cron runs of `lockctl run pool --permits 2` (the default `--wait 0s`)
@@ -493,20 +511,27 @@ pub fn cron_runs_reclaim_a_crashed_holders_permit(env: &Env) {
             script,
         ]
     }
+    // A holder's process, its command's pid and the fence of its permit.
     let holder = |name: &str| {
         let pidfile = env.path(&format!("{name}.pid"));
-        let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+        let fencefile = env.path(&format!("{name}.fence"));
+        let script = format!(
+            "echo $LOCK_FENCE > {}; echo $$ > {}; exec sleep 60",
+            fencefile.display(),
+            pidfile.display()
+        );
         let process = env.spawn(name, &run_in_pool(&script));
         let command: i32 = wait_for_file(&pidfile, LIMIT).trim().parse().unwrap();
-        (process, nix::unistd::Pid::from_raw(command))
+        let fence: u64 = wait_for_file(&fencefile, LIMIT).trim().parse().unwrap();
+        (process, nix::unistd::Pid::from_raw(command), fence)
     };
     let cron = || {
         let started = Instant::now();
         let out = env.run(&run_in_pool("echo $LOCK_FENCE"));
         (out, started.elapsed())
     };
-    let (live, live_command) = holder("live");
-    let (crashed, crashed_command) = holder("crashed");
+    let (live, live_command, _) = holder("live");
+    let (crashed, crashed_command, crashed_fence) = holder("crashed");
     // Both permits held by live holders: the run skips them.
     let (out, waited) = cron();
     assert_eq!(
@@ -529,7 +554,7 @@ pub fn cron_runs_reclaim_a_crashed_holders_permit(env: &Env) {
     );
     assert_eq!(
         out.stdout.trim(),
-        "2",
+        (crashed_fence + 1).to_string(),
         "a takeover is a new fence for that slot: {out:?}"
     );
     // A lease (2 s) since the crashed holder's last write: watched from this
@@ -541,7 +566,7 @@ pub fn cron_runs_reclaim_a_crashed_holders_permit(env: &Env) {
         "took over after {waited:?}"
     );
     // Both alive again (the live holder, and a new one): skipped again.
-    let (again, again_command) = holder("again");
+    let (again, again_command, _) = holder("again");
     let (out, _) = cron();
     assert_eq!(out.code, Some(3), "{out:?}");
     for (process, command) in [(live, live_command), (again, again_command)] {
