@@ -18,7 +18,9 @@ Clients = Callable[..., LockClient]
 def test_fences_rise_and_a_held_lock_is_busy(clients: Clients) -> None:
     alice, bob = clients("alice"), clients("bob")
     lock = alice.acquire("report")
-    assert (lock.key, lock.sort_key, lock.owner, lock.fence) == ("report", None, "alice", 1)
+    assert (lock.key, lock.sort_key, lock.owner) == ("report", None, "alice")
+    first = lock.fence
+    assert first >= 1
     assert lock.held and lock.is_safe and lock.state is lease_lock.LeaseState.SAFE
     assert 0 < lock.remaining <= alice.lease
     assert bob.try_acquire("report") is None
@@ -26,7 +28,7 @@ def test_fences_rise_and_a_held_lock_is_busy(clients: Clients) -> None:
     assert not lock.held
     lock.release()  # twice does nothing
     again = bob.acquire("report", wait=0)
-    assert again.fence == 2 and again.owner == "bob"
+    assert again.fence == first + 1 and again.owner == "bob"
     again.release()
 
 
@@ -34,10 +36,11 @@ def test_with_block_releases_and_lets_its_exception_through(clients: Clients) ->
     alice, bob = clients("alice"), clients("bob")
     with pytest.raises(ZeroDivisionError):
         with alice.lock("job", wait=5) as lock:
-            assert lock.fence == 1
+            first = lock.fence
+            assert first >= 1
             1 / 0
     with bob.lock("job", wait=0) as lock:
-        assert lock.fence == 2
+        assert lock.fence == first + 1
     info = alice.get_lock("job")
     assert info is not None and info.released and info.owner == "bob"
 
@@ -61,6 +64,7 @@ def test_a_waiting_acquire_gets_the_lock_when_it_is_released(clients: Clients) -
 
     alice, bob = clients("alice"), clients("bob", refresh=0.05)
     held = alice.acquire("handoff")
+    first = held.fence
     threading.Timer(0.2, held.release).start()
     got: list[lease_lock.Lock] = []
     # wait=inf (no limit), watched from here so that a broken hand-off fails
@@ -68,7 +72,7 @@ def test_a_waiting_acquire_gets_the_lock_when_it_is_released(clients: Clients) -
     waiter = threading.Thread(target=lambda: got.append(bob.acquire("handoff", wait=math.inf)), daemon=True)
     waiter.start()
     waiter.join(timeout=15)
-    assert got and got[0].fence == 2
+    assert got and got[0].fence == first + 1
     got[0].release()
 
 
@@ -107,7 +111,9 @@ def test_a_lock_whose_holder_stopped_heartbeating_is_taken_over(clients: Clients
     reason = crashed.lost_reason
     assert reason is not None and reason.kind == "max_hold" and reason.limit == pytest.approx(0.3)
     lock = bob.acquire("job", wait=10)
-    assert lock.took_over == lease_lock.Takeover(owner="alice", fence=1, data=b"half done")
+    assert crashed.fence >= 1
+    assert lock.took_over == lease_lock.Takeover(owner="alice", fence=crashed.fence, data=b"half done")
+    assert lock.fence == crashed.fence + 1
     lock.release()
 
 
@@ -145,7 +151,7 @@ def test_close_releases_and_later_calls_raise(clients: Clients) -> None:
     with pytest.raises(lease_lock.ClientClosed):
         alice.acquire("b")
     lock = bob.acquire("a", wait=0)
-    assert lock.fence == 2
+    assert lock.fence == held.fence + 1
     lock.release()
 
 
@@ -204,7 +210,7 @@ def test_a_detached_lock_stays_held_until_released_by_its_version(clients: Clien
         bob.release_version("handover", "not-its-version")
     released = bob.release_version("handover", version)
     assert released.owner == "alice" and released.version == version
-    assert bob.acquire("handover", wait=0).fence == 2
+    assert bob.acquire("handover", wait=0).fence == lock.fence + 1
 
 
 def test_a_heartbeat_rate_limit_is_taken_and_checked(clients: Clients) -> None:

@@ -21,10 +21,10 @@ def test_a_lock_in_a_bucket_excludes_and_fences() -> None:
     b = lease_lock.LockClient(store, owner="b", lease=5)
     try:
         with a.acquire("job") as held:
-            assert held.fence == 1
+            assert held.fence >= 1
             assert b.try_acquire("job") is None
         with b.acquire("job", wait=timedelta(seconds=5)) as taken:
-            assert taken.fence == 2
+            assert taken.fence == held.fence + 1
         info = a.get_lock("job")
         assert info is not None and info.owner == "b" and info.released
     finally:

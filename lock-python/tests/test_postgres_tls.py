@@ -32,7 +32,7 @@ def test_verify_full_connects_and_locks() -> None:
     client = lease_lock.LockClient(store, owner="tls")
     try:
         with client.lock("job") as lock:
-            assert lock.fence == 1
+            assert lock.fence >= 1
     finally:
         client.close()
 

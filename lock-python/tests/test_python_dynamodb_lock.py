@@ -1367,41 +1367,49 @@ def test_a_takeover_replaces_the_crashed_holders_attributes_and_raises_the_fence
         }
     )
     client = shared.client(replacement, owner_name="successor")
+    before = time.time_ns() // 1000
     lock = client.acquire_lock("job", retry_period=timedelta(seconds=0.2), additional_attributes={"job_id": "43"})
+    after = time.time_ns() // 1000
     item = shared.item_of(lock)
     assert without(item, "expiry_time", "record_version_number", "written_at") == {
         "lock_key": "job", "sort_key": "-", "owner_name": "successor",
-        "lease_duration": Decimal(4), "fence": Decimal(1), "job_id": "43",
+        "lease_duration": Decimal(4), "fence": Decimal(lock.fence), "job_id": "43",
     }, "none of the crashed holder's attributes survive, as with 0.9.1's PutItem"
     assert item["written_at"].endswith(" " + item["record_version_number"])
-    assert lock.fence == 1  # the crashed holder wrote no fence: 0, and this one is next
+    # The crashed holder wrote no fence: this one starts at the clock's floor,
+    # microseconds since the epoch when it wrote.
+    assert before <= lock.fence <= after
 
     # The next takeover (of this lock, frozen by its client's close) raises the fence.
     client.close()
     taker = shared.client(replacement, owner_name="taker")
     taken = taker.acquire_lock("job", retry_period=timedelta(seconds=0.2), retry_timeout=timedelta(seconds=10))
-    assert taken.fence == 2 and "job_id" not in shared.item_of(taken)
+    assert taken.fence == lock.fence + 1 and "job_id" not in shared.item_of(taken)
 
 
 def test_kept_released_records_keep_fences_rising(shared: Harness) -> None:
     h, pdl = shared, load(REPLACEMENT)
     client = h.client(pdl, keep_released_records=True)
     lock = client.acquire_lock("job", additional_attributes={"step": "one"})
-    assert lock.fence == 1
+    assert lock.fence >= 1
     lock.release(best_effort=False)
     item = h.item("job")
     assert item is not None and item["released"] is True and "step" not in item, item
     again = client.acquire_lock("job", retry_timeout=timedelta(seconds=1))
-    assert again.fence == 2, "the kept item carries the fence on"
+    assert again.fence == lock.fence + 1, "the kept item carries the fence on"
     assert h.item_of(again)["released"] is False
     with pytest.raises(pdl.DynamoDBLockError, match="released"):
         client.acquire_lock("other", additional_attributes={"released": True})
-    # Without the option a client still deletes, and restarts fences at 1.
+    # Without the option a client still deletes; the item made again starts
+    # at the clock's floor, above the deleted item's fence (no fence repeats).
     again.release(best_effort=False)
     plain = h.client(pdl)
     first = plain.acquire_lock("fresh")
     first.release(best_effort=False)
-    assert h.item("fresh") is None and plain.acquire_lock("fresh").fence == 1
+    assert h.item("fresh") is None
+    before = time.time_ns() // 1000
+    remade = plain.acquire_lock("fresh")
+    assert first.fence < remade.fence and before <= remade.fence <= time.time_ns() // 1000
 
 
 def test_with_a_clock_bound_a_closed_clients_lock_is_taken_over_once_its_lease_has_passed(

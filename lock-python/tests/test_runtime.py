@@ -228,7 +228,9 @@ def test_the_interpreter_exits_promptly_and_releases_what_it_held(holding: bool)
         info = checker.get_lock(key)
         assert info is None if not holding else (info is not None and info.released), info
     if holding:
-        assert checker.acquire("k", wait=0).fence == 2
+        left = checker.get_lock("k")
+        assert left is not None and left.fence >= 1
+        assert checker.acquire("k", wait=0).fence == left.fence + 1
     checker.close()
 
 

@@ -22,7 +22,7 @@ def test_at_most_permits_holders_and_a_waiter_gets_a_released_permit(clients: Cl
     first = exports.acquire(wait=5)
     second = exports.acquire(wait=5)
     assert {first.slot, second.slot} == {0, 1}
-    assert first.fence == 1 and first.held and first.is_safe
+    assert first.fence >= 1 and first.held and first.is_safe
     assert bob.semaphore("exports", 2).try_acquire() is None
     with pytest.raises(lease_lock.AcquireTimeout):
         carol.semaphore("exports", 2).acquire(wait=0.3)
@@ -34,7 +34,7 @@ def test_at_most_permits_holders_and_a_waiter_gets_a_released_permit(clients: Cl
     slot = first.slot
     first.release()
     waiting.join(timeout=10)
-    assert got and got[0].slot == slot and got[0].fence == 2
+    assert got and got[0].slot == slot and got[0].fence == first.fence + 1
     got[0].release()
     second.release()
 
