@@ -287,7 +287,7 @@ pub struct RunArgs {
     /// More locks to hold with KEY, all or nothing: they are taken in one
     /// fixed order (so runs asking for overlapping sets never deadlock), each
     /// with its own fence, within one --wait; the command sees LOCK_KEYS and
-    /// LOCK_FENCES (one `key=fence` per line)
+    /// LOCK_FENCES (one `key=fence` per line, each key as fences name it)
     #[arg(
         value_name = "MORE_KEYS",
         value_parser = text(),

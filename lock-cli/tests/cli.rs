@@ -1407,3 +1407,76 @@ fn run_with_several_keys_holds_them_all_or_nothing() {
     let out = env.run(&["run", "acct-a", "acct-b", "--shared", "--", "true"]);
     assert_eq!(out.code, Some(2), "{out:?}");
 }
+
+#[test]
+fn run_names_the_lock_for_fence_checks_as_the_rust_api_prints_it() {
+    // In a bucket: a store with sort keys.
+    let Some(env) = Env::bucket("fence-key") else {
+        return;
+    };
+    let seen = env.path("seen");
+    let script = format!(
+        "printf '%s|%s|%s|%s|%s' \"$LOCK_KEY\" \"${{LOCK_SORT_KEY-}}\" \"${{LOCK_FENCE_KEY-}}\" \"${{LOCK_KEYS-}}\" \"${{LOCK_FENCES-}}\" > {}",
+        seen.display()
+    );
+    let seen_by = |args: &[&str]| {
+        let mut args = args.to_vec();
+        args.extend(["--", "sh", "-c", &script]);
+        let out = env.run(&args);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        std::fs::read_to_string(&seen).unwrap()
+    };
+    // A key with a `/` is another lock than a sort key: escaped, so that
+    // the two never fence under one name.
+    assert_eq!(
+        seen_by(&["run", "jobs/nightly"]),
+        "jobs/nightly||jobs%2Fnightly||"
+    );
+    assert_eq!(
+        seen_by(&["run", "jobs", "--sort-key", "nightly"]),
+        "jobs|nightly|jobs/nightly||"
+    );
+    assert_eq!(
+        seen_by(&["run", "jobs", "--sort-key", "a/b%"]),
+        "jobs|a/b%|jobs/a%2Fb%25||"
+    );
+    // Several keys: LOCK_KEYS as given, LOCK_FENCES by fence name.
+    assert_eq!(
+        seen_by(&["run", "acct/2", "acct/1"]),
+        "|||acct/1\nacct/2|acct%2F1=1\nacct%2F2=1"
+    );
+}
+
+#[test]
+fn shared_and_exclusive_runs_name_the_lock_and_its_write_lock_without_sort_keys() {
+    // A table without a sort key keeps a reader-writer lock's records as
+    // partitions `config#...`: LOCK_KEY is still the lock's name, and
+    // LOCK_FENCE_KEY its write lock, the Rust API's `writer_key`.
+    let Some(env) = Env::with_table("rw-names") else {
+        return;
+    };
+    let seen = env.path("seen");
+    let script = format!(
+        "printf '%s|%s|%s' \"$LOCK_KEY\" \"$LOCK_FENCE_KEY\" \"$LOCK_FENCE\" > {}",
+        seen.display()
+    );
+    for (mode, fence) in [("--exclusive", 1), ("--shared", 1), ("--exclusive", 2)] {
+        let out = env.run(&[
+            "run",
+            "config",
+            mode,
+            "--readers",
+            "4",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert_eq!(
+            std::fs::read_to_string(&seen).unwrap(),
+            format!("config|config#writer|{fence}"),
+            "{mode}"
+        );
+    }
+}

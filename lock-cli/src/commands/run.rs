@@ -206,10 +206,13 @@ impl Watched {
         }
     }
 
-    /// Several locks held together: LOCK_KEYS (one per line), LOCK_FENCES
-    /// (`key=fence`, one per line) and LOCK_OWNER.
+    /// Several locks held together: LOCK_KEYS (one per line, as given),
+    /// LOCK_FENCES (`key=fence`, one per line, each key named as fences name
+    /// it) and LOCK_OWNER.
     fn group(group: &LockGroup, owner: &str) -> Self {
-        let keys: Vec<String> = group.keys().map(ToString::to_string).collect();
+        // The keys as given (more keys take no sort key): a name with `/`
+        // stays as the user wrote it here, and is escaped in LOCK_FENCES.
+        let keys: Vec<String> = group.keys().map(|key| key.partition().to_owned()).collect();
         let fences: Vec<String> = group
             .fences()
             .map(|(key, fence)| format!("{key}={fence}"))
