@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lock_core::{
-    Fence, LeaseState, LockGuard, LockKey, LockView, LostReason, Permit, ReadGuard, UpgradeableReadGuard,
-    WriteGuard,
+    Fence, LeaseState, LockGuard, LockKey, LockView, LostReason, Permit, ReadGuard,
+    UpgradeableReadGuard, WriteGuard,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
