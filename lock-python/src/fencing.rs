@@ -12,16 +12,22 @@ use lock_core::{Fence, LockKey};
 use lock_dynamodb::ItemFence;
 use pyo3::prelude::*;
 
+use crate::election::Leadership;
 use crate::errors;
 use crate::lock::Lock;
 
 /// The lock's key and fence of `lock`: a held `Lock` (a read of a
-/// reader-writer lock: the write lock's key and the writer fence), or
-/// anything with a `key` (as fences name it: a printed key, refused if no
-/// key prints so) and a `fence`, as `fencing.FenceToken`.
+/// reader-writer lock: the write lock's key and the writer fence), a
+/// `Leadership` (its lock's), or anything with a `key` (as fences name it:
+/// a printed key, refused if no key prints so) and a `fence`, as
+/// `fencing.FenceToken`.
 pub(crate) fn key_and_fence(lock: &Bound<'_, PyAny>) -> PyResult<(LockKey, Fence)> {
     if let Ok(held) = lock.cast::<Lock>() {
         return Ok(held.borrow().fence_identity());
+    }
+    // Its `key` is the partition alone, not a printed key.
+    if let Ok(leadership) = lock.cast::<Leadership>() {
+        return Ok(leadership.borrow().fence_identity());
     }
     let key: String = lock.getattr("key")?.extract()?;
     let fence: u64 = lock.getattr("fence")?.extract()?;

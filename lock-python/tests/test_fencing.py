@@ -217,6 +217,23 @@ def test_a_fence_token_names_a_key_with_a_slash_apart_from_a_sort_key() -> None:
         fencing.dynamodb_put_item(fencing.FenceToken("a/b/c", 1), TableName="t", Item={})
 
 
+def test_a_leadership_fences_an_object_under_its_locks_name() -> None:
+    # A Leadership given to fenced_put is its lock (key, sort key and fence),
+    # named as a Lock of the same key is: a later holder of the lock is
+    # admitted after it, not refused as another lock's.
+    store = lease_lock.BucketStore("memory:///locks")
+    client = lease_lock.LockClient(store, owner="a")
+    with client.elect("jobs/leader") as election:
+        leadership = election.leadership(timeout=10)
+        assert leadership is not None
+        store.fenced_put("data/schedule", b"leader", leadership)
+    with client.lock("jobs/leader") as lock:
+        assert lock.fence > leadership.fence
+        store.fenced_put("data/schedule", b"lock", lock)
+    assert store.fenced_get("data/schedule") == (b"lock", lock.fence)
+    client.close()
+
+
 def test_a_reader_writer_lock_fences_under_its_write_lock_for_reads_and_writes() -> None:
     # A read's token is the lock's name and the writer fence it was admitted
     # with (what `read.fence` says), as a write's is: not its reader slot's.

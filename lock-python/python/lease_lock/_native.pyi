@@ -102,11 +102,11 @@ class BucketStore:
     def validate_bucket(self, *, is_async: Literal[True]) -> Awaitable[None]: ...
     @overload
     def fenced_put(
-        self, path: str, data: bytes, lock: Lock | FenceToken, *, is_async: Literal[False] = False
+        self, path: str, data: bytes, lock: Lock | Leadership | FenceToken, *, is_async: Literal[False] = False
     ) -> None: ...
     @overload
     def fenced_put(
-        self, path: str, data: bytes, lock: Lock | FenceToken, *, is_async: Literal[True]
+        self, path: str, data: bytes, lock: Lock | Leadership | FenceToken, *, is_async: Literal[True]
     ) -> Awaitable[None]: ...
     @overload
     def fenced_get(
