@@ -150,7 +150,8 @@ pub enum Command {
     /// command exits, and exit with the command's exit code.
     ///
     /// The command gets LOCK_KEY (the lock's name), LOCK_SORT_KEY (with
-    /// --sort-key), LOCK_FENCE and LOCK_OWNER in its environment, and not
+    /// --sort-key), LOCK_FENCE, LOCK_FENCE_KEY (the name the fence goes with
+    /// at a fence check) and LOCK_OWNER in its environment, and not
     /// LOCKCTL_OWNER (a lockctl it starts gets an owner name of its own).
     /// The lock is heartbeaten while it runs. SIGINT, SIGTERM and SIGHUP are
     /// forwarded to it. If the lease can no longer be trusted (someone released
@@ -287,7 +288,7 @@ pub struct RunArgs {
     /// More locks to hold with KEY, all or nothing: they are taken in one
     /// fixed order (so runs asking for overlapping sets never deadlock), each
     /// with its own fence, within one --wait; the command sees LOCK_KEYS and
-    /// LOCK_FENCES (one `key=fence` per line)
+    /// LOCK_FENCES (one `key=fence` per line, each key as fences name it)
     #[arg(
         value_name = "MORE_KEYS",
         value_parser = text(),
@@ -297,7 +298,8 @@ pub struct RunArgs {
 
     /// Run alongside other --shared runs on KEY, never beside an --exclusive
     /// one: a read of the reader-writer lock KEY. LOCK_FENCE is the fence of
-    /// the last --exclusive run
+    /// the last --exclusive run, LOCK_FENCE_KEY the lock's write lock (the
+    /// name every reader and writer of KEY fences under)
     #[arg(long, conflicts_with_all = ["exclusive", "permits"])]
     pub shared: bool,
 

@@ -1485,3 +1485,94 @@ fn run_with_several_keys_holds_them_all_or_nothing() {
     let out = env.run(&["run", "acct-a", "acct-b", "--shared", "--", "true"]);
     assert_eq!(out.code, Some(2), "{out:?}");
 }
+
+#[test]
+fn run_names_the_lock_for_fence_checks_as_the_rust_api_prints_it() {
+    // In a bucket: a store with sort keys.
+    let Some(env) = Env::bucket("fence-key") else {
+        return;
+    };
+    let seen = env.path("seen");
+    let script = format!(
+        "printf '%s|%s|%s|%s|%s' \"$LOCK_KEY\" \"${{LOCK_SORT_KEY-}}\" \"${{LOCK_FENCE_KEY-}}\" \"${{LOCK_KEYS-}}\" \"${{LOCK_FENCES-}}\" > {}",
+        seen.display()
+    );
+    let seen_by = |args: &[&str]| {
+        let mut args = args.to_vec();
+        args.extend(["--", "sh", "-c", &script]);
+        let out = env.run(&args);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        std::fs::read_to_string(&seen).unwrap()
+    };
+    // A key with a `/` is another lock than a sort key: escaped, so that
+    // the two never fence under one name.
+    assert_eq!(
+        seen_by(&["run", "jobs/nightly"]),
+        "jobs/nightly||jobs%2Fnightly||"
+    );
+    assert_eq!(
+        seen_by(&["run", "jobs", "--sort-key", "nightly"]),
+        "jobs|nightly|jobs/nightly||"
+    );
+    assert_eq!(
+        seen_by(&["run", "jobs", "--sort-key", "a/b%"]),
+        "jobs|a/b%|jobs/a%2Fb%25||"
+    );
+    // Several keys: LOCK_KEYS as given, LOCK_FENCES by fence name (each
+    // a new key's first fence).
+    let seen = seen_by(&["run", "acct/2", "acct/1"]);
+    let (names, fences) = seen.rsplit_once('|').unwrap();
+    assert_eq!(names, "|||acct/1\nacct/2");
+    let fences: Vec<(&str, u64)> = fences
+        .lines()
+        .map(|line| {
+            let (name, fence) = line.split_once('=').unwrap();
+            (name, fence.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        fences.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        ["acct%2F1", "acct%2F2"]
+    );
+    assert!(fences.iter().all(|(_, fence)| *fence >= 1), "{fences:?}");
+}
+
+#[test]
+fn shared_and_exclusive_runs_name_the_lock_and_its_write_lock_without_sort_keys() {
+    // A table without a sort key keeps a reader-writer lock's records as
+    // partitions `config#...`: LOCK_KEY is still the lock's name, and
+    // LOCK_FENCE_KEY its write lock, the Rust API's `writer_key`.
+    let Some(env) = Env::with_table("rw-names") else {
+        return;
+    };
+    let seen = env.path("seen");
+    let script = format!(
+        "printf '%s|%s|%s' \"$LOCK_KEY\" \"$LOCK_FENCE_KEY\" \"$LOCK_FENCE\" > {}",
+        seen.display()
+    );
+    // The writer fence: the write lock's first, kept by the reader, then
+    // the next writer's one more.
+    let mut first = None;
+    for (mode, step) in [("--exclusive", 0), ("--shared", 0), ("--exclusive", 1)] {
+        let out = env.run(&[
+            "run",
+            "config",
+            mode,
+            "--readers",
+            "4",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let seen = std::fs::read_to_string(&seen).unwrap();
+        let fence: u64 = seen.rsplit('|').next().unwrap().parse().unwrap();
+        let first = *first.get_or_insert(fence);
+        assert_eq!(
+            seen,
+            format!("config|config#writer|{}", first + step),
+            "{mode}"
+        );
+    }
+}

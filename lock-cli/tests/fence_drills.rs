@@ -346,3 +346,83 @@ fn s3_a_frozen_holders_late_write_is_refused() {
         .unwrap();
     assert_eq!(&bytes[..], b"B");
 }
+
+/// One name for a reader-writer lock's fences on every surface: a writer of
+/// the Rust API and `lockctl run --exclusive` (the key and fence its command
+/// is given) on one lock write one object in fence order, and a late fence
+/// is refused as stale, never as another lock's. A `--shared` run presents
+/// the same name, with the last writer's fence.
+#[test]
+fn rust_and_lockctl_writers_of_one_rw_lock_fence_under_one_name() {
+    let Some(env) = support::Env::bucket("rw-fence") else {
+        return;
+    };
+    let target = env.target_args();
+    let spec = json!({
+        "store": "bucket", "endpoint": env.endpoint, "url": target[1],
+        "resource": format!("data-{}/config", uuid::Uuid::new_v4().simple()),
+    });
+    let rust_writer = |name: &str| {
+        runtime().block_on(async {
+            let client = lock_client(&spec);
+            let lock = client.rw_lock("config", 4).unwrap();
+            let write = lock
+                .write(AcquireOptions::new().wait(Duration::from_secs(30)))
+                .await
+                .unwrap();
+            let (key, fence) = (write.key().clone(), write.fence());
+            assert!(fenced_write(&spec, &key, fence, name).await, "{name}");
+            write.release().await.unwrap();
+            client.shutdown().await.unwrap();
+            (key, fence)
+        })
+    };
+    // What a command under `lockctl run` passes to a fence check: its
+    // lock's name (LOCK_FENCE_KEY; LOCK_KEY is all lockctl gave before) and
+    // LOCK_FENCE.
+    let lockctl = |mode: &str| {
+        let seen = env.path(&format!("{mode}.seen"));
+        let script = format!(
+            "printf '%s %s' \"${{LOCK_FENCE_KEY:-$LOCK_KEY}}\" \"$LOCK_FENCE\" > {}",
+            seen.display()
+        );
+        let out = env.run(&[
+            "run",
+            "config",
+            mode,
+            "--readers",
+            "4",
+            "--wait",
+            "30s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let seen = std::fs::read_to_string(&seen).unwrap();
+        let (key, fence) = seen.rsplit_once(' ').unwrap();
+        (LockKey::parse(key).unwrap(), Fence(fence.parse().unwrap()))
+    };
+
+    let (rust_key, first) = rust_writer("rust-1");
+    let (key, fence) = lockctl("--exclusive");
+    assert!(fence > first);
+    // Admitted after the Rust writer's fence (refused as another lock's
+    // before: lockctl named the lock `config`, the Rust writer
+    // `config/writer`).
+    assert!(runtime().block_on(fenced_write(&spec, &key, fence, "lockctl")));
+    assert_eq!(
+        key, rust_key,
+        "lockctl's writer fences under the Rust writer's name"
+    );
+    assert_eq!(
+        lockctl("--shared"),
+        (rust_key.clone(), fence),
+        "a reader: the last writer's"
+    );
+    let (_, third) = rust_writer("rust-2");
+    assert!(third > fence);
+    // lockctl's writer, late: stale.
+    assert!(!runtime().block_on(fenced_write(&spec, &key, fence, "late")));
+}

@@ -233,7 +233,7 @@ fn a_frozen_holders_late_write_through_psql_is_refused_by_the_fence_function() {
     .unwrap();
     let write = |writer: &str| {
         format!(
-            "{psql} {url} -q -v ON_ERROR_STOP=1 -v writer={writer} -v fence=\"$LOCK_FENCE\" -v key=\"$LOCK_KEY\" -f {sql}",
+            "{psql} {url} -q -v ON_ERROR_STOP=1 -v writer={writer} -v fence=\"$LOCK_FENCE\" -v key=\"$LOCK_FENCE_KEY\" -f {sql}",
             sql = sql.display()
         )
     };

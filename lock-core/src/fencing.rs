@@ -16,6 +16,12 @@
 //! compare, so a fence of another lock than the one that first fenced a
 //! resource is refused too.
 //!
+//! A lock is named by its key as it prints ([`LockKey`](crate::LockKey)'s
+//! `Display`, which no two keys share); a [reader-writer lock](crate::RwLock)'s
+//! writers and readers alike by its write lock's key
+//! ([`RwLock::writer_key`](crate::RwLock::writer_key),
+//! [`ReadView::writer_key`](crate::ReadView::writer_key)).
+//!
 //! [`admit`] is that rule where the check runs in the client (an object
 //! written on the ETag it was read at, an in-process resource); where the
 //! store checks it (a DynamoDB condition, a PostgreSQL function), the store

@@ -136,7 +136,7 @@ pub use fencing::FenceRefused;
 pub use group::LockGroup;
 pub use guard::{LockGuard, LockView, WorkInProgress};
 pub use info::{LockInfo, LockPage};
-pub use key::LockKey;
+pub use key::{KeyParseError, LockKey};
 pub use limits::LimitError;
 pub use options::{AcquireOptions, ListOptions};
 pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover, WriteTime};

@@ -36,6 +36,13 @@
 //! fences the way it checks writers' (at least the highest seen, reads
 //! raising the floor too) refuses a reader admitted before a later writer,
 //! and a crashed writer that comes back after readers were let in.
+//!
+//! **The name a reader-writer lock fences under** is its write lock's key,
+//! [`RwLock::writer_key`], printed (`name/writer`, or `name#writer` on a
+//! store without sort keys), for writers ([`WriteGuard`]'s key) and readers
+//! ([`ReadView::writer_key`]) alike: the lock whose counter issues every
+//! fence they present. Not the bare `name`, which a plain lock of that name
+//! (with its own counter) prints as too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -182,7 +189,11 @@ impl RwLock {
     }
 
     /// The key of its write lock: the lock whose fence a writer holds and
-    /// whose fence readers are admitted with.
+    /// whose fence readers are admitted with, and so the key every writer
+    /// and reader of this lock presents its fence with at a resource (on
+    /// every surface: a [`WriteGuard`]'s key, [`ReadView::writer_key`],
+    /// `lockctl run --shared`/`--exclusive`'s `LOCK_FENCE_KEY`, Python's
+    /// fencing helpers given a read or write).
     pub fn writer_key(&self) -> &LockKey {
         &self.shared.writer_key
     }
@@ -412,9 +423,13 @@ impl RwLock {
                         return Ok(None);
                     }
                 }
-                None => return Ok(Some(ReadGuard::new(permit, Fence(0), None))),
+                None => {
+                    let key = self.shared.writer_key.clone();
+                    return Ok(Some(ReadGuard::new(permit, key, Fence(0), None)));
+                }
                 Some(record) if record.released => {
-                    return Ok(Some(ReadGuard::new(permit, record.fence, record.data)));
+                    let key = self.shared.writer_key.clone();
+                    return Ok(Some(ReadGuard::new(permit, key, record.fence, record.data)));
                 }
                 Some(record) => {
                     // A writer holds it or waits for it: make way (the
@@ -723,6 +738,8 @@ async fn finish_work<T>(
 #[derive(Clone, Debug)]
 pub struct ReadView {
     fence: Fence,
+    /// The lock's write lock, whose fence `fence` is.
+    writer_key: LockKey,
     writer_data: Option<Vec<u8>>,
     slot: LockView,
 }
@@ -735,6 +752,16 @@ impl ReadView {
     /// a reader that outlived that writer's arrival.
     pub fn fence(&self) -> Fence {
         self.fence
+    }
+
+    /// The key the reader's [`fence`](Self::fence) goes with at a resource:
+    /// the lock's [write lock](RwLock::writer_key), the same key a
+    /// [`WriteGuard`] of this lock has, so that readers and writers of one
+    /// resource present fences of one lock. (The reader slot's own key and
+    /// fence, [`slot`](Self::slot), are not for fence checks: each slot is a
+    /// lock of its own.)
+    pub fn writer_key(&self) -> &LockKey {
+        &self.writer_key
     }
 
     /// The data the write lock's record held when this reader was admitted
@@ -781,11 +808,17 @@ pub struct ReadGuard {
 }
 
 impl ReadGuard {
-    fn new(permit: Permit, fence: Fence, writer_data: Option<Vec<u8>>) -> Self {
+    fn new(
+        permit: Permit,
+        writer_key: LockKey,
+        fence: Fence,
+        writer_data: Option<Vec<u8>>,
+    ) -> Self {
         let slot = LockView::clone(&*permit);
         Self {
             view: ReadView {
                 fence,
+                writer_key,
                 writer_data,
                 slot,
             },

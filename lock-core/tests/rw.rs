@@ -751,3 +751,68 @@ async fn a_one_attempt_write_clears_a_crashed_readers_slot_once_it_may() {
     drop(read);
     b.shutdown().await.unwrap();
 }
+
+/// One name for fences of a reader-writer lock: a writer, a reader and an
+/// upgraded reader of two clients present fences of the write lock
+/// (`writer_key`), so one resource admits them in fence order, on both
+/// layouts, and refuses none as another lock's.
+#[tokio::test(start_paused = true)]
+async fn writers_and_readers_of_one_lock_fence_under_one_name() {
+    for (layout, store) in stores() {
+        let a = client(store.clone(), "a");
+        let b = client(store.clone(), "b");
+        let lock_a = a.rw_lock("config", 3).unwrap();
+        let lock_b = b.rw_lock("config", 3).unwrap();
+        let name = lock_a.writer_key().clone();
+        assert_eq!(lock_b.writer_key(), &name, "{layout}");
+        let resource = FencedResource::new();
+
+        let write = lock_a.write(AcquireOptions::new()).await.unwrap();
+        assert_eq!(write.key(), &name, "{layout}");
+        resource
+            .write("settings", write.key(), write.fence(), 1)
+            .unwrap();
+        let first = write.fence();
+        write.release().await.unwrap();
+
+        let read = lock_b.read(AcquireOptions::new()).await.unwrap();
+        assert_eq!(read.writer_key(), &name, "{layout}");
+        assert_ne!(
+            read.slot().key(),
+            &name,
+            "{layout}: a slot is a lock of its own"
+        );
+        assert_eq!(
+            resource.read_fenced("settings", read.writer_key(), read.fence()),
+            Ok(Some(1)),
+            "{layout}"
+        );
+        read.release().await.unwrap();
+
+        let upgradeable = lock_b
+            .upgradeable_read(AcquireOptions::new())
+            .await
+            .unwrap();
+        assert_eq!(upgradeable.writer_key(), &name, "{layout}");
+        let write = upgradeable.upgrade(AcquireOptions::new()).await.unwrap();
+        assert_eq!(write.key(), &name, "{layout}");
+        assert!(write.fence() > first, "{layout}");
+        resource
+            .write("settings", write.key(), write.fence(), 2)
+            .unwrap();
+        let second = write.fence();
+        write.release().await.unwrap();
+
+        // The first writer's fence, late: stale, not another lock's.
+        assert!(
+            matches!(
+                resource.write("settings", &name, first, 3),
+                Err(lock_core::FenceRefused::Stale { .. })
+            ),
+            "{layout}"
+        );
+        assert_eq!(resource.read("settings"), Some((2, second)), "{layout}");
+        a.shutdown().await.unwrap();
+        b.shutdown().await.unwrap();
+    }
+}

@@ -176,6 +176,21 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_with_a_slash_is_another_lock_than_a_sort_key() {
+        // Two locks with their own fence counters: the second's fence 1 is
+        // not comparable with the first's fence 5, whatever they print as.
+        let resource = FencedResource::new();
+        resource
+            .write("r", &LockKey::new("a/b"), Fence(5), "plain")
+            .unwrap();
+        assert!(matches!(
+            resource.write("r", &LockKey::with_sort("a", "b"), Fence(6), "sorted"),
+            Err(FenceRefused::OtherLock { .. })
+        ));
+        assert_eq!(resource.read("r"), Some(("plain", Fence(5))));
+    }
+
+    #[test]
     fn a_read_of_a_resource_nothing_wrote_keeps_the_readers_fence() {
         // Readers cleared a crashed writer (fence 1) with fence 2 and read
         // the resource before anyone wrote it: the crashed writer, back, is

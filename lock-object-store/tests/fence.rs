@@ -99,7 +99,9 @@ async fn another_locks_fence_is_refused_and_an_unfenced_object_takes_one(store: 
             ..
         })) => assert_eq!(
             (fenced_by.as_str(), presented_by.as_str()),
-            ("orders/é/42", "invoices")
+            // The sort key's `/` escaped: the lock `orders/é` under the
+            // sort key `42` is another lock, with another name.
+            ("orders/é%2F42", "invoices")
         ),
         other => panic!("expected another lock's fence to be refused, got {other:?}"),
     }

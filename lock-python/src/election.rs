@@ -373,6 +373,17 @@ impl std::fmt::Debug for Leadership {
     }
 }
 
+impl Leadership {
+    /// The key and fence a fenced write sends for this leadership: its
+    /// lock's, as for a `Lock` of that key.
+    pub(crate) fn fence_identity(&self) -> (lock_core::LockKey, lock_core::Fence) {
+        (
+            self.leadership.view().key().clone(),
+            self.leadership.fence(),
+        )
+    }
+}
+
 #[pymethods]
 impl Leadership {
     /// The lock's key (the partition key).

@@ -1,6 +1,7 @@
 //! Fences checked at the resource, for `lease_lock.fencing` and the stores'
 //! fenced writes: the same rules and expressions as the Rust crates (lock
-//! keys named as `LockKey` prints them, the DynamoDB condition and update of
+//! keys named as `LockKey` prints them, a reader-writer lock's reads and
+//! writes under its write lock's key, the DynamoDB condition and update of
 //! `lock_dynamodb::ItemFence`, the PostgreSQL function of
 //! `lock_postgres::FenceGuard`, the object metadata of
 //! `lock_object_store::FencedObjects`), so Python and Rust writers of one
@@ -11,28 +12,53 @@ use lock_core::{Fence, LockKey};
 use lock_dynamodb::ItemFence;
 use pyo3::prelude::*;
 
+use crate::election::Leadership;
 use crate::errors;
 use crate::lock::Lock;
 
-/// The lock's key and fence of `lock`: a held `Lock`, or anything with a
-/// `key` (as fences name it) and a `fence`, as `fencing.FenceToken`.
+/// The lock's key and fence of `lock`: a held `Lock` (a read of a
+/// reader-writer lock: the write lock's key and the writer fence), a
+/// `Leadership` (its lock's), or anything with a `key` (as fences name it:
+/// a printed key, refused if no key prints so) and a `fence`, as
+/// `fencing.FenceToken`.
 pub(crate) fn key_and_fence(lock: &Bound<'_, PyAny>) -> PyResult<(LockKey, Fence)> {
     if let Ok(held) = lock.cast::<Lock>() {
-        let held = held.borrow();
-        let view = held.view();
-        return Ok((view.key().clone(), view.fence()));
+        return Ok(held.borrow().fence_identity());
+    }
+    // Its `key` is the partition alone, not a printed key.
+    if let Ok(leadership) = lock.cast::<Leadership>() {
+        return Ok(leadership.borrow().fence_identity());
     }
     let key: String = lock.getattr("key")?.extract()?;
     let fence: u64 = lock.getattr("fence")?.extract()?;
-    Ok((LockKey::new(key), Fence(fence)))
+    Ok((parsed(lock.py(), &key)?, Fence(fence)))
 }
 
-/// The key of `lock`'s lock as fences name it (`partition` or
-/// `partition/sort`), and its fence.
+/// The key that prints as `printed` (a `FenceToken`'s key, a name a
+/// resource kept), or `InvalidInput` saying why no key does.
+fn parsed(py: Python<'_>, printed: &str) -> PyResult<LockKey> {
+    LockKey::parse(printed).map_err(|error| errors::invalid_input(py, error.to_string()))
+}
+
+/// The key of `lock`'s lock as fences name it (`partition`, or
+/// `partition/sort`, `%` and `/` in either part escaped; for a read or
+/// write of a reader-writer lock its write lock's), and its fence (a
+/// read's: the writer fence it was admitted with).
 #[pyfunction]
 pub(crate) fn _fence_of(lock: PyRef<'_, Lock>) -> (String, u64) {
-    let view = lock.view();
-    (view.key().to_string(), view.fence().get())
+    let (key, fence) = lock.fence_identity();
+    (key.to_string(), fence.get())
+}
+
+/// The name fences give the lock with partition key `key` and sort key
+/// `sort` (as `LockKey` prints it).
+#[pyfunction]
+#[pyo3(signature = (key, sort=None))]
+pub(crate) fn _fence_key(key: &str, sort: Option<&str>) -> String {
+    match sort {
+        Some(sort) => LockKey::with_sort(key, sort).to_string(),
+        None => LockKey::new(key).to_string(),
+    }
 }
 
 /// The condition and update expression of a DynamoDB write fenced with
@@ -54,7 +80,8 @@ pub(crate) fn _dynamodb_fence(
     update: Option<&str>,
     updating: bool,
 ) -> PyResult<DynamoDbFence> {
-    let item = ItemFence::new(resource, &LockKey::new(lock_key), Fence(fence))
+    let key = parsed(py, lock_key)?;
+    let item = ItemFence::new(resource, &key, Fence(fence))
         .and_then(|item| item.with_attributes(fence_attribute, lock_attribute))
         .map_err(|refused| errors::fence_refused(py, &refused))?;
     let values = item.values();
@@ -67,7 +94,7 @@ pub(crate) fn _dynamodb_fence(
             .map(|(name, attribute)| ((*name).to_owned(), (*attribute).to_owned()))
             .collect(),
         fence_value: (values[0].0.to_owned(), fence.to_string()),
-        lock_value: (values[1].0.to_owned(), lock_key.to_owned()),
+        lock_value: (values[1].0.to_owned(), key.to_string()),
     })
 }
 
@@ -114,6 +141,7 @@ pub(crate) fn _postgres_fence_arguments(
     lock_key: &str,
     fence: u64,
 ) -> PyResult<i64> {
-    lock_postgres::fence::check_arguments(resource, &LockKey::new(lock_key), Fence(fence))
+    let key = parsed(py, lock_key)?;
+    lock_postgres::fence::check_arguments(resource, &key, Fence(fence))
         .map_err(|refused| errors::fence_refused(py, &refused))
 }

@@ -72,6 +72,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(metrics::metrics, module)?)?;
     module.add_function(wrap_pyfunction!(runtime::_panicking_call, module)?)?;
     module.add_function(wrap_pyfunction!(fencing::_fence_of, module)?)?;
+    module.add_function(wrap_pyfunction!(fencing::_fence_key, module)?)?;
     module.add_function(wrap_pyfunction!(
         fencing::_postgres_fence_arguments,
         module

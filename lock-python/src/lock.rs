@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lock_core::{
-    Fence, LeaseState, LockGuard, LockView, LostReason, Permit, ReadGuard, UpgradeableReadGuard,
-    WriteGuard,
+    Fence, LeaseState, LockGuard, LockKey, LockView, LostReason, Permit, ReadGuard,
+    UpgradeableReadGuard, WriteGuard,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -27,11 +27,13 @@ pub(crate) enum Holding {
 }
 
 /// What a read of a reader-writer lock was admitted with: the writer fence
-/// and the writer's data (what `fence` and `data` report for it).
+/// and the writer's data (what `fence` and `data` report for it), and the
+/// write lock's key, which that fence goes with at a resource.
 #[derive(Clone, Debug)]
 pub(crate) struct Admitted {
     fence: Fence,
     writer_data: Option<Vec<u8>>,
+    writer_key: LockKey,
 }
 
 /// A held lock. Returned by `LockClient.acquire` and `try_acquire` (and, for
@@ -64,9 +66,16 @@ impl std::fmt::Debug for Lock {
 }
 
 impl Lock {
-    /// The lock's key and fence, as a fenced write sends them.
-    pub(crate) fn view(&self) -> &LockView {
-        &self.view
+    /// The key and fence a fenced write sends for this lock: its own, or for
+    /// a read of a reader-writer lock the write lock's key and the writer
+    /// fence it was admitted with (the slot is a lock of its own, whose
+    /// fences no writer of the lock presents), as the Rust API and `lockctl`
+    /// name it.
+    pub(crate) fn fence_identity(&self) -> (LockKey, Fence) {
+        match &self.read {
+            Some(read) => (read.writer_key.clone(), read.fence),
+            None => (self.view.key().clone(), self.view.fence()),
+        }
     }
 
     pub(crate) fn new(guard: LockGuard, runtime: Arc<ProcessRuntime>) -> Self {
@@ -94,6 +103,7 @@ impl Lock {
             read: Some(Admitted {
                 fence: view.fence(),
                 writer_data: view.writer_data(),
+                writer_key: view.writer_key().clone(),
             }),
             runtime,
         })

@@ -587,8 +587,8 @@ impl BucketStore {
     }
 
     /// Write `data` to the object `path` (from the bucket's root, outside
-    /// the lock prefix) with `lock`'s fence (a held `Lock`, or a
-    /// `fencing.FenceToken`): refused with `StaleFence` if a
+    /// the lock prefix) with `lock`'s fence (a held `Lock`, a `Leadership`,
+    /// or a `fencing.FenceToken`): refused with `StaleFence` if a
     /// newer holder of the lock wrote it, `OtherLockFence` if another lock's
     /// fence did.
     #[pyo3(signature = (path, data, lock, *, is_async=false))]

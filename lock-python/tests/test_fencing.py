@@ -200,6 +200,56 @@ def test_a_fence_token_names_the_lock_as_a_held_lock_does() -> None:
         fencing.FenceToken.from_env({"LOCK_KEY": "jobs"})
 
 
+def test_a_fence_token_names_a_key_with_a_slash_apart_from_a_sort_key() -> None:
+    # Two locks, each with its own fences: never one name at a resource.
+    client = lease_lock.LockClient(lease_lock.MemoryStore(), owner="a")
+    with client.lock("jobs/nightly") as plain, client.lock("jobs", sort_key="nightly") as sorted_:
+        assert fencing.FenceToken.of(plain).key == "jobs%2Fnightly"
+        assert fencing.FenceToken.of(sorted_).key == "jobs/nightly"
+    client.close()
+    assert fencing.FenceToken.from_env({"LOCK_KEY": "jobs/nightly", "LOCK_FENCE": "7"}).key == "jobs%2Fnightly"
+    env = {"LOCK_KEY": "a/b", "LOCK_SORT_KEY": "c%", "LOCK_FENCE": "7"}
+    assert fencing.FenceToken.from_env(env).key == "a%2Fb/c%25"
+    # What lockctl gives, when it gives it, is the name as it is.
+    assert fencing.FenceToken.from_env({**env, "LOCK_FENCE_KEY": "x/y"}).key == "x/y"
+    # A token's key is a printed key: one no lock prints as is refused.
+    with pytest.raises(lease_lock.InvalidInput, match="more than one unescaped /"):
+        fencing.dynamodb_put_item(fencing.FenceToken("a/b/c", 1), TableName="t", Item={})
+
+
+def test_a_leadership_fences_an_object_under_its_locks_name() -> None:
+    # A Leadership given to fenced_put is its lock (key, sort key and fence),
+    # named as a Lock of the same key is: a later holder of the lock is
+    # admitted after it, not refused as another lock's.
+    store = lease_lock.BucketStore("memory:///locks")
+    client = lease_lock.LockClient(store, owner="a")
+    with client.elect("jobs/leader") as election:
+        leadership = election.leadership(timeout=10)
+        assert leadership is not None
+        store.fenced_put("data/schedule", b"leader", leadership)
+    with client.lock("jobs/leader") as lock:
+        assert lock.fence > leadership.fence
+        store.fenced_put("data/schedule", b"lock", lock)
+    assert store.fenced_get("data/schedule") == (b"lock", lock.fence)
+    client.close()
+
+
+def test_a_reader_writer_lock_fences_under_its_write_lock_for_reads_and_writes() -> None:
+    # A read's token is the lock's name and the writer fence it was admitted
+    # with (what `read.fence` says), as a write's is: not its reader slot's.
+    client = lease_lock.LockClient(lease_lock.MemoryStore(), owner="a")
+    config = client.rw_lock("config", 4)
+    with config.write(wait=10) as write:
+        written = fencing.FenceToken.of(write)
+    assert written == fencing.FenceToken("config/writer", write.fence)
+    with config.read(wait=10) as read:
+        assert read.fence == written.fence
+        assert fencing.FenceToken.of(read) == written
+    with config.upgradeable_read(wait=10) as upgradeable:
+        assert fencing.FenceToken.of(upgradeable) == written
+    client.close()
+
+
 # --- PostgreSQL rows ------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import lease_lock
+from lease_lock import fencing
 
 from conftest import DYNAMODB, POSTGRES, S3, BUCKET, REQUIRE, _need, make_bucket_store
 
@@ -264,3 +265,56 @@ def test_a_frozen_holders_late_write_is_refused_and_the_new_holders_kept(
         except subprocess.TimeoutExpired:
             a.kill()
             a.wait()
+
+
+def test_python_and_lockctl_writers_of_one_reader_writer_lock_fence_under_one_name(scratch: Path) -> None:
+    """A writer of the Python API and one of ``lockctl run --exclusive``
+    (its command's ``FenceToken.from_env()``) on one reader-writer lock write
+    one object in fence order: a late fence is stale, never another lock's.
+    A read's token and a ``--shared`` run's name the same lock."""
+    endpoint = _need(S3, "LOCK_S3_ENDPOINT")
+    make_bucket_store()  # the bucket, made if absent
+    url = f"s3://{BUCKET}/py-rw-{uuid.uuid4().hex[:12]}"
+    store = lease_lock.BucketStore(
+        url,
+        options={
+            "aws_endpoint": endpoint,
+            "aws_allow_http": "true",
+            "aws_region": "us-east-1",
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        },
+    )
+    path = f"data-{uuid.uuid4().hex[:12]}/config"
+    client = lease_lock.LockClient(store, owner="py")
+    config = client.rw_lock("config", 4)
+
+    def under_lockctl(mode: str) -> fencing.FenceToken:
+        """The token the command of ``lockctl run config MODE`` takes."""
+        seen = scratch / f"{mode}.json"
+        script = f"import json, os; open({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))"
+        subprocess.run(
+            [lockctl(), "--store", url, "--endpoint-url", endpoint, "run", "config", mode,
+             "--readers", "4", "--wait", "30s", "--", sys.executable, "-c", script],
+            env=env(), check=True, timeout=LIMIT,
+        )
+        return fencing.FenceToken.from_env(json.loads(seen.read_text()))
+
+    with config.write(wait=30) as write:
+        store.fenced_put(path, b"python", write)
+        first = fencing.FenceToken.of(write)
+    exclusive = under_lockctl("--exclusive")
+    assert exclusive.fence > first.fence
+    # Admitted after the Python writer's fence (refused as another lock's
+    # before: lockctl's command named the lock `config`).
+    store.fenced_put(path, b"lockctl", exclusive)
+    assert exclusive.key == first.key
+    assert under_lockctl("--shared") == exclusive
+    with config.read(wait=30) as read:
+        assert fencing.FenceToken.of(read) == exclusive
+    with config.write(wait=30) as write:
+        store.fenced_put(path, b"python again", write)
+    with pytest.raises(lease_lock.StaleFence):
+        store.fenced_put(path, b"late", exclusive)
+    assert store.fenced_get(path) == (b"python again", write.fence)
+    client.close()

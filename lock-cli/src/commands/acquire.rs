@@ -27,6 +27,8 @@ pub async fn acquire(global: &Global, args: &AcquireArgs) -> Result<u8, CliError
                 lines.push(("LOCK_SORT_KEY", sort.to_owned()));
             }
             lines.extend([
+                // The name fence checks take (as `run` gives it).
+                ("LOCK_FENCE_KEY", key.to_string()),
                 ("LOCK_FENCE", lock.fence().to_string()),
                 ("LOCK_VERSION", lock.version().to_string()),
                 ("LOCK_OWNER", lock.owner().to_owned()),

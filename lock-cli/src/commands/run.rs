@@ -99,7 +99,7 @@ async fn hold_and_run(
         max_time: args.max_time,
         foreground: args.foreground,
     };
-    let watched = guard.watched(client.owner());
+    let watched = guard.watched(key.partition(), client.owner());
     let ended = match supervise(client, &watched, &spec, signals).await {
         Ok(ended) => ended,
         Err(error) => {
@@ -157,16 +157,19 @@ pub(super) struct Watched {
 
 impl Watched {
     /// One lock (or leadership, or permit): LOCK_KEY, LOCK_SORT_KEY,
-    /// LOCK_FENCE and LOCK_OWNER, meaning the same as `acquire` prints. None
-    /// of them is a setting of lockctl's (those are LOCKCTL_*), and
-    /// LOCKCTL_OWNER is taken out, so a lockctl the command starts writes an
-    /// owner name of its own.
+    /// LOCK_FENCE_KEY, LOCK_FENCE and LOCK_OWNER, meaning the same as
+    /// `acquire` prints. None of them is a setting of lockctl's (those are
+    /// LOCKCTL_*), and LOCKCTL_OWNER is taken out, so a lockctl the command
+    /// starts writes an owner name of its own.
     pub(super) fn lock(view: &LockView, owner: &str) -> Self {
         let key = view.key();
         let mut env = vec![("LOCK_KEY", key.partition().to_owned())];
         if let Some(sort) = key.sort() {
             env.push(("LOCK_SORT_KEY", sort.to_owned()));
         }
+        // The name fence checks take (escaped where the parts hold `/` or
+        // `%`): a script cannot join LOCK_KEY and LOCK_SORT_KEY itself.
+        env.push(("LOCK_FENCE_KEY", key.to_string()));
         env.push(("LOCK_FENCE", view.fence().to_string()));
         env.push(("LOCK_OWNER", owner.to_owned()));
         Self {
@@ -177,13 +180,24 @@ impl Watched {
     }
 
     /// A read or the write of the reader-writer lock `name`, under the
-    /// lease `view` with the writer fence `fence`: LOCK_KEY, LOCK_FENCE,
-    /// LOCK_MODE (`shared` or `exclusive`) and LOCK_OWNER.
-    fn reader_writer(view: &LockView, name: &str, fence: Fence, mode: &str, owner: &str) -> Self {
+    /// lease `view` with the writer fence `fence` of the write lock
+    /// `writer_key`: LOCK_KEY (the name), LOCK_FENCE_KEY (the write lock's
+    /// key, which readers and writers of the lock fence under on every
+    /// surface), LOCK_FENCE, LOCK_MODE (`shared` or `exclusive`) and
+    /// LOCK_OWNER.
+    fn reader_writer(
+        view: &LockView,
+        name: &str,
+        writer_key: &LockKey,
+        fence: Fence,
+        mode: &str,
+        owner: &str,
+    ) -> Self {
         Self {
             views: vec![view.clone()],
             env: vec![
                 ("LOCK_KEY", name.to_owned()),
+                ("LOCK_FENCE_KEY", writer_key.to_string()),
                 ("LOCK_FENCE", fence.to_string()),
                 ("LOCK_MODE", mode.to_owned()),
                 ("LOCK_OWNER", owner.to_owned()),
@@ -192,10 +206,13 @@ impl Watched {
         }
     }
 
-    /// Several locks held together: LOCK_KEYS (one per line), LOCK_FENCES
-    /// (`key=fence`, one per line) and LOCK_OWNER.
+    /// Several locks held together: LOCK_KEYS (one per line, as given),
+    /// LOCK_FENCES (`key=fence`, one per line, each key named as fences name
+    /// it) and LOCK_OWNER.
     fn group(group: &LockGroup, owner: &str) -> Self {
-        let keys: Vec<String> = group.keys().map(ToString::to_string).collect();
+        // The keys as given (more keys take no sort key): a name with `/`
+        // stays as the user wrote it here, and is escaped in LOCK_FENCES.
+        let keys: Vec<String> = group.keys().map(|key| key.partition().to_owned()).collect();
         let fences: Vec<String> = group
             .fences()
             .map(|(key, fence)| format!("{key}={fence}"))
@@ -292,25 +309,25 @@ enum Held {
 }
 
 impl Held {
-    /// The leases the command runs under, and its environment.
-    fn watched(&self, owner: &str) -> Watched {
+    /// The leases the command runs under, and its environment (`name`: the
+    /// KEY argument, a reader-writer lock's name).
+    fn watched(&self, name: &str, owner: &str) -> Watched {
         match self {
             Held::Lock(guard) => Watched::lock(guard, owner),
             Held::Permit(permit) => Watched::lock(permit, owner),
+            // The slot's own key and fence are not the lock's: each slot is
+            // a lock of its own.
             Held::Read(read) => Watched::reader_writer(
                 read.slot(),
-                read.slot().key().partition(),
+                name,
+                read.writer_key(),
                 read.fence(),
                 "shared",
                 owner,
             ),
-            Held::Write(write) => Watched::reader_writer(
-                write,
-                write.key().partition(),
-                write.fence(),
-                "exclusive",
-                owner,
-            ),
+            Held::Write(write) => {
+                Watched::reader_writer(write, name, write.key(), write.fence(), "exclusive", owner)
+            }
             Held::Group(group) => Watched::group(group, owner),
         }
     }

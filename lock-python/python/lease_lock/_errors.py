@@ -188,9 +188,10 @@ class StaleFence(FenceRefused):
 class OtherLockFence(FenceRefused):
     """The resource is fenced by another lock, whose fences do not compare with this one's.
 
-    ``fenced_by`` is the key of the lock that guards it (``partition`` or
-    ``partition/sort``), ``presented_by`` the key of the lock whose fence
-    was presented.
+    ``fenced_by`` is the name of the lock that guards it (its key as fences
+    name it: ``partition`` or ``partition/sort``, ``%`` and ``/`` inside a
+    part escaped; see :class:`lease_lock.fencing.FenceToken`),
+    ``presented_by`` the name of the lock whose fence was presented.
     """
 
     fenced_by: str

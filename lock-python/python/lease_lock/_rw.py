@@ -23,7 +23,10 @@ class RwLock:
 
     * A read's ``fence`` is the writer fence it was admitted with (the last
       writer's) and its ``data`` what that writer left; send the fence with
-      every read of the protected resource.
+      every read of the protected resource. The fencing helpers
+      (:mod:`lease_lock.fencing`) name a read and a write alike by the lock's
+      write lock (``config/writer``), as the Rust API and ``lockctl run
+      --shared``/``--exclusive`` do, so all of them fence one resource.
     * A writer waits for the readers inside to leave; once it waits, new
       readers wait behind it, so writers are not starved.
     * ``upgradeable_read()`` reads with the right to become the writer later

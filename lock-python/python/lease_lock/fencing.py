@@ -85,29 +85,46 @@ OTHER_LOCK_SQLSTATE = "LLF02"
 
 @dataclass(frozen=True)
 class FenceToken:
-    """A lock's key (``partition``, or ``partition/sort`` for a lock under a sort key) and a fence it granted."""
+    """A lock's name as fences give it, and a fence it granted.
+
+    The name is the lock's key as it prints: ``partition``, or
+    ``partition/sort`` for a lock under a sort key, with ``%`` written ``%25``
+    and ``/`` written ``%2F`` inside either part (so ``"jobs/nightly"`` without
+    a sort key is ``jobs%2Fnightly``); for a read or write of a reader-writer
+    lock, its write lock's key (``config/writer``, or ``config#writer`` on a
+    store without sort keys). A name no key prints as is refused
+    (:class:`~lease_lock.InvalidInput`) when the token is used.
+    """
 
     key: str
     fence: int
 
     @classmethod
     def of(cls, lock: Lock) -> FenceToken:
-        """The key and fence of a held lock."""
+        """The name and fence of a held lock (a read of a reader-writer lock: the write lock's name and the writer fence it was admitted with, ``lock.fence``)."""
         key, fence = _native._fence_of(lock)
         return cls(key, fence)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> FenceToken:
-        """The lock of the command ``lockctl run`` started: ``LOCK_KEY``, ``LOCK_SORT_KEY`` and ``LOCK_FENCE``."""
+        """The lock of the command ``lockctl run`` started: ``LOCK_FENCE_KEY`` and ``LOCK_FENCE``.
+
+        Under an older ``lockctl``, which does not give ``LOCK_FENCE_KEY``,
+        the name is made from ``LOCK_KEY`` and ``LOCK_SORT_KEY`` (not right
+        for a ``--shared`` or ``--exclusive`` run: such a ``lockctl`` did not
+        give the lock's fence name).
+        """
         env = os.environ if environ is None else environ
         try:
             key, fence = env["LOCK_KEY"], env["LOCK_FENCE"]
         except KeyError as missing:
             raise InvalidInput(f"{missing.args[0]} is not set: run this under `lockctl run`") from None
-        sort = env.get("LOCK_SORT_KEY")
         if not fence.isdigit():
             raise InvalidInput(f"LOCK_FENCE={fence!r} is not a fence")
-        return cls(f"{key}/{sort}" if sort else key, int(fence))
+        name = env.get("LOCK_FENCE_KEY")
+        if name is None:
+            name = _native._fence_key(key, env.get("LOCK_SORT_KEY"))
+        return cls(name, int(fence))
 
 
 #: What a helper takes: a held lock, or a lock's key and fence.
