@@ -319,6 +319,9 @@ impl NewRecord {
         base: Option<&LockRecord>,
     ) -> Result<LockRecord, crate::StoreError> {
         let fence = match (self.fence, base) {
+            // A record with fence 0 carries no fence (a write that kept
+            // "none", another library's record): as on no record.
+            (FenceUpdate::Next, Some(base)) if base.fence == Fence(0) => Fence::clock_floor(),
             (FenceUpdate::Next, Some(base)) => {
                 Fence(base.fence.get().checked_add(1).ok_or_else(|| {
                     crate::StoreError::invalid(format!(

@@ -287,7 +287,12 @@ impl MemoryStore {
         }
         // A deleted key's next acquisition goes on from the fence it had; a
         // write that keeps the fence on no record keeps "no fence" (0).
+        // A record with fence 0 carries no fence (a write kept "none"): its
+        // acquisition counts as one on no record.
         let previous = match (current, new.fence) {
+            (Some(record), FenceUpdate::Next) if record.fence == Fence(0) => {
+                floors.get(key).copied().unwrap_or(Fence(0))
+            }
             (Some(record), _) => record.fence,
             (None, FenceUpdate::Next) => floors.get(key).copied().unwrap_or(Fence(0)),
             (None, FenceUpdate::Keep) => Fence(0),

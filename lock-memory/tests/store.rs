@@ -161,6 +161,22 @@ async fn keep_on_a_new_key_stores_fence_zero() {
             .unwrap(),
     );
     assert_eq!(record.fence, Fence(1));
+    // A record with no fence left where a deleted one was: the next
+    // acquisition still goes on above the deleted record's fence.
+    applied(store.delete(&key, version("r2")).await.unwrap());
+    applied(
+        store
+            .put(&key, Expect::Vacant, heartbeat("a", "r3"))
+            .await
+            .unwrap(),
+    );
+    let record = applied(
+        store
+            .put(&key, version("r3"), acquire("b", "r4"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(record.fence, Fence(2), "above the deleted record's fence 1");
 }
 
 #[tokio::test]

@@ -94,7 +94,9 @@ pub(crate) struct Statements {
 // $10 expiry, $11 the expected rvn (version writes only).
 const KEY: &str = "partition_key = $1 AND sort_key = $2";
 const DATA: &str = "CASE $8::int4 WHEN 0 THEN t.data WHEN 1 THEN $9::bytea ELSE NULL END";
-const FENCE: &str = "CASE WHEN $7::bool THEN t.fence + 1 ELSE t.fence END";
+// A row with fence 0 carries no fence (a write kept "none"): its acquisition
+// starts at the first fence, as on no row.
+const FENCE: &str = "CASE WHEN NOT $7::bool THEN t.fence WHEN t.fence = 0 THEN greatest(1, floor(extract(epoch FROM statement_timestamp()) * 1000000)::bigint) ELSE t.fence + 1 END";
 // The fence of a row created where none is (never written, or deleted by a
 // scheduled DELETE, a release that deletes, lockctl, by hand, a TRUNCATE):
 // the server clock's microseconds since the Unix epoch, so a deleted key's

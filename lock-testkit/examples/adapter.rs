@@ -89,11 +89,13 @@ impl ConditionalStore for VersionedMap {
         // and keeps, replaces or clears the data as the write says.
         let data = new.data.apply(current.and_then(|r| r.data.clone()));
         let fence = match (new.fence, current) {
-            (FenceUpdate::Next, Some(r)) => Fence(r.fence.0 + 1),
-            // A record created where none is (never written, or deleted):
-            // the clock's floor, so a deleted key's fences go on above those
-            // a holder paused across the deletion still carries.
+            // A record created where none is (never written, or deleted), or
+            // one that carries no fence (0): the clock's floor, so a deleted
+            // key's fences go on above those a holder paused across the
+            // deletion still carries.
             (FenceUpdate::Next, None) => Fence::clock_floor(),
+            (FenceUpdate::Next, Some(r)) if r.fence == Fence(0) => Fence::clock_floor(),
+            (FenceUpdate::Next, Some(r)) => Fence(r.fence.0 + 1),
             (FenceUpdate::Keep, Some(r)) => r.fence,
             (FenceUpdate::Keep, None) => Fence(0),
         };

@@ -737,6 +737,40 @@ pub async fn fences_rise_across_a_deletion(store: Arc<dyn ConditionalStore>) -> 
         store.put(&key, Expect::Vacant, acquire("erin")).await?,
     )?;
     check_fence_after_deletion("acquire of the deleted key", &*store, highest, again.fence)?;
+    // A record with no fence (a write that keeps the fence, on no record)
+    // where a deleted one was: the acquisition on it still goes on above.
+    let deleted = applied(
+        "delete of the new record",
+        store
+            .delete(&key, Expect::Version(again.rvn.clone()))
+            .await?,
+    )?;
+    let unfenced = applied(
+        "a write that keeps the fence on the deleted key",
+        store
+            .put(
+                &key,
+                Expect::Vacant,
+                write("grace", FenceUpdate::Keep, false),
+            )
+            .await?,
+    )?;
+    let again = applied(
+        "acquire of the unfenced record",
+        store
+            .put(
+                &key,
+                Expect::Version(unfenced.rvn.clone()),
+                acquire("heidi"),
+            )
+            .await?,
+    )?;
+    check_fence_after_deletion(
+        "acquire of a record with no fence where a deleted one was",
+        &*store,
+        deleted.fence,
+        again.fence,
+    )?;
     // And a takeover of the new record goes on from it.
     let next = applied(
         "takeover of the new record",

@@ -98,6 +98,9 @@ impl ModelStore {
         // (FencesAfterDeletion::ClockFloor) and starts such keys at 1.
         // A write that keeps the fence on no record keeps "no fence" (0).
         let fence = match (new.fence, current) {
+            (FenceUpdate::Next, Some(current)) if current.fence == Fence(0) => {
+                Fence(self.floor(key).0 + 1)
+            }
             (FenceUpdate::Next, Some(current)) => Fence(current.fence.0 + 1),
             (FenceUpdate::Next, None) => Fence(self.floor(key).0 + 1),
             (FenceUpdate::Keep, Some(current)) => current.fence,
