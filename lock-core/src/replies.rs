@@ -161,8 +161,9 @@ pub(crate) fn held_write_rejected(
             done,
         };
     }
-    // A delete leaves no fence behind: whoever holds the key since counts
-    // from 1 again, so only the ambiguous delete itself says it moved on.
+    // Whoever holds the key after a delete has a higher fence (the store's
+    // FencesAfterDeletion), but an adapter whose fences restart may give a
+    // lower one: only the ambiguous delete itself says it moved on.
     if ambiguous_delete
         || (releasing_unresolved && release_moved_on(Some(&record), unresolved.fence))
     {

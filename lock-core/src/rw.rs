@@ -129,7 +129,7 @@ impl LockClient {
         if !self.inner.caps.keeps_released_records {
             return Err(LockError::InvalidInput {
                 reason: format!(
-                    "reader-writer lock {name}: this store deletes released records, which would restart the writer fences readers carry; use a store (or table layout) that keeps released records"
+                    "reader-writer lock {name}: this store deletes released records, and readers' slots and the writer's record must be kept for readers to be admitted with the writer fence; use a store (or table layout) that keeps released records"
                 ),
                 source: None,
             });
@@ -336,7 +336,7 @@ impl RwLock {
         } else if options.busy_unless_dead {
             Some("busy-unless-dead")
         } else if options.delete_on_release {
-            Some("delete-on-release (it would restart the writer fences)")
+            Some("delete-on-release (the writer's record must be kept for readers' fences)")
         } else {
             None
         };

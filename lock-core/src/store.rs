@@ -399,9 +399,12 @@ pub trait ConditionalStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Write `new` under `key` if `expect` holds, in one atomic step.
     ///
-    /// The stored fence is the previous fence + 1 (1 when there was no record) for
-    /// [`FenceUpdate::Next`](crate::FenceUpdate::Next), and unchanged for
-    /// [`FenceUpdate::Keep`](crate::FenceUpdate::Keep). On success the applied
+    /// The stored fence is the previous fence + 1 for
+    /// [`FenceUpdate::Next`](crate::FenceUpdate::Next) — on no record (never
+    /// written, or deleted by any path) or one with fence 0, the key's first
+    /// fence as [`Capabilities::fences_after_deletion`] says: above every
+    /// fence the key had — and unchanged for
+    /// [`FenceUpdate::Keep`](crate::FenceUpdate::Keep) (0 on no record). On success the applied
     /// record is returned; on a failed condition, the current record where the store
     /// can return it.
     async fn put(

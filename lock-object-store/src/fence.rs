@@ -159,6 +159,12 @@ impl FencedObjects {
         self
     }
 
+    /// Whether each write's body ends with a write tag (see
+    /// [`versions_change_on_every_write`](Self::versions_change_on_every_write)).
+    pub fn tags_writes(&self) -> bool {
+        !self.unique_versions
+    }
+
     /// Write `payload` to the object `path` with fence `fence` of the lock
     /// `lock` (a guard's [`key`](lock_core::LockView::key) and
     /// [`fence`](lock_core::LockView::fence)): written when no fence wrote

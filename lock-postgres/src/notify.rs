@@ -47,6 +47,8 @@ pub(crate) struct Probe {
     wait: std::time::Duration,
     /// The warning was given (once per store).
     warned: std::sync::atomic::AtomicBool,
+    /// The probe came back (the listener hears its channel).
+    heard: std::sync::atomic::AtomicBool,
 }
 
 /// How long a listening connection waits for its own probe.
@@ -59,6 +61,7 @@ impl Probe {
             payload: format!("lease_lock probe {}", lock_core::Rvn::fresh().as_str()),
             wait: PROBE_WAIT,
             warned: std::sync::atomic::AtomicBool::new(false),
+            heard: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -78,10 +81,13 @@ impl Probe {
         }
     }
 
-    /// Whether the warning was given.
+    /// Whether the warning was given, and whether the probe came back.
     #[cfg(test)]
-    pub(crate) fn warned(&self) -> bool {
-        self.warned.load(std::sync::atomic::Ordering::Relaxed)
+    pub(crate) fn outcome(&self) -> (bool, bool) {
+        (
+            self.warned.load(std::sync::atomic::Ordering::Relaxed),
+            self.heard.load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 }
 
@@ -162,6 +168,7 @@ where
                 Some(Ok(AsyncMessage::Notification(notice))) => {
                     if notice.payload() == probe.payload {
                         probe_heard = true;
+                        probe.heard.store(true, std::sync::atomic::Ordering::Relaxed);
                         probe_deadline = None;
                         continue;
                     }
@@ -195,8 +202,9 @@ fn announced(payload: &str) -> Option<LockKey> {
 mod tests {
     use super::*;
 
-    /// Relays on `listened` with `probe` for a while: whether it warned.
-    async fn probed(listened: &str, probe: Probe) -> Option<bool> {
+    /// Relays on `listened` with `probe` for a while: whether it warned,
+    /// and whether it heard the probe.
+    async fn probed(listened: &str, probe: Probe) -> Option<(bool, bool)> {
         let url = std::env::var("LOCK_POSTGRES_URL").ok()?;
         let config: tokio_postgres::Config = url.parse().unwrap();
         let (feed, announcer) = lock_core::ReleaseFeed::manual();
@@ -204,7 +212,7 @@ mod tests {
         // Long enough to listen, probe and wait out the probe's deadline.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(3), relaying).await;
         drop(feed);
-        Some(probe.warned())
+        Some(probe.outcome())
     }
 
     fn quick(channel: &str) -> Probe {
@@ -225,9 +233,13 @@ mod tests {
             eprintln!("SKIPPED: LOCK_POSTGRES_URL is not set (./scripts/test sets it)");
             return;
         };
-        assert!(!heard, "a direct connection heard its probe: no warning");
+        assert_eq!(
+            heard,
+            (false, true),
+            "a direct connection hears its probe, and nothing is said"
+        );
         let unheard = probed(&channel, quick(&format!("{channel}_elsewhere"))).await;
-        assert_eq!(unheard, Some(true), "a probe never heard is said");
+        assert_eq!(unheard, Some((true, false)), "a probe never heard is said");
     }
 
     #[test]
