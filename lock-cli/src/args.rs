@@ -87,7 +87,8 @@ pub struct Global {
     /// more in a bucket, whose times are whole seconds), the first time
     /// lockctl looks, instead of after watching it for a lease. A host whose
     /// clock is off by more can take a live holder's lock early (fences still
-    /// refuse the old holder) [default: off]
+    /// refuse the old holder). Accepted on PostgreSQL, Redis and etcd, where
+    /// it changes nothing [default: off]
     #[arg(long, global = true, env = "LOCKCTL_MAX_CLOCK_DIFFERENCE", value_parser = parse_duration, value_name = "DURATION")]
     pub max_clock_difference: Option<Duration>,
 

@@ -258,13 +258,19 @@ impl Global {
         // off to at most 1 s (so an acquire whose answers are lost gives up
         // after 4 s, the client's retry window), and the clean-up at exit
         // waits at most 3 s.
+        // A clock-difference bound serves stores whose records carry a write
+        // time; on one whose records carry none (etcd) it changes nothing,
+        // so it is accepted there, as on the stores that prove ages
+        // themselves: one setting (LOCKCTL_MAX_CLOCK_DIFFERENCE in a
+        // crontab) serves every store.
+        let takes_clock_bound = store.capabilities().clock != lock_core::StoreClock::None;
         let mut builder = LockClient::builder_shared(store)
             .retry_backoff(Duration::from_millis(50), Duration::from_secs(1))
             .shutdown_timeout(Duration::from_secs(3));
         if let Some(owner) = &self.owner {
             builder = builder.owner(owner.clone());
         }
-        if let Some(bound) = self.max_clock_difference {
+        if let Some(bound) = self.max_clock_difference.filter(|_| takes_clock_bound) {
             builder = builder.max_clock_difference(bound);
         }
         builder = builder.use_store_clock(!self.no_store_clock);

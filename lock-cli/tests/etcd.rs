@@ -38,6 +38,18 @@ fn validate_table_reads_the_prefix_and_options_of_other_stores_are_refused() {
     );
 }
 
+/// A clock-difference bound, set once for every store (a crontab's
+/// `LOCKCTL_MAX_CLOCK_DIFFERENCE`), is accepted on etcd, whose records carry
+/// no write time: it changes nothing there, as on PostgreSQL and Redis.
+#[test]
+fn a_clock_difference_bound_is_accepted_and_changes_nothing() {
+    let Some(env) = Env::etcd("clock-bound") else {
+        return;
+    };
+    let out = env.run(&["--max-clock-difference", "2s", "run", "job", "--", "true"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
 #[test]
 fn acquire_show_list_and_release_by_version() {
     let Some(env) = Env::etcd("acquire") else {
