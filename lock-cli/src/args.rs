@@ -31,11 +31,15 @@ LOCKCTL_STORE); --table names the table (default `locks`).
 In a bucket: --store s3://bucket/prefix, gs://bucket/prefix or
 az://container/prefix; settings from the service's environment variables
 (AWS_*, GOOGLE_*, AZURE_*), and for S3 --region and --endpoint-url.
+On etcd: --store etcd://user:password@host:2379,host2:2379/prefix (etcds://
+for TLS). On Redis or Valkey: --store redis://host:6379?prefix=locks
+(rediss://, valkey://; a Redis Cluster node's URL for a cluster).
 lockctl's own settings come from LOCKCTL_* variables; the LOCK_* variables
 describe a lock (what `run` gives its command, what `acquire` prints).";
 
 /// Run a command under a distributed lock, and inspect and manage locks, on a
-/// DynamoDB or PostgreSQL table or in an S3, GCS or Azure bucket.
+/// DynamoDB or PostgreSQL table, in an S3, GCS or Azure bucket, in etcd, or
+/// in Redis or Valkey.
 #[derive(Debug, Parser)]
 #[command(name = "lockctl", version, about, after_help = EXIT_CODES, args_override_self = true)]
 pub struct Cli {
@@ -51,9 +55,10 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Where the locks live: `dynamodb`, a PostgreSQL connection string
-    /// (`postgres://user:password@host:port/database`), or a bucket and prefix
-    /// (`s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix`)
-    /// [default: dynamodb]
+    /// (`postgres://user:password@host:port/database`), a bucket and prefix
+    /// (`s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix`),
+    /// etcd (`etcd://host:2379/prefix`), or Redis or Valkey
+    /// (`redis://host:6379?prefix=locks`) [default: dynamodb]
     #[arg(long, global = true, env = "LOCKCTL_STORE", value_name = "STORE", value_parser = text(), hide_env_values = true)]
     pub store: Option<String>,
 

@@ -509,6 +509,21 @@ fn bad_input_is_a_usage_error() {
     let out = env.run(&["--help"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stdout.contains("Exit codes:"), "{out:?}");
+    // The help names every store lockctl takes.
+    let first = out.stdout.lines().next().unwrap_or_default();
+    for store in [
+        "DynamoDB",
+        "PostgreSQL",
+        "bucket",
+        "etcd",
+        "Redis",
+        "Valkey",
+    ] {
+        assert!(first.contains(store), "{store} in {first:?}");
+    }
+    for url in ["postgres://", "s3://", "etcd://", "redis://"] {
+        assert!(out.stdout.contains(url), "{url}: {out:?}");
+    }
 }
 
 #[test]

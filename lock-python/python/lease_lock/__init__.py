@@ -1,4 +1,4 @@
-"""Lease-based distributed locks for Python, on DynamoDB, PostgreSQL, an S3, GCS or Azure bucket, or in memory.
+"""Lease-based distributed locks for Python, on DynamoDB, PostgreSQL, an S3, GCS or Azure bucket, etcd, Redis or Valkey, or in memory.
 
 Built on a Rust core: heartbeats run on the core's own threads, so a lock
 stays held while Python code keeps the GIL busy; every lock has a fencing
