@@ -1,7 +1,8 @@
 //! What the README says that compiling its examples cannot check: every
 //! workspace crate its Rust examples `use` is named in one of its
 //! `[dependencies]` blocks, so a reader who copies an example and its
-//! dependencies gets a program that builds.
+//! dependencies gets a program that builds; and no example hides lines
+//! from the reader (rustdoc's `# `), so what compiles is what is shown.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -44,4 +45,19 @@ fn every_crate_the_readme_examples_use_is_in_its_dependency_blocks() {
         missing.is_empty(),
         "README examples use {missing:?}, which no [dependencies] block in it names"
     );
+}
+
+#[test]
+fn the_readme_shows_its_examples_whole() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("the workspace README");
+    for block in blocks(&readme, "rust") {
+        for line in block {
+            let trimmed = line.trim_start();
+            assert!(
+                trimmed != "#" && !trimmed.starts_with("# "),
+                "a README example hides a line from its reader: {line:?}"
+            );
+        }
+    }
 }
