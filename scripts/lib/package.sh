@@ -18,6 +18,21 @@ PACKAGE_CRATES=(lock-core lock-memory lock-dynamodb lock-postgres lock-object-st
 PACKAGE_LIBRARIES=(lock-core lock-memory lock-dynamodb lock-postgres lock-object-store lock-etcd lock-redis lock-testkit)
 
 package_check() {
+    # Every crate's (and the Python package's) licence texts are real copies
+    # of the repository's: a symlink is a file holding "../LICENSE-MIT" in a
+    # checkout without symlinks (Windows' core.symlinks=false), and a wheel
+    # or package built there carries that instead of the licence.
+    local licence dir
+    for dir in "$root"/lock-*/; do
+        for licence in LICENSE-MIT LICENSE-APACHE; do
+            if [ -e "$dir$licence" ] || [ -L "$dir$licence" ]; then
+                if [ -L "$dir$licence" ] || ! cmp -s "$dir$licence" "$root/$licence"; then
+                    echo "package_check: $dir$licence is not a copy of $root/$licence (cp $root/$licence $dir$licence)" >&2
+                    return 1
+                fi
+            fi
+        done
+    done
     local patches=() crate
     for crate in "${PACKAGE_LIBRARIES[@]}"; do
         patches+=(--config "patch.crates-io.$crate.path=\"$root/$crate\"")
