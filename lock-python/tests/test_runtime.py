@@ -504,7 +504,7 @@ def test_a_call_that_panics_on_the_runtime_raises_at_once_on_any_thread() -> Non
     for where in ("main", "thread"):
         line = next((line for line in result.stdout.splitlines() if line.startswith(f"{where} raised after")), None)
         assert line is not None, (result.stdout, result.stderr)
-        assert line.endswith("s: the lock runtime dropped a call"), line
+        assert "s: the lock runtime dropped a call" in line, line
         assert float(line.split()[3]) < 5, line
 
 
