@@ -337,51 +337,18 @@ async fn fences_keep_rising_after_the_records_are_deleted_by_hand() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    let key = LockKey::new("cleaned");
-    let mut held = match store
-        .put(&key, Expect::Vacant, acquire_write("a"))
-        .await
-        .unwrap()
-    {
-        Outcome::Applied(record) => record,
-        other => panic!("{other:?}"),
-    };
-    for owner in ["b", "c"] {
-        held = match store
-            .put(
-                &key,
-                Expect::Version(held.rvn.clone()),
-                acquire_write(owner),
-            )
-            .await
-            .unwrap()
-        {
-            Outcome::Applied(record) => record,
-            other => panic!("{other:?}"),
-        };
-    }
     let mut kv = store.client().kv_client();
-    let options = lock_etcd::etcd_client::DeleteOptions::new().with_prefix();
-    let deleted = kv
-        .delete(format!("{}/", store.prefix()), Some(options))
-        .await
-        .unwrap();
-    assert!(deleted.deleted() >= 1, "{deleted:?}");
-    assert_eq!(store.get(&key).await.unwrap(), None);
-    let next = match store
-        .put(&key, Expect::Vacant, acquire_write("d"))
-        .await
-        .unwrap()
-    {
-        Outcome::Applied(record) => record,
-        other => panic!("{other:?}"),
-    };
-    assert!(
-        next.fence > held.fence,
-        "fence {} after a deleted record's {}",
-        next.fence,
-        held.fence
-    );
+    let prefix = format!("{}/", store.prefix());
+    lock_testkit::scenarios::fences_rise_after_a_deletion_by_hand(
+        &store,
+        &LockKey::new("cleaned"),
+        async {
+            let options = lock_etcd::etcd_client::DeleteOptions::new().with_prefix();
+            let deleted = kv.delete(prefix, Some(options)).await.unwrap();
+            assert!(deleted.deleted() >= 1, "{deleted:?}");
+        },
+    )
+    .await;
 }
 
 /// A connection whose packets vanish (the proxy's blackhole) is never used

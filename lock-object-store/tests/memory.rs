@@ -418,45 +418,17 @@ async fn the_client_acquires_heartbeats_hands_over_and_releases() {
 /// resource.
 #[tokio::test]
 async fn fences_keep_rising_after_the_lock_object_is_deleted_by_hand() {
+    use lock_object_store::object_store::ObjectStoreExt;
     let (store, _) = memory_store();
     let key = LockKey::new("cleaned");
-    let mut held = applied(
+    lock_testkit::scenarios::fences_rise_after_a_deletion_by_hand(&store, &key, async {
         store
-            .put(&key, Expect::Vacant, write("a", false, FenceUpdate::Next))
+            .object_store()
+            .delete(&store.object_path(&key))
             .await
-            .unwrap(),
-    );
-    for owner in ["b", "c"] {
-        held = applied(
-            store
-                .put(
-                    &key,
-                    Expect::Version(held.rvn.clone()),
-                    write(owner, false, FenceUpdate::Next),
-                )
-                .await
-                .unwrap(),
-        );
-    }
-    use lock_object_store::object_store::ObjectStoreExt;
-    store
-        .object_store()
-        .delete(&store.object_path(&key))
-        .await
-        .unwrap();
-    assert_eq!(store.get(&key).await.unwrap(), None);
-    let next = applied(
-        store
-            .put(&key, Expect::Vacant, write("d", false, FenceUpdate::Next))
-            .await
-            .unwrap(),
-    );
-    assert!(
-        next.fence > held.fence,
-        "fence {} after a deleted record's {}",
-        next.fence,
-        held.fence
-    );
+            .unwrap();
+    })
+    .await;
 }
 
 #[tokio::test]

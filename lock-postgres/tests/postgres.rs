@@ -448,41 +448,19 @@ async fn fences_keep_rising_after_the_row_is_deleted_by_hand() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    let key = LockKey::new("cleaned");
-    let before = Fence::floor_at(std::time::SystemTime::now() - Duration::from_secs(60));
-    let mut held = acquire(&store, &key, "a").await;
-    assert!(
-        held.fence >= before,
-        "the server clock's floor: {}",
-        held.fence
-    );
-    for owner in ["b", "c"] {
-        held = applied(
-            store
-                .put(
-                    &key,
-                    Expect::Version(held.rvn.clone()),
-                    write(owner, false, FenceUpdate::Next),
-                )
-                .await
-                .unwrap(),
-        );
-    }
-    let mut paused_holder = held.fence;
     let admin = connect(&url().unwrap()).await;
-    for deletion in ["DELETE FROM \"{table}\"", "TRUNCATE \"{table}\""] {
-        admin
-            .batch_execute(&deletion.replace("{table}", store.table()))
-            .await
-            .unwrap();
-        assert_eq!(store.get(&key).await.unwrap(), None);
-        let next = acquire(&store, &key, "d").await;
-        assert!(
-            next.fence > paused_holder,
-            "after {deletion}: fence {} after {paused_holder}",
-            next.fence
-        );
-        paused_holder = next.fence;
+    let before = Fence::floor_at(std::time::SystemTime::now() - Duration::from_secs(60));
+    for (key, deletion) in [
+        ("deleted", format!("DELETE FROM \"{}\"", store.table())),
+        ("truncated", format!("TRUNCATE \"{}\"", store.table())),
+    ] {
+        let (_, next) = lock_testkit::scenarios::fences_rise_after_a_deletion_by_hand(
+            &store,
+            &LockKey::new(key),
+            async { admin.batch_execute(&deletion).await.unwrap() },
+        )
+        .await;
+        assert!(next >= before, "the server clock's floor: {next}");
     }
 }
 

@@ -10,6 +10,10 @@
 //!   is shown the winner.
 //! * [`client_end_to_end`]: the lock client acquires, heartbeats, is taken
 //!   over by a client on another handle after its lease, and releases.
+//! * [`fences_rise_after_a_deletion_by_hand`]: a key's record deleted behind
+//!   the store's back (each store's own way: a `DELETE`, `DeleteItem`,
+//!   `etcdctl del`, an object removed) and created again gets a fence above
+//!   every fence the key had.
 
 use std::time::Duration;
 
@@ -17,7 +21,7 @@ use lock_core::{AcquireOptions, ConditionalStore, Expect, Fence, LockClient, Loc
 use tokio::time::Instant;
 
 use crate::drills::bounded;
-use crate::records::{acquire_write, release_of};
+use crate::records::{acquire_write, applied, release_of};
 
 /// `writers` (handles on the same data as `store`, each with its own
 /// connections and remembered versions) race for one key in `trials` trials:
@@ -179,4 +183,52 @@ where
             .await
             .unwrap_or_else(|error| panic!("the {who}'s shutdown: {error}"));
     }
+}
+
+/// A key acquired and taken over twice on `store`, its record then deleted
+/// by `delete` (behind the store's back: a time to live, a lifecycle rule, a
+/// clean-up by hand), and acquired again: the new fence must be above every
+/// fence the key had, which a holder paused across the deletion still
+/// carries. Returns the highest fence before the deletion and the new one.
+pub async fn fences_rise_after_a_deletion_by_hand<S, D>(
+    store: &S,
+    key: &LockKey,
+    delete: D,
+) -> (Fence, Fence)
+where
+    S: ConditionalStore,
+    D: std::future::Future<Output = ()>,
+{
+    let put = |expect: Expect, owner: &'static str| {
+        bounded("a write", store.put(key, expect, acquire_write(owner)))
+    };
+    let mut held = applied(
+        put(Expect::Vacant, "a")
+            .await
+            .unwrap_or_else(|error| panic!("the first acquire: {error}")),
+    );
+    for owner in ["b", "c"] {
+        held = applied(
+            put(Expect::Version(held.rvn.clone()), owner)
+                .await
+                .unwrap_or_else(|error| panic!("a takeover: {error}")),
+        );
+    }
+    bounded("the deletion", delete).await;
+    let read = bounded("the read after the deletion", store.get(key))
+        .await
+        .unwrap_or_else(|error| panic!("the read after the deletion: {error}"));
+    assert_eq!(read, None, "the record is still there after its deletion");
+    let next = applied(
+        put(Expect::Vacant, "d")
+            .await
+            .unwrap_or_else(|error| panic!("the acquire after the deletion: {error}")),
+    );
+    assert!(
+        next.fence > held.fence,
+        "fence {} after a deleted record's {}: a holder paused across the deletion would be admitted",
+        next.fence,
+        held.fence
+    );
+    (held.fence, next.fence)
 }
