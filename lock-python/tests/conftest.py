@@ -54,12 +54,14 @@ def make_postgres_store() -> lease_lock.PostgresStore:
     return store
 
 
-def make_bucket_store() -> lease_lock.BucketStore:
+def make_bucket_store(url: str | None = None) -> lease_lock.BucketStore:
+    """A store on moto's S3 at ``url`` (default: a fresh prefix of the test
+    bucket), the bucket made if absent."""
     endpoint = _need(S3, "LOCK_S3_ENDPOINT")
     # moto makes a bucket on an unsigned PUT, and answers 200 if it exists.
     urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=10).close()
     return lease_lock.BucketStore(
-        f"s3://{BUCKET}/py-{uuid.uuid4().hex[:12]}",
+        url or f"s3://{BUCKET}/py-{uuid.uuid4().hex[:12]}",
         options={
             "aws_endpoint": endpoint,
             "aws_allow_http": "true",

@@ -273,18 +273,8 @@ def test_python_and_lockctl_writers_of_one_reader_writer_lock_fence_under_one_na
     one object in fence order: a late fence is stale, never another lock's.
     A read's token and a ``--shared`` run's name the same lock."""
     endpoint = _need(S3, "LOCK_S3_ENDPOINT")
-    make_bucket_store()  # the bucket, made if absent
     url = f"s3://{BUCKET}/py-rw-{uuid.uuid4().hex[:12]}"
-    store = lease_lock.BucketStore(
-        url,
-        options={
-            "aws_endpoint": endpoint,
-            "aws_allow_http": "true",
-            "aws_region": "us-east-1",
-            "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
-        },
-    )
+    store = make_bucket_store(url)
     path = f"data-{uuid.uuid4().hex[:12]}/config"
     client = lease_lock.LockClient(store, owner="py")
     config = client.rw_lock("config", 4)
