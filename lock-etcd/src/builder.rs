@@ -5,12 +5,17 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 use percent_encoding::percent_decode_str;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 use crate::errors::{StoreConfigError, nonzero};
 use crate::layout::Layout;
 use crate::store::{Connector, EtcdStore};
+use crate::wire::{Connection, Endpoints};
+
+/// How often an HTTP/2 ping checks a connection (etcd's default minimum
+/// for clients is 5 s; more often gets the connection closed).
+const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Keys whose revisions are remembered, by default.
 const DEFAULT_REMEMBERED: usize = 10_000;
@@ -282,46 +287,42 @@ impl EtcdStoreBuilder {
                 }
             })
             .collect();
-        let mut options = ConnectOptions::new()
-            .with_connect_timeout(self.timeouts.connect)
-            // A member cut off from its cluster answers at once that it has
-            // no leader, instead of holding the request until it times out.
-            .with_require_leader(true)
-            .with_keep_alive(Duration::from_secs(10), self.timeouts.request);
-        if self.tls {
-            options = options.with_tls(self.tls_options()?);
-        }
-        if let Some((name, password)) = &self.user {
-            options = options
-                .with_user(name.clone(), password.clone())
-                .with_auto_token_refresh(true);
-        }
-        let watch_options = options.clone();
-        let options = options.with_timeout(self.timeouts.request);
-        let client = etcd_client::Client::connect(&endpoints, Some(options.clone()))
-            .await
-            .map_err(|error| match &self.user {
-                Some((name, _)) => StoreConfigError::Login {
-                    user: name.clone(),
-                    source: crate::errors::classify(crate::errors::Call::Read, "log in", error),
-                },
-                None => StoreConfigError::Client {
-                    reason: error.to_string(),
-                },
-            })?;
+        let tls = if self.tls {
+            Some(self.tls_config()?)
+        } else {
+            None
+        };
+        let watch_endpoints = endpoints
+            .iter()
+            .map(|url| self.endpoint(url, tls.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Requests time out; the watch is a stream that stays open.
+        let request_endpoints = watch_endpoints
+            .iter()
+            .map(|endpoint| endpoint.clone().timeout(self.timeouts.request))
+            .collect();
+        let connector = Connector {
+            endpoints: Endpoints(request_endpoints),
+            watch_endpoints: Endpoints(watch_endpoints),
+            user: self.user.clone(),
+            timeout: self.timeouts.connect.saturating_add(self.timeouts.request),
+        };
+        let connection: Connection = connector.open().await.map_err(|status| match &self.user {
+            Some((name, _)) => StoreConfigError::Login {
+                user: name.clone(),
+                source: crate::errors::classify(crate::errors::Call::Read, "log in", status),
+            },
+            None => StoreConfigError::Client {
+                reason: crate::errors::describe(&status),
+            },
+        })?;
         let shown = self.endpoints.join(",");
         let url = match &self.user {
             Some((name, _)) => format!("{}://{name}:***@{shown}/{prefix}", self.scheme()),
             None => format!("{}://{shown}/{prefix}", self.scheme()),
         };
-        let connector = Connector {
-            endpoints,
-            options,
-            watch_options,
-            timeout: self.timeouts.connect.saturating_add(self.timeouts.request),
-        };
         Ok(EtcdStore::from_parts(
-            client,
+            connection,
             connector,
             Layout::new(prefix),
             url,
@@ -334,13 +335,55 @@ impl EtcdStoreBuilder {
         if self.tls { "etcds" } else { "etcd" }
     }
 
-    fn tls_options(&self) -> Result<TlsOptions, StoreConfigError> {
+    /// The endpoint of the member at `url` (`http://` or `https://`): its
+    /// connect timeout, HTTP/2 keep-alive and TLS.
+    fn endpoint(
+        &self,
+        url: &str,
+        tls: Option<&ClientTlsConfig>,
+    ) -> Result<Endpoint, StoreConfigError> {
+        let endpoint = Endpoint::from_shared(url.to_owned()).map_err(|error| {
+            StoreConfigError::InvalidUrl {
+                url: url.to_owned(),
+                reason: format!("not a usable address ({error})"),
+            }
+        })?;
+        let endpoint = endpoint
+            .connect_timeout(self.timeouts.connect)
+            // A connection whose member stopped answering is noticed within
+            // a request timeout, idle or not.
+            .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
+            .keep_alive_timeout(self.timeouts.request)
+            .keep_alive_while_idle(true);
+        match (tls, url.starts_with("https://")) {
+            (Some(tls), true) => {
+                endpoint
+                    .tls_config(tls.clone())
+                    .map_err(|error| StoreConfigError::Tls {
+                        reason: format!("{url}: {error}"),
+                    })
+            }
+            (None, false) => Ok(endpoint),
+            (Some(_), false) => Err(StoreConfigError::Tls {
+                reason: format!(
+                    "{url} is http://, but the store was asked for TLS: write https:// or leave the scheme out"
+                ),
+            }),
+            (None, true) => Err(StoreConfigError::Tls {
+                reason: format!(
+                    "{url} is https://, but the store was not asked for TLS: use etcds:// or .tls()"
+                ),
+            }),
+        }
+    }
+
+    fn tls_config(&self) -> Result<ClientTlsConfig, StoreConfigError> {
         let read = |what: &str, path: &PathBuf| {
             std::fs::read(path).map_err(|error| StoreConfigError::Tls {
                 reason: format!("cannot read the {what} {}: {error}", path.display()),
             })
         };
-        let mut tls = TlsOptions::new();
+        let mut tls = ClientTlsConfig::new();
         tls = match &self.ca_certificate {
             Some(path) => tls.ca_certificate(Certificate::from_pem(read("CA certificate", path)?)),
             None => tls.with_native_roots(),

@@ -68,45 +68,41 @@ pub(crate) enum Call {
     Write,
 }
 
-/// Classify an error of the etcd client for the lock client. `what` says what
-/// was asked (`write locks/r/a/-`).
-pub(crate) fn classify(call: Call, what: &str, error: etcd_client::Error) -> StoreError {
-    use etcd_client::Error;
+/// Classify etcd's answer `status` (or the channel's, for a request that
+/// got none) for the lock client. `what` says what was asked (`write
+/// locks/r/a/-`).
+pub(crate) fn classify(call: Call, what: &str, status: tonic::Status) -> StoreError {
     use tonic::Code;
-    let message = format!("{what}: {error}");
-    match &error {
-        Error::GRpcStatus(status) => match status.code() {
-            // The request was refused as it stands: nothing applied.
-            Code::InvalidArgument | Code::OutOfRange => {
-                StoreError::invalid(message).with_source(error)
-            }
-            // Refused while being applied (an auth revision that moved on):
-            // nothing applied, and the next try may pass.
-            Code::FailedPrecondition => StoreError::unavailable(message).with_source(error),
-            Code::PermissionDenied | Code::Unauthenticated => {
-                StoreError::unauthorized(format!(
-                    "{message}; grant the user read and write on the lock prefix (etcdctl role grant-permission --prefix)"
-                ))
-                .with_source(error)
-            }
-            // "etcdserver: too many requests": refused before it was applied.
-            Code::ResourceExhausted => StoreError::throttled(message).with_source(error),
-            _ if never_sent(status) => StoreError::unavailable(message).with_source(error),
-            // A timeout, a leader change, a connection lost after sending:
-            // the write may have been committed.
-            _ => match call {
-                Call::Write => StoreError::ambiguous(message).with_source(error),
-                Call::Read => StoreError::unavailable(message).with_source(error),
-            },
+    let message = format!("{what}: {}", describe(&status));
+    match status.code() {
+        // The request was refused as it stands: nothing applied.
+        Code::InvalidArgument | Code::OutOfRange => StoreError::invalid(message).with_source(status),
+        // Refused while being applied (an auth revision that moved on):
+        // nothing applied, and the next try may pass.
+        Code::FailedPrecondition => StoreError::unavailable(message).with_source(status),
+        Code::PermissionDenied | Code::Unauthenticated => StoreError::unauthorized(format!(
+            "{message}; grant the user read and write on the lock prefix (etcdctl role grant-permission --prefix)"
+        ))
+        .with_source(status),
+        // "etcdserver: too many requests": refused before it was applied.
+        Code::ResourceExhausted => StoreError::throttled(message).with_source(status),
+        _ if never_sent(&status) => StoreError::unavailable(message).with_source(status),
+        // A timeout, a leader change, a connection lost after sending: the
+        // write may have been committed.
+        _ => match call {
+            Call::Write => StoreError::ambiguous(message).with_source(status),
+            Call::Read => StoreError::unavailable(message).with_source(status),
         },
-        // The channel could not be used: nothing was sent.
-        Error::TransportError(_) | Error::IoError(_) => {
-            StoreError::unavailable(message).with_source(error)
-        }
-        Error::InvalidArgs(_) | Error::InvalidUri(_) | Error::InvalidMetadataValue(_) => {
-            StoreError::invalid(message).with_source(error)
-        }
-        _ => StoreError::other(message).with_source(error),
+    }
+}
+
+/// `status` in one line: its code and etcd's message (tonic's `Display`
+/// adds its metadata and details).
+pub(crate) fn describe(status: &tonic::Status) -> String {
+    if status.message().is_empty() {
+        format!("{:?}", status.code())
+    } else {
+        format!("{:?}: {}", status.code(), status.message())
     }
 }
 
@@ -138,13 +134,12 @@ fn never_sent(status: &tonic::Status) -> bool {
     text.contains("tcp connect error") || text.contains("error trying to connect")
 }
 
-/// Whether `error` is the client's own timeout (tonic reports it as
+/// Whether `status` is the client's own timeout (tonic reports it as
 /// `Cancelled`) or a deadline: the request got no answer in time.
-pub(crate) fn timed_out(error: &etcd_client::Error) -> bool {
+pub(crate) fn timed_out(status: &tonic::Status) -> bool {
     matches!(
-        error,
-        etcd_client::Error::GRpcStatus(status)
-            if matches!(status.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded)
+        status.code(),
+        tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
     )
 }
 

@@ -1,6 +1,7 @@
 //! The etcd backend of the lease-lock library: a
-//! [`ConditionalStore`](lock_core::ConditionalStore) on etcd v3, through the
-//! `etcd-client` crate.
+//! [`ConditionalStore`](lock_core::ConditionalStore) on etcd v3, over gRPC
+//! (tonic). The API's code is generated from etcd's `.proto` files and kept
+//! in the crate, so building it needs no `protoc`.
 //!
 //! * **One key per lock** under a prefix: `{prefix}/r/{partition}/-`, or
 //!   `{prefix}/r/{partition}/s{sort}` with a sort key, each part
@@ -78,9 +79,8 @@ mod layout;
 mod revisions;
 mod store;
 mod value;
+mod wire;
 
 pub use builder::{EtcdStoreBuilder, Timeouts};
 pub use errors::StoreConfigError;
-/// The client library the store runs on.
-pub use etcd_client;
 pub use store::EtcdStore;

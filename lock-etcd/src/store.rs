@@ -21,9 +21,6 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{
-    Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, KvClient, Txn, TxnOp, TxnOpResponse,
-};
 use lock_core::{
     AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, KeyedWrite, LockKey, LockRecord,
     ManyOutcome, NewRecord, Outcome, Page, ReleaseAnnouncer, ReleaseFeed, RequestCosts, StoreError,
@@ -33,6 +30,9 @@ use crate::errors::{Call, classify, timed_out};
 use crate::layout::{Layout, MAX_PARTITION_BYTES, MAX_SORT_BYTES};
 use crate::revisions::{Known, Revisions};
 use crate::value;
+use crate::wire::etcdserverpb::{Compare, RequestOp, ResponseOp, TxnResponse};
+use crate::wire::mvccpb::{KeyValue, event::EventType};
+use crate::wire::{Connection, Endpoints, requests};
 
 /// Largest record, measured as the client measures it (key, owner, data):
 /// with base64 and JSON, well inside etcd's default request limit
@@ -65,7 +65,7 @@ pub struct EtcdStore {
 pub(crate) struct Inner {
     /// The channel requests go on; replaced after a request that got no
     /// answer ([`EtcdStore::failed`]).
-    channel: RwLock<etcd_client::Client>,
+    channel: RwLock<Connection>,
     /// How to open a new channel.
     connector: Connector,
     /// The last request timed out: the next opens a new channel.
@@ -82,12 +82,21 @@ pub(crate) struct Inner {
 /// was built with.
 #[derive(Clone, Debug)]
 pub(crate) struct Connector {
-    pub endpoints: Vec<String>,
-    pub options: ConnectOptions,
+    pub endpoints: Endpoints,
     /// The same without a request timeout: for the watch, a stream that
     /// stays open.
-    pub watch_options: ConnectOptions,
+    pub watch_endpoints: Endpoints,
+    /// The user to log in as, and the password.
+    pub user: Option<(String, String)>,
+    /// How long opening a channel (and logging in) may take.
     pub timeout: Duration,
+}
+
+impl Connector {
+    /// A new channel for requests.
+    pub(crate) async fn open(&self) -> Result<Connection, tonic::Status> {
+        Connection::open(&self.endpoints, self.user.as_ref()).await
+    }
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -104,7 +113,7 @@ type Base = Option<Known>;
 
 impl EtcdStore {
     pub(crate) fn from_parts(
-        client: etcd_client::Client,
+        connection: Connection,
         connector: Connector,
         layout: Layout,
         url: String,
@@ -120,7 +129,7 @@ impl EtcdStore {
         });
         Self {
             inner: Arc::new(Inner {
-                channel: RwLock::new(client),
+                channel: RwLock::new(connection),
                 connector,
                 suspect: AtomicBool::new(false),
                 layout,
@@ -146,9 +155,8 @@ impl EtcdStore {
         self.inner.layout.key(key)
     }
 
-    /// The etcd client underneath (for your own keys), on the channel in
-    /// use now.
-    pub fn client(&self) -> etcd_client::Client {
+    /// The channel in use now.
+    fn connection(&self) -> Connection {
         self.inner
             .channel
             .read()
@@ -167,28 +175,25 @@ impl EtcdStore {
     /// nothing, except with a user, when it logs in first: if that fails,
     /// the request fails as `Unavailable` (not sent) and the next one tries
     /// again.
-    async fn kv(&self, what: &str) -> Result<KvClient, StoreError> {
+    async fn kv(&self, what: &str) -> Result<Connection, StoreError> {
         if self.inner.suspect.swap(false, Ordering::SeqCst) {
             let connector = &self.inner.connector;
-            let opened = tokio::time::timeout(
-                connector.timeout,
-                etcd_client::Client::connect(&connector.endpoints, Some(connector.options.clone())),
-            )
-            .await;
+            let opened = tokio::time::timeout(connector.timeout, connector.open()).await;
             match opened {
-                Ok(Ok(client)) => {
+                Ok(Ok(connection)) => {
                     *self
                         .inner
                         .channel
                         .write()
-                        .unwrap_or_else(PoisonError::into_inner) = client;
+                        .unwrap_or_else(PoisonError::into_inner) = connection;
                 }
-                Ok(Err(error)) => {
+                Ok(Err(status)) => {
                     self.inner.suspect.store(true, Ordering::SeqCst);
                     return Err(StoreError::unavailable(format!(
-                        "{what}: opening a new etcd channel after a timeout: {error}"
+                        "{what}: opening a new etcd channel after a timeout: {}",
+                        crate::errors::describe(&status)
                     ))
-                    .with_source(error));
+                    .with_source(status));
                 }
                 Err(_) => {
                     self.inner.suspect.store(true, Ordering::SeqCst);
@@ -199,7 +204,7 @@ impl EtcdStore {
                 }
             }
         }
-        Ok(self.client().kv_client())
+        Ok(self.connection())
     }
 
     /// `request`'s answer. A request abandoned before its answer (its
@@ -217,26 +222,26 @@ impl EtcdStore {
 
     /// `error` classified; a timeout makes the next request open a new
     /// channel ([`kv`](Self::kv)).
-    fn failed(&self, call: Call, what: &str, error: etcd_client::Error) -> StoreError {
-        if timed_out(&error) {
+    fn failed(&self, call: Call, what: &str, status: tonic::Status) -> StoreError {
+        if timed_out(&status) {
             self.inner.suspect.store(true, Ordering::SeqCst);
         }
-        classify(call, what, error)
+        classify(call, what, status)
     }
 
     /// The announcement of `record`'s release, put in the same transaction:
     /// waiters watching it try at once. None when nothing is released, or
     /// the store does not announce.
-    fn announcement(&self, record: &LockRecord) -> Option<TxnOp> {
+    fn announcement(&self, record: &LockRecord) -> Option<RequestOp> {
         (self.inner.feed.is_some() && record.released).then(|| {
             let (at, lock) = self.inner.layout.announcement(&record.key);
-            TxnOp::put(at, lock, None)
+            requests::put_op(&at, lock)
         })
     }
 
     /// A record read from etcd, remembered with its revision.
     fn known(&self, key: &str, kv: &KeyValue) -> Result<Known, StoreError> {
-        let record = value::decode(key, kv.value())?;
+        let record = value::decode(key, &kv.value)?;
         if self.inner.layout.key(&record.key) != key {
             return Err(StoreError::other(format!(
                 "the etcd key {key} holds the record of lock {}, which belongs elsewhere; move it out of the lock prefix",
@@ -245,7 +250,7 @@ impl EtcdStore {
         }
         let known = Known {
             record,
-            revision: kv.mod_revision(),
+            revision: kv.mod_revision,
         };
         self.inner.revisions.remember(key, known.clone());
         Ok(known)
@@ -253,10 +258,10 @@ impl EtcdStore {
 
     /// The current record of `key` as a refused transaction's `get` returned
     /// it (`None`: absent), remembered.
-    fn current(&self, key: &str, response: Option<&TxnOpResponse>) -> Result<Base, StoreError> {
-        let kv = match response {
-            Some(TxnOpResponse::Get(get)) => get.kvs().first(),
-            _ => {
+    fn current(&self, key: &str, response: Option<&ResponseOp>) -> Result<Base, StoreError> {
+        let kv = match requests::read_in(response) {
+            Some(read) => read.kvs.first(),
+            None => {
                 return Err(StoreError::other(format!(
                     "write {key}: etcd refused the transaction without the record it read"
                 )));
@@ -274,10 +279,10 @@ impl EtcdStore {
     /// Read `key`: the record and its revision, remembered.
     async fn read(&self, key: &str) -> Result<Base, StoreError> {
         let what = format!("read {key}");
-        let mut kv = self.kv(&what).await?;
-        let answer = self.awaited(kv.get(key, None)).await;
-        let response = answer.map_err(|error| self.failed(Call::Read, &what, error))?;
-        match response.kvs().first() {
+        let connection = self.kv(&what).await?;
+        let answer = self.awaited(connection.range(requests::get(key))).await;
+        let response = answer.map_err(|status| self.failed(Call::Read, &what, status))?;
+        match response.kvs.first() {
             Some(found) => Ok(Some(self.known(key, found)?)),
             None => {
                 self.inner.revisions.forget(key);
@@ -297,10 +302,14 @@ impl EtcdStore {
     }
 
     /// Run `txn`; `what` names it in errors.
-    async fn commit(&self, what: &str, txn: Txn) -> Result<etcd_client::TxnResponse, StoreError> {
-        let mut kv = self.kv(what).await?;
-        let answer = self.awaited(kv.txn(txn)).await;
-        answer.map_err(|error| self.failed(Call::Write, what, error))
+    async fn commit(
+        &self,
+        what: &str,
+        txn: crate::wire::etcdserverpb::TxnRequest,
+    ) -> Result<TxnResponse, StoreError> {
+        let connection = self.kv(what).await?;
+        let answer = self.awaited(connection.txn(txn)).await;
+        answer.map_err(|status| self.failed(Call::Write, what, status))
     }
 }
 
@@ -319,37 +328,41 @@ async fn listen(connector: Connector, layout: Layout, announcer: ReleaseAnnounce
 async fn relay(connector: &Connector, layout: &Layout, announcer: &ReleaseAnnouncer) {
     let prefix = layout.announcements();
     while !announcer.is_closed() {
-        let connected = etcd_client::Client::connect(
-            &connector.endpoints,
-            Some(connector.watch_options.clone()),
-        )
-        .await;
-        match connected {
-            Ok(mut client) => {
-                let options = etcd_client::WatchOptions::new().with_prefix();
-                match client.watch(prefix.as_str(), Some(options)).await {
-                    Ok(mut stream) => {
-                        while let Ok(Some(response)) = stream.message().await {
-                            for event in response.events() {
-                                let Some(kv) = event.kv() else { continue };
-                                if event.event_type() != etcd_client::EventType::Put {
-                                    continue;
-                                }
-                                let (Ok(key), Ok(value)) = (kv.key_str(), kv.value_str()) else {
-                                    continue;
-                                };
-                                if let Some(lock) = layout.announced(key, value)
-                                    && !announcer.announce(lock)
-                                {
-                                    return;
-                                }
-                            }
+        let watched =
+            match Connection::open(&connector.watch_endpoints, connector.user.as_ref()).await {
+                Ok(connection) => connection.watch(requests::watch_prefix(&prefix)).await,
+                Err(status) => Err(status),
+            };
+        match watched {
+            Ok(mut stream) => {
+                while let Ok(Some(response)) = stream.message().await {
+                    for event in &response.events {
+                        let Some(kv) = &event.kv else { continue };
+                        if event.r#type != i32::from(EventType::Put) {
+                            continue;
+                        }
+                        let (Ok(key), Ok(value)) =
+                            (std::str::from_utf8(&kv.key), std::str::from_utf8(&kv.value))
+                        else {
+                            continue;
+                        };
+                        if let Some(lock) = layout.announced(key, value)
+                            && !announcer.announce(lock)
+                        {
+                            return;
                         }
                     }
-                    Err(error) => tracing::debug!(%error, "could not watch {prefix}"),
+                    // etcd ended the watch (compacted, or the member lost
+                    // its leader): watch again.
+                    if response.canceled {
+                        break;
+                    }
                 }
             }
-            Err(error) => tracing::debug!(%error, "could not connect to watch {prefix}"),
+            Err(status) => tracing::debug!(
+                "could not watch {prefix}: {}",
+                crate::errors::describe(&status)
+            ),
         }
         let pause = Duration::from_millis(500 + fastrand::u64(..500));
         tokio::time::sleep(pause).await;
@@ -373,22 +386,19 @@ impl Drop for Abandoned<'_> {
 /// The comparison that `base` is still what `key` holds.
 fn unchanged(key: &str, base: &Base) -> Compare {
     match base {
-        Some(known) => Compare::mod_revision(key, CompareOp::Equal, known.revision),
-        None => Compare::create_revision(key, CompareOp::Equal, 0),
+        Some(known) => requests::written_at(key, known.revision),
+        None => requests::absent(key),
     }
 }
 
 /// The revision a write transaction committed at: every key it wrote has
 /// this `mod_revision`.
-fn committed_at(what: &str, response: &etcd_client::TxnResponse) -> Result<i64, StoreError> {
-    response
-        .header()
-        .map(etcd_client::ResponseHeader::revision)
-        .ok_or_else(|| {
-            StoreError::ambiguous(format!(
-                "{what}: etcd answered without a revision; the write may have applied"
-            ))
-        })
+fn committed_at(what: &str, response: &TxnResponse) -> Result<i64, StoreError> {
+    requests::revision(response).ok_or_else(|| {
+        StoreError::ambiguous(format!(
+            "{what}: etcd answered without a revision; the write may have applied"
+        ))
+    })
 }
 
 /// The record's size as the limits count it.
@@ -451,12 +461,13 @@ impl ConditionalStore for EtcdStore {
         for _ in 0..=RACED_WRITES {
             let record = new.stored_on(key, base.as_ref().map(|known| &known.record))?;
             check_record(&record)?;
-            let mut writes = vec![TxnOp::put(ekey.as_str(), value::encode(&record), None)];
+            let mut writes = vec![requests::put_op(&ekey, value::encode(&record))];
             writes.extend(self.announcement(&record));
-            let txn = Txn::new()
-                .when(vec![unchanged(&ekey, &base)])
-                .and_then(writes)
-                .or_else(vec![TxnOp::get(ekey.as_str(), None)]);
+            let txn = requests::txn(
+                vec![unchanged(&ekey, &base)],
+                writes,
+                vec![requests::get_op(&ekey)],
+            );
             let response = match self.commit(&what, txn).await {
                 Ok(response) => response,
                 Err(error) => {
@@ -465,7 +476,7 @@ impl ConditionalStore for EtcdStore {
                     return Err(error);
                 }
             };
-            if response.succeeded() {
+            if response.succeeded {
                 let revision = match committed_at(&what, &response) {
                     Ok(revision) => revision,
                     Err(error) => {
@@ -482,7 +493,7 @@ impl ConditionalStore for EtcdStore {
                 );
                 return Ok(Outcome::Applied(record));
             }
-            let current = self.current(&ekey, response.op_responses().first())?;
+            let current = self.current(&ekey, response.responses.first())?;
             let record = current.as_ref().map(|known| &known.record);
             if !expect.holds_on(record) {
                 return Ok(Outcome::Rejected {
@@ -515,29 +526,24 @@ impl ConditionalStore for EtcdStore {
                     current: Some(known.record),
                 });
             }
-            let txn = Txn::new()
-                .when(vec![Compare::mod_revision(
-                    ekey.as_str(),
-                    CompareOp::Equal,
-                    known.revision,
-                )])
-                .and_then(
-                    std::iter::once(TxnOp::delete(ekey.as_str(), None))
-                        .chain(self.announcement(&LockRecord {
-                            released: true,
-                            ..known.record.clone()
-                        }))
-                        .collect::<Vec<_>>(),
-                )
-                .or_else(vec![TxnOp::get(ekey.as_str(), None)]);
+            let txn = requests::txn(
+                vec![requests::written_at(&ekey, known.revision)],
+                std::iter::once(requests::delete_op(&ekey))
+                    .chain(self.announcement(&LockRecord {
+                        released: true,
+                        ..known.record.clone()
+                    }))
+                    .collect(),
+                vec![requests::get_op(&ekey)],
+            );
             let response = self.commit(&what, txn).await;
             // Deleted, or unknown: nothing is remembered either way.
             self.inner.revisions.forget(&ekey);
             let response = response?;
-            if response.succeeded() {
+            if response.succeeded {
                 return Ok(Outcome::Applied(known.record));
             }
-            base = self.current(&ekey, response.op_responses().first())?;
+            base = self.current(&ekey, response.responses.first())?;
         }
         Err(StoreError::unavailable(format!(
             "{what}: the key changed under {} transactions in a row while the condition held; try again",
@@ -565,18 +571,15 @@ impl ConditionalStore for EtcdStore {
             }
         };
         let limit = limit.max(1);
-        let options = GetOptions::new()
-            .with_range(end.as_str())
-            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let request = requests::range(&from, &end, i64::try_from(limit).unwrap_or(i64::MAX));
         let what = format!("list {start}");
-        let mut kv = self.kv(&what).await?;
-        let answer = self.awaited(kv.get(from, Some(options))).await;
-        let response = answer.map_err(|error| self.failed(Call::Read, &what, error))?;
-        let mut records = Vec::with_capacity(response.kvs().len());
+        let connection = self.kv(&what).await?;
+        let answer = self.awaited(connection.range(request)).await;
+        let response = answer.map_err(|status| self.failed(Call::Read, &what, status))?;
+        let mut records = Vec::with_capacity(response.kvs.len());
         let mut last = None;
-        for found in response.kvs() {
-            let key = found
-                .key_str()
+        for found in &response.kvs {
+            let key = std::str::from_utf8(&found.key)
                 .map_err(|error| {
                     StoreError::other(format!(
                         "list {start}: a key under the lock prefix is not UTF-8 ({error}); move it out of the prefix"
@@ -587,7 +590,7 @@ impl ConditionalStore for EtcdStore {
             last = Some(key);
         }
         // Keys come in byte order, so the last key listed is the cursor.
-        let next = if response.more() {
+        let next = if response.more {
             last.map(Cursor)
         } else {
             None
@@ -660,16 +663,13 @@ impl ConditionalStore for EtcdStore {
                 .zip(&bases)
                 .map(|(ekey, base)| unchanged(ekey, base))
                 .collect();
-            let puts: Vec<TxnOp> = ekeys
+            let puts: Vec<RequestOp> = ekeys
                 .iter()
                 .zip(&records)
-                .map(|(ekey, record)| TxnOp::put(ekey.as_str(), value::encode(record), None))
+                .map(|(ekey, record)| requests::put_op(ekey, value::encode(record)))
                 .collect();
-            let gets: Vec<TxnOp> = ekeys
-                .iter()
-                .map(|ekey| TxnOp::get(ekey.as_str(), None))
-                .collect();
-            let txn = Txn::new().when(compares).and_then(puts).or_else(gets);
+            let gets: Vec<RequestOp> = ekeys.iter().map(|ekey| requests::get_op(ekey)).collect();
+            let txn = requests::txn(compares, puts, gets);
             let response = match self.commit(&what, txn).await {
                 Ok(response) => response,
                 Err(error) => {
@@ -679,7 +679,7 @@ impl ConditionalStore for EtcdStore {
                     return Err(error);
                 }
             };
-            if response.succeeded() {
+            if response.succeeded {
                 let revision = match committed_at(&what, &response) {
                     Ok(revision) => revision,
                     Err(error) => {
@@ -700,7 +700,7 @@ impl ConditionalStore for EtcdStore {
                 }
                 return Ok(ManyOutcome::Applied(records));
             }
-            let replies = response.op_responses();
+            let replies = &response.responses;
             let mut currents = Vec::with_capacity(writes.len());
             for (index, ekey) in ekeys.iter().enumerate() {
                 currents.push(self.current(ekey, replies.get(index))?);

@@ -8,8 +8,8 @@ mod support;
 
 use std::time::Duration;
 
+use etcd_client::Permission;
 use lock_core::{AcquireOptions, ConditionalStore, Expect, Fence, LockKey, StoreErrorKind};
-use lock_etcd::etcd_client::{self, Permission};
 use lock_etcd::{EtcdStore, StoreConfigError, Timeouts};
 use support::{LIMIT, client, start_cluster};
 use tokio::time::{Instant, timeout};
@@ -28,6 +28,63 @@ async fn store_on(members: &[&support::Member], prefix: &str) -> EtcdStore {
         .unwrap()
 }
 
+/// Turn etcd's auth on, with a user `app` (password `app-pw`) that may read
+/// and write under `prefix` only.
+async fn enable_auth(endpoint: &str, prefix: &str) {
+    let mut admin = support::raw_client(endpoint).await;
+    admin.user_add("root", "root-pw", None).await.unwrap();
+    admin.user_grant_role("root", "root").await.unwrap();
+    admin.user_add("app", "app-pw", None).await.unwrap();
+    admin.role_add("locks").await.unwrap();
+    admin
+        .role_grant_permission("locks", Permission::read_write(prefix).with_prefix())
+        .await
+        .unwrap();
+    admin.user_grant_role("app", "locks").await.unwrap();
+    admin.auth_enable().await.unwrap();
+}
+
+/// etcd forgets a login token it has not seen for `--auth-token-ttl`
+/// seconds and refuses requests that carry it ("invalid auth token"): the
+/// store logs in again and sends the request once more, so a store idle
+/// for longer than that keeps working.
+#[tokio::test]
+async fn a_login_token_etcd_forgot_is_renewed() {
+    let Some(members) =
+        start_cluster(1, &["--auth-token", "simple", "--auth-token-ttl", "1"]).await
+    else {
+        return;
+    };
+    let endpoint = members[0].endpoint.clone();
+    enable_auth(&endpoint, "renewed/").await;
+    let store = EtcdStore::builder([&endpoint], "renewed")
+        .user("app", "app-pw")
+        .connect()
+        .await
+        .unwrap();
+    let key = LockKey::new("job");
+    let first = store
+        .put(&key, Expect::Vacant, support_write())
+        .await
+        .unwrap();
+    let lock_core::Outcome::Applied(first) = first else {
+        panic!("a vacant key is written: {first:?}");
+    };
+    // The server's clock: the token's time to live passes for real.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let read = store.get(&key).await.unwrap();
+    assert_eq!(read.map(|record| record.rvn), Some(first.rvn.clone()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let second = store
+        .put(&key, Expect::Version(first.rvn), support_write())
+        .await
+        .unwrap();
+    assert!(
+        matches!(second, lock_core::Outcome::Applied(_)),
+        "a write after the token expired applies once logged in again: {second:?}"
+    );
+}
+
 /// With etcd's auth on: a wrong password fails when the store is built, a
 /// user may lock under the prefix it was granted, and a write elsewhere is
 /// `Unauthorized`, saying what to grant.
@@ -37,19 +94,7 @@ async fn a_wrong_password_and_a_prefix_not_granted_are_refused() {
         return;
     };
     let endpoint = members[0].endpoint.clone();
-    let mut admin = etcd_client::Client::connect([&endpoint], None)
-        .await
-        .unwrap();
-    admin.user_add("root", "root-pw", None).await.unwrap();
-    admin.user_grant_role("root", "root").await.unwrap();
-    admin.user_add("app", "app-pw", None).await.unwrap();
-    admin.role_add("locks").await.unwrap();
-    admin
-        .role_grant_permission("locks", Permission::read_write("granted/").with_prefix())
-        .await
-        .unwrap();
-    admin.user_grant_role("app", "locks").await.unwrap();
-    admin.auth_enable().await.unwrap();
+    enable_auth(&endpoint, "granted/").await;
 
     let error = EtcdStore::builder([&endpoint], "granted")
         .user("app", "wrong")

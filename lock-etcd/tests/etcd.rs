@@ -147,7 +147,9 @@ async fn a_value_that_is_not_a_record_is_refused_naming_its_key() {
         return;
     };
     let key = LockKey::new("odd");
-    let mut kv = store.client().kv_client();
+    let mut kv = support::raw_client(&support::endpoint().unwrap())
+        .await
+        .kv_client();
     kv.put(store.etcd_key(&key), "not json", None)
         .await
         .unwrap();
@@ -337,13 +339,15 @@ async fn fences_keep_rising_after_the_records_are_deleted_by_hand() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    let mut kv = store.client().kv_client();
+    let mut kv = support::raw_client(&support::endpoint().unwrap())
+        .await
+        .kv_client();
     let prefix = format!("{}/", store.prefix());
     lock_testkit::scenarios::fences_rise_after_a_deletion_by_hand(
         &store,
         &LockKey::new("cleaned"),
         async {
-            let options = lock_etcd::etcd_client::DeleteOptions::new().with_prefix();
+            let options = etcd_client::DeleteOptions::new().with_prefix();
             let deleted = kv.delete(prefix, Some(options)).await.unwrap();
             assert!(deleted.deleted() >= 1, "{deleted:?}");
         },

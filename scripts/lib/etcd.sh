@@ -4,8 +4,10 @@
 # free loopback ports.
 #
 # etcd_install   install Debian's etcd-server (etcd, etcdctl) when etcd is
-#                missing, and protobuf-compiler when protoc is (the etcd
-#                client crate compiles etcd's API definitions when built);
+#                missing, and protobuf-compiler when protoc is (the tests'
+#                own etcd client crate compiles etcd's API definitions when
+#                built, and so does the check of lock-etcd's generated code;
+#                lock-etcd itself needs no protoc);
 #                sudo when not root. Idempotent. Exports LOCK_ETCD_BIN, the
 #                etcd binary the three-member drill starts members with
 # etcd_start     start the member, wait until it answers; exports

@@ -4,13 +4,15 @@
 #                 that each carries its README and both licence texts and
 #                 none of the workspace's tests or scripts, then build the
 #                 packages themselves, unpacked, as one workspace: what a
-#                 user who depends on them from the registry compiles.
+#                 user who depends on them from the registry compiles, on
+#                 a machine without protoc (without_protoc.sh).
 #
 # The crates depend on each other by version, and none is on crates.io yet,
 # so every step resolves them to the local copies ([patch.crates-io]):
 # `cargo package --workspace` alone would look them up in the registry.
 
 : "${root:?set root to the repository root before sourcing package.sh}"
+source "$root/scripts/lib/without_protoc.sh"
 
 # The crates published, in no particular order (cargo orders them).
 PACKAGE_CRATES=(lock-core lock-memory lock-dynamodb lock-postgres lock-object-store lock-etcd lock-redis lock-testkit lock-cli)
@@ -75,7 +77,8 @@ package_check() {
         tar -xzmf "$file" -C "$unpacked"
         members+=("\"$crate-$version\"")
     done
-    # The packages as one workspace, on the versions this one has locked.
+    # The packages as one workspace, on the versions this one has locked,
+    # built as on a machine without protoc (lockctl among them).
     {
         echo "[workspace]"
         echo "resolver = \"3\""
@@ -87,7 +90,7 @@ package_check() {
     } > "$unpacked/Cargo.toml"
     cp "$root/Cargo.lock" "$unpacked/Cargo.lock"
     local status=0
-    (cd "$unpacked" && cargo build --quiet --workspace --target-dir "$root/target/packages") || status=$?
+    (cd "$unpacked" && without_protoc cargo build --quiet --workspace --target-dir "$root/target/packages") || status=$?
     rm -rf "$unpacked"
     return "$status"
 }

@@ -6,7 +6,8 @@
 # python_package_build [PROFILE] a wheel (maturin build, cargo's PROFILE:
 #                               dev unless given, in the workspace's target
 #                               directory) installed in .venv with pip, as
-#                               users install it
+#                               users install it; built as on a machine
+#                               without protoc (without_protoc.sh)
 # python_package_test           pytest lock-python/tests (the DynamoDB and
 #                               PostgreSQL tests must not be skipped; the
 #                               fencing drills run lockctl, built here) and the
@@ -18,6 +19,7 @@
 
 : "${root:?set root to the repository root before sourcing python_package.sh}"
 : "${MOTO_VENV:?source scripts/lib/moto.sh first}"
+source "$root/scripts/lib/without_protoc.sh"
 PYTHON_PACKAGE_TOOLS=('maturin>=1.9,<2' 'pytest>=8,<10' 'mypy>=1.10,<2' 'psycopg[binary]>=3.2,<4')
 
 python_package_install_tools() {
@@ -36,7 +38,7 @@ python_package_build() {
     local profile="${1:-dev}"
     local wheels="$root/target/wheels-$profile"
     rm -rf "$wheels"
-    "$MOTO_VENV/bin/maturin" build --quiet --profile "$profile" --out "$wheels" \
+    without_protoc "$MOTO_VENV/bin/maturin" build --quiet --profile "$profile" --out "$wheels" \
         --manifest-path "$root/lock-python/Cargo.toml"
     "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
         --force-reinstall --no-deps "$wheels"/lease_lock-*.whl

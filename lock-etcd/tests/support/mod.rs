@@ -60,6 +60,14 @@ pub fn client(store: EtcdStore, owner: &str, lease: Duration) -> LockClient {
         .expect("valid client configuration")
 }
 
+/// A client of etcd's own API (not the store's), for what an operator or
+/// another program does to the keys: write them, delete them, manage users.
+pub async fn raw_client(endpoint: &str) -> etcd_client::Client {
+    etcd_client::Client::connect([endpoint], None)
+        .await
+        .expect("an etcd client connects")
+}
+
 /// Fresh prefixes for the conformance suite, removed after each case passes.
 #[derive(Clone, Copy, Debug)]
 pub struct PrefixFactory;
@@ -72,10 +80,9 @@ impl StoreFactory for PrefixFactory {
         };
         let prefix = prefix("conformance");
         let store = store_at(&endpoint, &prefix).await;
-        let client = store.client().clone();
         let cleanup = Cleanup::new(move || async move {
-            let mut kv = client.kv_client();
-            let options = lock_etcd::etcd_client::DeleteOptions::new().with_prefix();
+            let mut kv = raw_client(&endpoint).await.kv_client();
+            let options = etcd_client::DeleteOptions::new().with_prefix();
             let _ = kv.delete(format!("{prefix}/"), Some(options)).await;
         });
         Ok(Some(FreshStore::with_cleanup(store, cleanup)))
