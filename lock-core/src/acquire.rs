@@ -14,6 +14,8 @@ use tracing::Instrument;
 use crate::clock::{Instant, later};
 use crate::held::Held;
 use crate::metrics::AcquireOutcome;
+use crate::protocol::Broken;
+use crate::protocol::holding::lease_runs_from;
 use crate::replies::{AcquireFinds, acquire_finds};
 use crate::retry::Retry;
 use crate::shared::Shared;
@@ -831,17 +833,21 @@ impl Shared {
         turn: Option<Turn>,
         took_over: Option<Takeover>,
     ) -> LockGuard {
+        // The lease, and the min and max holds, run from the acquiring
+        // write's send, even when its reply came late or was lost and a read
+        // found it applied.
+        let from = lease_runs_from(sent, self.clock.now(), Broken::Nothing);
         let held = Held::new(
             record.key,
             record.fence,
             options.delete_on_release,
             record.rvn,
-            sent,
+            from,
             self.config.lock_timing(record.lease),
             record.data,
         )
         .with_turn(turn, took_over)
-        .with_limits(HoldLimits::new(sent, options.min_hold, options.max_hold));
+        .with_limits(HoldLimits::new(from, options.min_hold, options.max_hold));
         let held = Arc::new(held);
         if held.took_over.is_some() {
             self.metrics.takeover(&held.key);
@@ -854,18 +860,12 @@ impl Shared {
         LockGuard::new(self.clone(), held)
     }
 
-    /// Another guard for the acquisition of `key` this client holds, if it holds
-    /// one that is neither lost nor being released (a reentrant acquire).
+    /// Another guard for the acquisition of `key` this client holds, if it
+    /// holds one it trusts now: not lost, not being released, its lease safe
+    /// (a reentrant acquire; `protocol::holding::HeldState::share`).
     fn share(self: &Arc<Self>, key: &LockKey) -> Option<LockGuard> {
         let held = self.registry.get(key)?;
-        let shared = held.update(|state| {
-            if state.lost.is_none() && !state.stopping {
-                state.guards += 1;
-                true
-            } else {
-                false
-            }
-        });
-        shared.then(|| LockGuard::new(self.clone(), held))
+        held.share(self.clock.now())
+            .then(|| LockGuard::new(self.clone(), held))
     }
 }

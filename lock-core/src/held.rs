@@ -8,6 +8,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 use crate::clock::{Clock, Instant, later};
+use crate::protocol::Broken;
+pub(crate) use crate::protocol::holding::HeldState;
 use crate::slot::SlotCell;
 use crate::timing::HoldLimits;
 use crate::turns::{Handoff, Phase, Successors, Turn};
@@ -90,38 +92,6 @@ pub(crate) enum Until {
     ReleaseWritten,
 }
 
-#[derive(Debug, Clone)]
-pub(crate) struct HeldState {
-    /// RVN of the latest confirmed write.
-    pub rvn: Rvn,
-    /// Send time of the latest confirmed write: the lease (`Held::timing`)
-    /// runs from here.
-    pub confirmed_send: Instant,
-    pub data: Option<Vec<u8>>,
-    /// Set once the lease can no longer be trusted, for good.
-    pub lost: Option<LostReason>,
-    /// Reentrant guards alive for this acquisition.
-    pub guards: usize,
-    /// Release has begun: heartbeats stop.
-    pub stopping: bool,
-    /// The holder has let the lock go: a release, a hand-off, a final write
-    /// of a min hold, a detach or a shutdown has begun. From this instant the
-    /// lock reads as lost ([`LostReason::Released`]), before any write that
-    /// could let another holder in is sent.
-    pub left: bool,
-    /// The release's write has ended (whatever its outcome), or the lock was
-    /// handed on: a waiter of this client may look again.
-    pub release_ended: bool,
-    /// Writes whose outcome is unknown (ambiguous), with their send times. A later
-    /// reply that shows one of these RVNs proves that write applied.
-    pub pending: Vec<(Rvn, Instant)>,
-    /// A delete of ours failed ambiguously, so an absent record may be our doing.
-    pub ambiguous_delete: bool,
-    /// The release failed and the record may still be held: the client
-    /// remembered it for shutdown to write again (see `leaving`).
-    pub left_over: bool,
-}
-
 /// What a write needs from the state, read under one lock.
 #[derive(Debug)]
 pub(crate) struct Snapshot {
@@ -165,19 +135,15 @@ impl Held {
             limits: HoldLimits::default(),
             turn: Mutex::new(None),
             write: tokio::sync::Mutex::new(()),
-            state: Mutex::new(HeldState {
+            // `confirmed_send` is where the acquiring write's lease runs
+            // from (`protocol::holding::lease_runs_from`).
+            state: Mutex::new(HeldState::acquired(
                 rvn,
                 confirmed_send,
+                confirmed_send,
                 data,
-                lost: None,
-                guards: 1,
-                stopping: false,
-                left: false,
-                release_ended: false,
-                pending: Vec::new(),
-                ambiguous_delete: false,
-                left_over: false,
-            }),
+                Broken::Nothing,
+            )),
             changed: OnceLock::new(),
             slot: SlotCell::default(),
             successors: OnceLock::new(),
@@ -300,11 +266,7 @@ impl Held {
     pub fn drop_guard(&self) -> bool {
         // Let go in the same update that counts the last guard out, so a
         // reentrant acquire can never share a lock that is being released.
-        let (last, first) = self.update(|state| {
-            state.guards = state.guards.saturating_sub(1);
-            let last = state.guards == 0;
-            (last, last && Self::let_go(state))
-        });
+        let (last, first) = self.update(HeldState::drop_guard);
         if first {
             self.run_leave_hook();
         }
@@ -318,15 +280,15 @@ impl Held {
     /// election's step-down) runs. Every way out calls this *before* its
     /// first write. Idempotent.
     pub fn leave(&self) {
-        if self.update(Self::let_go) {
+        if self.update(HeldState::let_go) {
             self.run_leave_hook();
         }
     }
 
-    /// Mark `state` let go (heartbeats stop); true the first time.
-    fn let_go(state: &mut HeldState) -> bool {
-        state.stopping = true;
-        !std::mem::replace(&mut state.left, true)
+    /// Another guard for a reentrant acquire at `now`, if the holder trusts
+    /// the lock now ([`HeldState::share`]).
+    pub fn share(&self, now: Instant) -> bool {
+        self.update(|state| state.share(&self.timing, &self.limits, now))
     }
 
     /// The leave hook, if one is set (run outside the state lock: it may
@@ -389,21 +351,19 @@ impl Held {
         }
     }
 
-    /// A write sent at `sent` with `rvn` is confirmed: the lease now runs from
-    /// `sent`. Never moves the deadline backwards. A confirmed release (or
-    /// delete) also marks the lock released, in the same update.
-    pub fn confirm(&self, rvn: Rvn, sent: Instant, data: Option<Vec<u8>>, released: bool) {
-        self.update(|state| {
-            state.rvn = rvn;
-            state.pending.clear();
-            if sent > state.confirmed_send {
-                state.confirmed_send = sent;
-            }
-            state.data = data;
-            if released && state.lost.is_none() {
-                state.lost = Some(LostReason::Released);
-            }
-        });
+    /// A write sent at `sent` with `rvn` is confirmed at `answered`
+    /// ([`HeldState::confirm`]: the lease now runs from the send, never
+    /// backwards; a confirmed release or delete also marks the lock
+    /// released, in the same update).
+    pub fn confirm(
+        &self,
+        rvn: Rvn,
+        sent: Instant,
+        answered: Instant,
+        data: Option<Vec<u8>>,
+        released: bool,
+    ) {
+        self.update(|state| state.confirm(rvn, sent, answered, data, released, Broken::Nothing));
     }
 
     /// Mark the lease lost for good (the first reason wins).
@@ -435,20 +395,7 @@ impl Held {
     /// The holder's view at `now` of the lock in `state`: lost for good, let
     /// go (when `count_left`), past its max hold, or as its timing says.
     fn lease_state_of(&self, state: &HeldState, now: Instant, count_left: bool) -> LeaseState {
-        if let Some(reason) = &state.lost {
-            return LeaseState::Lost {
-                reason: reason.clone(),
-            };
-        }
-        if count_left && state.left {
-            return LeaseState::Lost {
-                reason: LostReason::Released,
-            };
-        }
-        if let Some(reason) = self.limits.max_hold_reached(now) {
-            return LeaseState::Lost { reason };
-        }
-        self.timing.lease_state(state.confirmed_send, now)
+        state.lease_state(&self.timing, &self.limits, now, count_left, Broken::Nothing)
     }
 
     pub fn subscribe(&self) -> watch::Receiver<u64> {

@@ -110,6 +110,7 @@ pub mod metrics;
 mod model;
 mod options;
 mod pacing;
+mod protocol;
 mod record;
 mod registry;
 mod release;

@@ -195,7 +195,7 @@ impl Shared {
                         tracing::warn!(key = %held.key, ours = %held.fence, stored = %record.fence,
                             "store changed the fence on a keep-fence write");
                     }
-                    held.confirm(rvn, sent, data, write.releases());
+                    held.confirm(rvn, sent, self.clock.now(), data, write.releases());
                     return WriteEnd::Confirmed;
                 }
                 Ok(Outcome::Rejected { current }) => {
@@ -337,7 +337,7 @@ impl Shared {
                 data,
                 done,
             } => {
-                held.confirm(rvn, sent, data, done && write.releases());
+                held.confirm(rvn, sent, self.clock.now(), data, done && write.releases());
                 done.then_some(WriteEnd::Confirmed)
             }
             HeldRejection::Released => {

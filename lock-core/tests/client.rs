@@ -413,6 +413,124 @@ async fn ambiguous_acquire_that_applied_is_recognised_as_ours() {
     assert_eq!(record.fence, Fence(1));
 }
 
+/// The first write applies, and its caller hears only, `late` after
+/// sending it, that its outcome is unknown: a reply lost on the way back.
+#[derive(Debug)]
+struct AppliesThenLosesTheReply {
+    late: Duration,
+    left: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl StoreLayer for AppliesThenLosesTheReply {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, lock_core::StoreError> {
+        let first = matches!(call, StoreCall::Put { .. })
+            && self
+                .left
+                .fetch_update(
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                    |left| left.checked_sub(1),
+                )
+                .is_ok();
+        let reply = call.send(next).await;
+        if first {
+            tokio::time::sleep(self.late).await;
+            return Err(lock_core::StoreError::ambiguous("the reply was lost"));
+        }
+        reply
+    }
+}
+
+/// An acquire whose write applied but whose reply was lost, 3 s after the
+/// send: the read that finds the write ours (by its RVN) starts the lease
+/// at the write's send, not at the read's reply, so the holder's safe time
+/// has already lost the 3 s (it would outlive a waiter's count otherwise).
+#[tokio::test(start_paused = true)]
+async fn an_ambiguous_acquire_found_ours_counts_its_lease_from_the_send() {
+    let late = Duration::from_secs(3);
+    let store = MemoryStore::new();
+    let layer = AppliesThenLosesTheReply {
+        late,
+        left: std::sync::atomic::AtomicUsize::new(1),
+    };
+    let a = client(Layered::new(layer, store.clone()), "a");
+    let sent = Instant::now();
+    let guard = a.acquire("job", AcquireOptions::new()).await.unwrap();
+    assert_eq!(store.writes(), 1, "resolved as ours, not written again");
+    assert!(sent.elapsed() >= late, "{:?}", sent.elapsed());
+    // Safe time: 10 s × 0.99 − 0.5 s = 9.4 s from the send.
+    let from_the_send = Duration::from_millis(9_400).saturating_sub(sent.elapsed());
+    match guard.state() {
+        LeaseState::Safe { remaining } => assert!(
+            remaining <= from_the_send,
+            "{remaining:?} of safe time left, {from_the_send:?} counted from the send"
+        ),
+        other => panic!("held and safe: {other:?}"),
+    }
+    guard.release().await.unwrap();
+}
+
+/// A reentrant acquire shares the acquisition only while the holder trusts
+/// it: never once its lease is in danger (heartbeats failing, not yet
+/// marked lost), and never while its release is on the way. Either would
+/// hand out a guard that is already unsafe, or one whose lock is about to
+/// be let go.
+#[tokio::test(start_paused = true)]
+async fn a_reentrant_acquire_never_shares_a_lock_it_no_longer_trusts() {
+    let reentrant = || AcquireOptions::new().reentrant(true).wait(Duration::ZERO);
+    let bounded = Duration::from_secs(30);
+
+    // In danger: the store stopped answering, the lease's safe time is over.
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone(), 7);
+    let a = client(faulty.clone(), "a");
+    let first = a.acquire("job", reentrant()).await.unwrap();
+    faulty.set_unavailable(true);
+    tokio::time::sleep(Duration::from_millis(9_500)).await;
+    assert!(
+        matches!(first.state(), LeaseState::InDanger { .. }),
+        "{:?}",
+        first.state()
+    );
+    let again = tokio::time::timeout(bounded, a.acquire("job", reentrant()))
+        .await
+        .expect("bounded");
+    if let Ok(shared) = &again {
+        assert!(
+            shared.is_safe(),
+            "a reentrant acquire handed out an unsafe guard"
+        );
+    }
+
+    // Being released: the release's write is on the way (answered in 2 s).
+    let store = support::Delayed::new(MemoryStore::new());
+    let b = client(store.clone(), "b");
+    let first = b.acquire("job", reentrant()).await.unwrap();
+    let fence = first.fence();
+    store.delay_writes(Duration::from_secs(2));
+    let releasing = tokio::spawn(first.release());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let again = tokio::time::timeout(
+        bounded,
+        b.acquire("job", reentrant().wait(Duration::from_secs(5))),
+    )
+    .await
+    .expect("bounded")
+    .unwrap();
+    assert!(
+        again.fence() > fence,
+        "the lock being released was shared (fence {}) instead of acquired anew",
+        again.fence()
+    );
+    releasing.await.unwrap().unwrap();
+    again.release().await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn ambiguous_acquire_that_did_not_apply_is_retried() {
     let store = MemoryStore::new();

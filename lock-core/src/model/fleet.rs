@@ -8,6 +8,8 @@ use std::time::Duration;
 use stateright::{Model, Property};
 
 use crate::clock::Instant;
+use crate::protocol::Broken;
+use crate::protocol::holding::{HeldState, lease_runs_from};
 use crate::replies::{self, AcquireFinds, HeldRejection, Unresolved, Wants};
 use crate::sightings::Sightings;
 use crate::timing::{Observation, Timing};
@@ -58,6 +60,18 @@ pub(crate) enum Break {
     /// A waiter ignores the end of a final write's min hold and waits for the
     /// holder as for a dead one.
     IgnoresFinalHold,
+}
+
+impl Break {
+    /// The same rule broken inside the client's own transition
+    /// (`protocol::Broken`), where the transition keeps it.
+    fn in_protocol(self) -> Broken {
+        match self {
+            Break::LeaseFromReply => Broken::LeaseFromReply,
+            Break::ReleaseUnsafeAfterSend => Broken::TrustWhileReleasing,
+            _ => Broken::Nothing,
+        }
+    }
 }
 
 /// The fleet and the store, and the limits of the exploration.
@@ -352,11 +366,7 @@ impl Fleet {
         match &client.phase {
             Phase::Holding { confirmed, .. } => {
                 let now = self.clock(state, c);
-                let lost = matches!(
-                    self.holder_timing()
-                        .lease_state(self.instant(*confirmed), self.instant(now)),
-                    crate::LeaseState::Lost { .. }
-                );
+                let lost = matches!(self.lease_state(state, c), crate::LeaseState::Lost { .. });
                 // Heartbeats stop at the max hold, as the client's do.
                 if !lost && now >= confirmed + HEARTBEAT_MS && !self.max_hold_reached(client, now) {
                     actions.push(Action::Send(c));
@@ -386,18 +396,55 @@ impl Fleet {
 
     /// Whether client `c` trusts its lease now: what `is_safe()` says.
     pub(crate) fn trusts(&self, state: &State, c: usize) -> bool {
-        let confirmed = match &state.clients[c].phase {
-            Phase::Holding { confirmed, .. } => *confirmed,
-            Phase::Releasing { confirmed, .. } if self.broken == Break::ReleaseUnsafeAfterSend => {
-                *confirmed
+        self.lease_state(state, c).is_safe()
+    }
+
+    /// Client `c`'s lease now, as the client's own transition judges it
+    /// (`HeldState::lease_state`: let go, past the max hold, or by its
+    /// timing from the last confirmed send).
+    fn lease_state(&self, state: &State, c: usize) -> crate::LeaseState {
+        let client = &state.clients[c];
+        let (write, confirmed, left) = match &client.phase {
+            Phase::Holding {
+                write, confirmed, ..
+            } => (*write, *confirmed, false),
+            Phase::Releasing {
+                write, confirmed, ..
+            } => (*write, *confirmed, true),
+            _ => {
+                return crate::LeaseState::Lost {
+                    reason: crate::LostReason::Released,
+                };
             }
-            _ => return false,
         };
-        let now = self.clock(state, c);
-        self.holder_timing()
-            .lease_state(self.instant(confirmed), self.instant(now))
-            .is_safe()
-            && !self.max_hold_reached(&state.clients[c], now)
+        let from = self.instant(confirmed);
+        let mut held = HeldState::acquired(rvn(c as u8, write), from, from, None, Broken::Nothing);
+        if left {
+            held.let_go();
+        }
+        held.lease_state(
+            &self.holder_timing(),
+            &self.hold_limits(client).unwrap_or_default(),
+            self.instant(self.clock(state, c)),
+            true,
+            self.broken.in_protocol(),
+        )
+    }
+
+    /// Where client `c`'s lease runs from once a write it sent at `sent` is
+    /// confirmed at `now` (its clock), its lease having run from
+    /// `confirmed` (`None`: the write acquired): the client's own
+    /// transition (`HeldState::confirm`, `lease_runs_from`).
+    fn confirmed(&self, confirmed: Option<u32>, c: usize, write: u16, sent: u32, now: u32) -> u32 {
+        let (sent, now) = (self.instant(sent), self.instant(now));
+        let broken = self.broken.in_protocol();
+        let Some(confirmed) = confirmed else {
+            return self.ms(lease_runs_from(sent, now, broken));
+        };
+        let from = self.instant(confirmed);
+        let mut held = HeldState::acquired(rvn(c as u8, write), from, from, None, Broken::Nothing);
+        held.confirm(rvn(c as u8, write), sent, now, None, false, broken);
+        self.ms(held.confirmed_send)
     }
 }
 
@@ -1134,13 +1181,6 @@ impl Fleet {
             return;
         };
         let now = self.clock(state, c);
-        let confirmed_at = |sent: u32| {
-            if self.broken == Break::LeaseFromReply {
-                now
-            } else {
-                sent
-            }
-        };
         let phase = state.clients[c].phase.clone();
         match phase {
             Phase::Acquiring {
@@ -1150,7 +1190,7 @@ impl Fleet {
                 handed,
             } => match (answer, &op) {
                 (Answer::Applied(stored), Op::Put { slot, .. }) => {
-                    let confirmed = confirmed_at(sent);
+                    let confirmed = self.confirmed(None, c, stored.write, sent, now);
                     self.granted(state, c, *slot, stored.write, confirmed, stored.fence);
                 }
                 (Answer::Ambiguous, Op::Put { slot, write, .. }) => {
@@ -1193,7 +1233,7 @@ impl Fleet {
                         state.clients[c].phase = Phase::Holding {
                             slot,
                             write: sent_write,
-                            confirmed: confirmed_at(sent),
+                            confirmed: self.confirmed(Some(confirmed), c, sent_write, sent, now),
                             fence,
                             pending: Vec::new(),
                         };
@@ -1235,7 +1275,13 @@ impl Fleet {
                                 state.clients[c].phase = Phase::Holding {
                                     slot,
                                     write: parse_rvn(&rvn).1,
-                                    confirmed: confirmed_at(self.ms(sent)),
+                                    confirmed: self.confirmed(
+                                        Some(confirmed),
+                                        c,
+                                        parse_rvn(&rvn).1,
+                                        self.ms(sent),
+                                        now,
+                                    ),
                                     fence,
                                     pending: Vec::new(),
                                 };
@@ -1393,11 +1439,7 @@ impl Fleet {
                 if writer != c as u8 {
                     state.violations.own_write_misjudged = true;
                 }
-                let confirmed = if self.broken == Break::LeaseFromReply {
-                    now
-                } else {
-                    self.ms(sent)
-                };
+                let confirmed = self.confirmed(None, c, write, self.ms(sent), now);
                 Verdict::Ours {
                     write,
                     confirmed,
