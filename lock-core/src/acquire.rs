@@ -15,8 +15,9 @@ use crate::clock::{Instant, later};
 use crate::held::Held;
 use crate::metrics::AcquireOutcome;
 use crate::protocol::Broken;
+use crate::protocol::acquiring::{self, Seen};
 use crate::protocol::holding::lease_runs_from;
-use crate::replies::{AcquireFinds, acquire_finds};
+use crate::replies::acquire_finds;
 use crate::retry::Retry;
 use crate::shared::Shared;
 use crate::timing::HoldLimits;
@@ -74,6 +75,15 @@ impl Drop for Attempt<'_> {
 }
 
 impl Attempt<'_> {
+    /// Whom this acquire's write that `record` shows took over, if that
+    /// write was a takeover.
+    fn took_over_by(&self, record: &LockRecord) -> Option<Takeover> {
+        self.takeover_write
+            .as_ref()
+            .filter(|(rvn, _)| *rvn == record.rvn)
+            .map(|(_, previous)| previous.clone())
+    }
+
     /// `current` carries the RVN of this acquire's latest write.
     fn latest_is(&self, current: &LockRecord) -> bool {
         self.writes
@@ -656,84 +666,79 @@ impl Shared {
                 }
             };
             let handed = attempt.handed.as_ref().map(|handed| &handed.rvn);
-            let record = match acquire_finds(current, &attempt.writes, handed) {
-                AcquireFinds::Vacant => {
+            let finds = acquire_finds(current, &attempt.writes, handed);
+            // Whether the holder wrote since this client last looked.
+            let mut changed = false;
+            let seen = acquiring::judge(
+                finds,
+                now,
+                wall_now,
+                |lease| self.config.timing_for(lease),
+                |record| {
+                    // Counted from this client's first sighting of this RVN,
+                    // in this acquire or an earlier one, with the lock delay.
+                    let (sighting, at) = self.sight(record, now, wall_now);
+                    changed = sighting.changed;
+                    at
+                },
+                Broken::Nothing,
+            );
+            let (record, takeover_at, final_hold) = match seen {
+                Seen::Free(released) => {
                     self.sightings.forget(key);
                     attempt.handed = None;
-                    if options.only_if_exists && attempt.writes.is_empty() {
-                        return Err(LockError::NotFound { key: key.clone() });
-                    }
-                    step = Step::Put(Expect::Vacant);
+                    let holder = released.as_ref().map(|record| record.owner.clone());
+                    step = match released {
+                        None if options.only_if_exists && attempt.writes.is_empty() => {
+                            return Err(LockError::NotFound { key: key.clone() });
+                        }
+                        // Released by its holder (or someone wrote on top of a
+                        // handed lock): free, and it exists.
+                        Some(record) if options.only_if_exists => {
+                            Step::Put(Expect::Version(record.rvn))
+                        }
+                        _ => Step::Put(Expect::Vacant),
+                    };
                     quick += 1;
                     if quick > QUICK_RETRIES {
-                        self.pace(now, refresh, (started, deadline), key, None)
+                        self.pace(now, refresh, (started, deadline), key, holder.as_deref())
                             .await?;
                     }
                     continue;
                 }
-                AcquireFinds::Ours { record, sent } => {
-                    // One of our ambiguous writes applied; if it was a takeover, the
-                    // guard says whom it replaced.
-                    let previous = attempt
-                        .takeover_write
-                        .as_ref()
-                        .filter(|(rvn, _)| *rvn == record.rvn)
-                        .map(|(_, previous)| previous.clone());
-                    let ours = self.config.timing_for(record.lease);
-                    if ours.lease_state(sent, now).is_safe() {
-                        tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
-                        attempt.handed = None;
-                        let turn = attempt.turn.take();
-                        return self.hold_unless_shut_down(record, sent, options, turn, previous);
-                    }
-                    // Too old to trust: acquire it afresh (a new fence) on top of it,
-                    // still replacing whom that write replaced.
+                Seen::Hold { record, sent } => {
+                    // One of our ambiguous writes applied; if it was a takeover,
+                    // the guard says whom it replaced.
+                    let previous = attempt.took_over_by(&record);
+                    tracing::info!(fence = %record.fence, "ambiguous acquire resolved: it applied");
+                    attempt.handed = None;
+                    let turn = attempt.turn.take();
+                    return self.hold_unless_shut_down(record, sent, options, turn, previous);
+                }
+                Seen::Renew(record) => {
+                    // Too old to trust: acquire it afresh (a new fence) on top
+                    // of it, still replacing whom that write replaced.
+                    let previous = attempt.took_over_by(&record);
                     takeover = previous.map(|previous| (record.rvn.clone(), previous));
                     step = Step::Put(Expect::Version(record.rvn));
                     continue;
                 }
-                AcquireFinds::Handed(record) => {
+                Seen::Handed(record) => {
                     // Still the lock the previous local holder handed over: take it.
                     step = Step::Put(Expect::Version(record.rvn));
                     continue;
                 }
-                AcquireFinds::Released(record) => {
-                    // Someone else wrote on top of a handed lock: it is theirs now.
+                Seen::Held {
+                    record,
+                    takeover_at,
+                    final_hold,
+                } => {
                     attempt.handed = None;
-                    self.sightings.forget(key);
-                    step = if options.only_if_exists {
-                        Step::Put(Expect::Version(record.rvn))
-                    } else {
-                        Step::Put(Expect::Vacant)
-                    };
-                    quick += 1;
-                    if quick > QUICK_RETRIES {
-                        self.pace(now, refresh, (started, deadline), key, Some(&record.owner))
-                            .await?;
-                    }
-                    continue;
-                }
-                AcquireFinds::Held(record) => {
-                    attempt.handed = None;
-                    record
+                    (record, takeover_at, final_hold)
                 }
             };
             quick = 0;
-            // Held by someone else: count from this client's first sighting of
-            // this RVN, in this acquire or an earlier one.
-            // The lock delay, if any, is added to a silent holder's takeover
-            // only: a final hold's end is not an involuntary loss.
-            let (sighting, mut takeover_at) = self.sight(&record, now, wall_now);
-            // A record its holder wrote for the last time, to keep the lock
-            // to the end of a min hold, is busy on purpose until that end (not
-            // a dead holder to watch), and free from then on.
-            let mut final_hold = false;
-            if let Some(until) = record.rvn.final_until() {
-                let ends = crate::timing::final_hold_ends_at(now, wall_now, until);
-                takeover_at = takeover_at.min(ends);
-                final_hold = now < ends;
-            }
-            alive |= sighting.changed || final_hold;
+            alive |= changed || final_hold;
             takeover = Some((
                 record.rvn.clone(),
                 Takeover {

@@ -437,12 +437,18 @@ impl Semaphore {
                         alive[slot as usize] = true;
                     }
                     Some(record) => {
-                        let (sighting, at) = shared.sight(record, now, wall_now);
+                        let (sighting, watched) = shared.sight(record, now, wall_now);
+                        // Due when watched long enough, or when a final write's
+                        // min hold has ended (as an acquire judges it).
+                        let (at, final_hold) = crate::protocol::acquiring::held_until(
+                            record,
+                            watched,
+                            now,
+                            wall_now,
+                            crate::protocol::Broken::Nothing,
+                        );
                         // A holder that wrote since this client first looked, or
                         // one keeping its permit to the end of a min hold on purpose.
-                        let final_hold = record.rvn.final_until().is_some_and(|until| {
-                            crate::timing::final_hold_ends_at(now, wall_now, until) > now
-                        });
                         alive[slot as usize] |= sighting.changed || final_hold;
                         if at <= now {
                             due.push(slot);

@@ -475,6 +475,64 @@ async fn an_ambiguous_acquire_found_ours_counts_its_lease_from_the_send() {
     guard.release().await.unwrap();
 }
 
+/// The first write applies and its reply is lost; every read answers
+/// `read_late` after it read.
+#[derive(Debug)]
+struct LostReplyThenSlowReads {
+    read_late: Duration,
+    lost: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl StoreLayer for LostReplyThenSlowReads {
+    async fn call(
+        &self,
+        call: StoreCall<'_>,
+        next: &dyn ConditionalStore,
+    ) -> Result<StoreReply, lock_core::StoreError> {
+        let put = matches!(call, StoreCall::Put { .. });
+        let get = matches!(call, StoreCall::Get { .. });
+        let reply = call.send(next).await;
+        if put && !self.lost.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(lock_core::StoreError::ambiguous("the reply was lost"));
+        }
+        if get {
+            tokio::time::sleep(self.read_late).await;
+        }
+        reply
+    }
+}
+
+/// An acquire that learns its lost write applied only after that write's
+/// lease (from its send) is no longer safe does not hold it as it is: it
+/// writes afresh on top of it (a new fence), so the guard it returns is
+/// safe, and a waiter that watched the old record meanwhile is fenced off.
+#[tokio::test(start_paused = true)]
+async fn an_ambiguous_acquire_found_ours_too_late_to_trust_is_acquired_afresh() {
+    let store = MemoryStore::new();
+    let layer = LostReplyThenSlowReads {
+        // Past the safe time of 9.4 s.
+        read_late: Duration::from_millis(9_600),
+        lost: std::sync::atomic::AtomicBool::new(false),
+    };
+    let a = client(Layered::new(layer, store.clone()), "a");
+    let guard = tokio::time::timeout(
+        Duration::from_secs(60),
+        a.acquire("job", AcquireOptions::new()),
+    )
+    .await
+    .expect("bounded")
+    .unwrap();
+    assert!(guard.is_safe(), "{:?}", guard.state());
+    assert_eq!(
+        guard.fence(),
+        Fence(2),
+        "written afresh on its own old write"
+    );
+    assert_eq!(store.writes(), 2, "{:?}", store.history());
+    guard.release().await.unwrap();
+}
+
 /// A reentrant acquire shares the acquisition only while the holder trusts
 /// it: never once its lease is in danger (heartbeats failing, not yet
 /// marked lost), and never while its release is on the way. Either would

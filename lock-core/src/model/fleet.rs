@@ -9,8 +9,9 @@ use stateright::{Model, Property};
 
 use crate::clock::Instant;
 use crate::protocol::Broken;
+use crate::protocol::acquiring;
 use crate::protocol::holding::{HeldState, lease_runs_from};
-use crate::replies::{self, AcquireFinds, HeldRejection, Unresolved, Wants};
+use crate::replies::{self, HeldRejection, Unresolved, Wants};
 use crate::sightings::Sightings;
 use crate::timing::{Observation, Timing};
 use crate::{Fence, LockKey, LockRecord, Rvn};
@@ -69,6 +70,7 @@ impl Break {
         match self {
             Break::LeaseFromReply => Broken::LeaseFromReply,
             Break::ReleaseUnsafeAfterSend => Broken::TrustWhileReleasing,
+            Break::IgnoresFinalHold => Broken::IgnoresFinalHold,
             _ => Broken::Nothing,
         }
     }
@@ -663,6 +665,9 @@ enum Verdict {
     Free,
     /// Held, and watched long enough: take it over.
     Due(Stored),
+    /// A write of its own that applied too long ago to trust: write afresh
+    /// on top of it.
+    Renew(u16),
     /// Held: wait.
     Wait,
 }
@@ -1419,14 +1424,36 @@ impl Fleet {
         let mine = |stored: &Stored| stored.writer == c as u8 && stored.write >= *from;
         let handed_rvn = handed.map(|write| rvn(c as u8, write));
         let seen = &mut seen[usize::from(slot)];
-        match replies::acquire_finds(
+        let finds = replies::acquire_finds(
             current.as_ref().map(|stored| self.record(stored)),
             &writes,
             handed_rvn.as_ref(),
-        ) {
+        );
+        // The age the store's clock proves of the record, if it has one.
+        let credit = current
+            .as_ref()
+            .map_or(Duration::ZERO, |stored| self.credit(state, stored, now));
+        // A held record's sighting, as `watched` notes it: the first
+        // sighting (as the model knows it) and the crate's observation.
+        let mut watched: Option<(Seen, Observation)> = None;
+        let judged = acquiring::judge(
+            finds,
+            self.instant(now),
+            self.wall(now),
+            |_| self.holder_timing(),
+            |record| {
+                let (first, observation) =
+                    self.sight(current.as_ref(), seen.take(), record, now, credit);
+                let takeover_at = self.waiter_timing().takeover_at(&observation);
+                watched = Some((first, observation));
+                takeover_at
+            },
+            self.broken.in_protocol(),
+        );
+        match judged {
             // Still the version handed over: write on it again.
-            AcquireFinds::Handed(_) => handed.map_or(Verdict::Wait, Verdict::Handed),
-            AcquireFinds::Vacant | AcquireFinds::Released(_) => {
+            acquiring::Seen::Handed(_) => handed.map_or(Verdict::Wait, Verdict::Handed),
+            acquiring::Seen::Free(_) => {
                 if current.as_ref().is_some_and(mine) {
                     state.violations.own_write_misjudged = true;
                 }
@@ -1434,7 +1461,7 @@ impl Fleet {
                 *handed = None;
                 Verdict::Free
             }
-            AcquireFinds::Ours { record, sent } => {
+            acquiring::Seen::Hold { record, sent } => {
                 let (writer, write) = parse_rvn(&record.rvn);
                 if writer != c as u8 {
                     state.violations.own_write_misjudged = true;
@@ -1446,56 +1473,21 @@ impl Fleet {
                     fence: record.fence.0,
                 }
             }
-            AcquireFinds::Held(record) => {
-                let Some(stored) = current else {
+            acquiring::Seen::Renew(record) => {
+                let (writer, write) = parse_rvn(&record.rvn);
+                if writer != c as u8 {
+                    state.violations.own_write_misjudged = true;
+                }
+                Verdict::Renew(write)
+            }
+            acquiring::Seen::Held { takeover_at, .. } => {
+                let (Some(stored), Some((first, observation))) = (current, watched) else {
                     return Verdict::Wait;
                 };
                 if mine(&stored) {
                     state.violations.own_write_misjudged = true;
                 }
                 *handed = None;
-                // The first sighting of this version, as the model knows it
-                // (what the liveness property measures the decision by).
-                let credit = self.credit(state, &stored, now);
-                let first = match seen.take() {
-                    Some(seen) if (seen.writer, seen.write) == (stored.writer, stored.write) => {
-                        seen
-                    }
-                    _ => Seen {
-                        writer: stored.writer,
-                        write: stored.write,
-                        at: now,
-                        credit: self.ms(self.base + credit),
-                    },
-                };
-                // The crate's sightings, holding what this waiter remembers
-                // of the key: its first sighting (unless the rule is broken).
-                let sightings = Sightings::with_capacity(1);
-                let remembered = Some(&first).filter(|_| self.broken != Break::ForgetsSightings);
-                if let Some(first) = remembered {
-                    sightings.saw(
-                        &self.record(&Stored {
-                            writer: first.writer,
-                            write: first.write,
-                            ..stored.clone()
-                        }),
-                        self.instant(first.at),
-                        Duration::from_millis(u64::from(first.credit)),
-                    );
-                }
-                let sighting = sightings.saw(&record, self.instant(now), credit);
-                let observation: Observation = sighting.observation;
-                let mut takeover_at = self.waiter_timing().takeover_at(&observation);
-                // A final write is busy until its min hold ends on this
-                // waiter's wall clock, and free from then on (the crate's
-                // rule; the model's wall clock runs with its monotonic one).
-                if let Some(until) = record.rvn.final_until()
-                    && self.broken != Break::IgnoresFinalHold
-                {
-                    let ends =
-                        crate::timing::final_hold_ends_at(self.instant(now), self.wall(now), until);
-                    takeover_at = takeover_at.min(ends);
-                }
                 let due = self.instant(now) >= takeover_at;
                 let bound = (LEASE_MS as f64 * (1.0 + DRIFT)).ceil() as u32;
                 if due && stored.final_until.is_none() && now < first.at + bound {
@@ -1528,6 +1520,46 @@ impl Fleet {
         }
     }
 
+    /// A waiter's sighting of `record` (the model's `current`) at `now`:
+    /// its first sighting of this version as the model knows it (`seen`,
+    /// unless it is of another version), and the crate's observation, made
+    /// by the crate's `Sightings` holding what this waiter remembers of the
+    /// key (its first sighting, unless the rule is broken).
+    fn sight(
+        &self,
+        current: Option<&Stored>,
+        seen: Option<Seen>,
+        record: &LockRecord,
+        now: u32,
+        credit: Duration,
+    ) -> (Seen, Observation) {
+        let (writer, write) = parse_rvn(&record.rvn);
+        let first = match seen {
+            Some(seen) if (seen.writer, seen.write) == (writer, write) => seen,
+            _ => Seen {
+                writer,
+                write,
+                at: now,
+                credit: self.ms(self.base + credit),
+            },
+        };
+        let sightings = Sightings::with_capacity(1);
+        let remembered = Some(&first).filter(|_| self.broken != Break::ForgetsSightings);
+        if let (Some(first), Some(stored)) = (remembered, current) {
+            sightings.saw(
+                &self.record(&Stored {
+                    writer: first.writer,
+                    write: first.write,
+                    ..stored.clone()
+                }),
+                self.instant(first.at),
+                Duration::from_millis(u64::from(first.credit)),
+            );
+        }
+        let observation = sightings.saw(record, self.instant(now), credit).observation;
+        (first, observation)
+    }
+
     /// What an acquirer does with its verdict on `slot`.
     fn act(&self, state: &mut State, c: usize, acquiring: Acquiring, slot: u8, verdict: Verdict) {
         let (from, seen, unresolved, handed) = acquiring;
@@ -1552,6 +1584,16 @@ impl Fleet {
                     handed,
                 };
                 let op = self.put(state, c, slot, None, false, true);
+                self.send(state, c, op);
+            }
+            Verdict::Renew(write) => {
+                state.clients[c].phase = Phase::Acquiring {
+                    from,
+                    seen,
+                    unresolved,
+                    handed,
+                };
+                let op = self.put(state, c, slot, Some((c as u8, write)), false, true);
                 self.send(state, c, op);
             }
             Verdict::Due(stored) => {
@@ -1608,7 +1650,7 @@ impl Verdict {
     /// slot, then a takeover (the lowest).
     fn rank(&self) -> u8 {
         match self {
-            Verdict::Handed(_) | Verdict::Ours { .. } => 0,
+            Verdict::Handed(_) | Verdict::Ours { .. } | Verdict::Renew(_) => 0,
             Verdict::Free => 1,
             Verdict::Due(_) => 2,
             Verdict::Wait => 3,

@@ -7,11 +7,15 @@
 //!
 //! * [`holding`]: a held lock's lease: which send it runs from, whether the
 //!   holder trusts it, letting go, and sharing it with a reentrant acquire.
+//! * [`acquiring`]: what an acquire makes of the record it saw: take it,
+//!   hold a write of its own, write afresh on one too old, or wait for the
+//!   holder until it may take over.
 //!
 //! [`Broken`] is the one knob inside them: a rule a test breaks on purpose,
 //! to show that the model check and the tests notice. Outside tests it
 //! has one value, [`Broken::Nothing`].
 
+pub(crate) mod acquiring;
 pub(crate) mod holding;
 
 /// A rule of the protocol broken on purpose, inside the transition that
@@ -31,4 +35,8 @@ pub(crate) enum Broken {
     /// its lease: its work goes on while the store may already be another's.
     #[cfg(test)]
     TrustWhileReleasing,
+    /// A waiter ignores the end of a final write's min hold and waits for
+    /// its holder as for a dead one (liveness, not safety).
+    #[cfg(test)]
+    IgnoresFinalHold,
 }
