@@ -228,6 +228,55 @@ async fn busy_unless_dead_counts_a_permit_kept_to_the_end_of_its_min_hold_as_bus
     assert!(waited <= REFRESH, "{waited:?}");
 }
 
+/// A permit released within its min hold is kept by its final write to the
+/// end of that min hold, and taken at the waiter's next poll from then on
+/// (on its wall clock): not after the final write's lease × (1 + drift) of
+/// watching, as a dead holder's would be. The waiter's drift bound is large
+/// (40 %) so that the two differ by more than a poll. An acquire of a lock
+/// judges the same record the same way.
+#[tokio::test(start_paused = true)]
+async fn a_permit_released_within_its_min_hold_is_taken_when_the_min_hold_ends() {
+    let store = MemoryStore::new();
+    let a = client(store.clone(), "a");
+    let b = lock_core::LockClient::builder(store.clone())
+        .owner("b")
+        .lease(LEASE)
+        .heartbeat_period(Duration::from_secs(2))
+        .refresh_period(REFRESH)
+        .max_clock_drift(0.4)
+        .safety_margin(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let min_hold = Duration::from_secs(5);
+    let permit = a
+        .semaphore("exports", 1)
+        .unwrap()
+        .acquire(AcquireOptions::new().min_hold(min_hold))
+        .await
+        .unwrap();
+    let acquired = Instant::now();
+    permit.release().await.unwrap();
+    let taken = timeout(
+        Duration::from_secs(60),
+        b.semaphore("exports", 1)
+            .unwrap()
+            .acquire(wait(Duration::from_secs(30))),
+    )
+    .await
+    .expect("bounded")
+    .unwrap();
+    let waited = acquired.elapsed();
+    assert!(
+        waited >= min_hold,
+        "taken before the min hold ended: {waited:?}"
+    );
+    assert!(
+        waited <= min_hold + REFRESH * 2,
+        "taken {waited:?} after it was acquired: the min hold ended at {min_hold:?}"
+    );
+    taken.release().await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn tasks_of_one_client_queue_locally_and_a_release_wakes_the_next_at_once() {
     let store = MemoryStore::new();
