@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::LockClientBuilder;
-use crate::release::ShutdownReport;
 use crate::shared::LastHandle;
 use crate::shared::Shared;
+use crate::shutdown_report::ShutdownReport;
 use crate::{
     AcquireOptions, ConditionalStore, ListOptions, LockError, LockGuard, LockInfo, LockKey,
     LockPage, LockView, Rvn,

@@ -105,6 +105,7 @@ mod last_handle;
 pub mod layer;
 mod leaving;
 pub mod limits;
+mod lost;
 pub mod metrics;
 #[cfg(test)]
 mod model;
@@ -120,6 +121,7 @@ mod retry;
 mod rw;
 mod semaphore;
 mod shared;
+mod shutdown_report;
 mod sightings;
 mod slot;
 mod store;
@@ -139,17 +141,18 @@ pub use guard::{LockGuard, LockView, WorkInProgress};
 pub use info::{LockInfo, LockPage};
 pub use key::{KeyParseError, LockKey};
 pub use limits::LimitError;
+pub use lost::LostReason;
 pub use options::{AcquireOptions, ListOptions};
 pub use record::{DataUpdate, Fence, FenceUpdate, LockRecord, NewRecord, Rvn, Takeover, WriteTime};
-pub use release::ShutdownReport;
 pub use released::{ReleaseAnnouncer, ReleaseFeed, ReleaseWatch};
 pub use rw::{ReadGuard, ReadView, RwLock, UpgradeFailed, UpgradeableReadGuard, WriteGuard};
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
+pub use shutdown_report::ShutdownReport;
 pub use store::{
     AtomicWrites, Capabilities, ConditionalStore, Cursor, Expect, FencesAfterDeletion, KeyedWrite,
     ManyOutcome, Outcome, Page, RequestCosts, StoreClock,
 };
-pub use timing::{LeaseState, LostReason, Observation, Timing};
+pub use timing::{LeaseState, Observation, Timing};
 
 /// What [`store_via_layer!`] expands to needs, reachable from other crates.
 #[doc(hidden)]

@@ -14,6 +14,7 @@ use crate::held::Held;
 use crate::leaving::{Leaving, Leftover};
 use crate::retry::{Retry, before};
 use crate::shared::{Background, Shared};
+use crate::shutdown_report::ShutdownReport;
 use crate::timing::HoldLimits;
 use crate::turns::Handoff;
 use crate::write::{HeldWrite, WriteEnd};
@@ -24,21 +25,6 @@ use crate::{
 
 /// Calls to release one abandoned acquisition before leaving it to expire.
 const ABANDONED_RELEASE_ATTEMPTS: u32 = 4;
-
-/// What [`LockClient::shutdown`](crate::LockClient::shutdown) did.
-#[derive(Debug, Default)]
-#[non_exhaustive]
-pub struct ShutdownReport {
-    /// Locks released (or already gone), including those whose release was
-    /// running in the background (a dropped guard, a release whose caller
-    /// stopped waiting) and those a failed release or clean-up had left held,
-    /// written again.
-    pub released: Vec<LockKey>,
-    /// Locks whose release failed, with the error.
-    pub failed: Vec<(LockKey, LockError)>,
-    /// Locks whose release did not finish within the shutdown timeout.
-    pub timed_out: Vec<LockKey>,
-}
 
 /// A release whose caller may stop waiting: if its future is dropped before the
 /// release has finished, the release goes on in the background.
