@@ -640,6 +640,9 @@ pub(crate) struct State {
     took_over_by_credit: bool,
     /// An ambiguous write was found applied and kept.
     recognised_own: bool,
+    /// An ambiguous write was found applied too long ago to trust, and
+    /// written afresh on.
+    renewed_own: bool,
     violations: Violations,
 }
 
@@ -747,6 +750,7 @@ impl Model for Fleet {
                 took_over_crashed: false,
                 took_over_by_credit: false,
                 recognised_own: false,
+                renewed_own: false,
                 violations: Violations::default(),
             });
         }
@@ -862,6 +866,10 @@ impl Model for Fleet {
             Property::sometimes(
                 "an ambiguous write is found applied and kept",
                 |_: &Fleet, state: &State| state.recognised_own,
+            ),
+            Property::sometimes(
+                "an ambiguous write found applied too long ago to trust is written afresh on",
+                |_: &Fleet, state: &State| state.renewed_own,
             ),
         ];
         if self.store_clock.is_some() {
@@ -1587,6 +1595,7 @@ impl Fleet {
                 self.send(state, c, op);
             }
             Verdict::Renew(write) => {
+                state.renewed_own = true;
                 state.clients[c].phase = Phase::Acquiring {
                     from,
                     seen,
