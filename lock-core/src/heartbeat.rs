@@ -279,8 +279,8 @@ async fn heartbeat(inner: Arc<Shared>, held: Arc<Held>) -> Beat {
         {
             WriteEnd::Confirmed => {
                 let next = held
-                    .limits
-                    .not_after(held.state().confirmed_send + held.heartbeat_period);
+                    .state()
+                    .next_heartbeat_at(held.heartbeat_period, &held.limits);
                 tracing::trace!("heartbeat confirmed");
                 let outcome = if inner.clock.now() > safe_until {
                     HeartbeatOutcome::Late

@@ -366,11 +366,21 @@ impl Fleet {
     fn holder_actions(&self, state: &State, c: usize, actions: &mut Vec<Action>) {
         let client = &state.clients[c];
         match &client.phase {
-            Phase::Holding { confirmed, .. } => {
+            Phase::Holding { .. } => {
                 let now = self.clock(state, c);
+                // Due when the client's own rule says (a period after the
+                // last confirmed send, never past the max hold); none once
+                // the lease is lost (expired, or at the max hold, where the
+                // client's heartbeats stop). Sending later is a paused
+                // process.
                 let lost = matches!(self.lease_state(state, c), crate::LeaseState::Lost { .. });
-                // Heartbeats stop at the max hold, as the client's do.
-                if !lost && now >= confirmed + HEARTBEAT_MS && !self.max_hold_reached(client, now) {
+                let due = self.held_state(client, c).is_some_and(|held| {
+                    let limits = self.hold_limits(client).unwrap_or_default();
+                    self.instant(now)
+                        >= held
+                            .next_heartbeat_at(Duration::from_millis(HEARTBEAT_MS.into()), &limits)
+                });
+                if !lost && due && !self.max_hold_reached(client, now) {
                     actions.push(Action::Send(c));
                 }
                 actions.push(Action::Release(c));
@@ -406,24 +416,11 @@ impl Fleet {
     /// timing from the last confirmed send).
     fn lease_state(&self, state: &State, c: usize) -> crate::LeaseState {
         let client = &state.clients[c];
-        let (write, confirmed, left) = match &client.phase {
-            Phase::Holding {
-                write, confirmed, ..
-            } => (*write, *confirmed, false),
-            Phase::Releasing {
-                write, confirmed, ..
-            } => (*write, *confirmed, true),
-            _ => {
-                return crate::LeaseState::Lost {
-                    reason: crate::LostReason::Released,
-                };
-            }
+        let Some(held) = self.held_state(client, c) else {
+            return crate::LeaseState::Lost {
+                reason: crate::LostReason::Released,
+            };
         };
-        let from = self.instant(confirmed);
-        let mut held = HeldState::acquired(rvn(c as u8, write), from, from, None, Broken::Nothing);
-        if left {
-            held.let_go();
-        }
         held.lease_state(
             &self.holder_timing(),
             &self.hold_limits(client).unwrap_or_default(),
@@ -431,6 +428,26 @@ impl Fleet {
             true,
             self.broken.in_protocol(),
         )
+    }
+
+    /// Client `c`'s held lock as the client keeps it (`HeldState`), built
+    /// from its phase: `None` unless it holds or is releasing.
+    fn held_state(&self, client: &Client, c: usize) -> Option<HeldState> {
+        let (write, confirmed, left) = match &client.phase {
+            Phase::Holding {
+                write, confirmed, ..
+            } => (*write, *confirmed, false),
+            Phase::Releasing {
+                write, confirmed, ..
+            } => (*write, *confirmed, true),
+            _ => return None,
+        };
+        let from = self.instant(confirmed);
+        let mut held = HeldState::acquired(rvn(c as u8, write), from, from, None, Broken::Nothing);
+        if left {
+            held.let_go();
+        }
+        Some(held)
     }
 
     /// Where client `c`'s lease runs from once a write it sent at `sent` is

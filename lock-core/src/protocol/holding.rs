@@ -10,6 +10,8 @@
 //! and calls these inside its updates; the model builds one from its own
 //! state for each decision.
 
+use std::time::Duration;
+
 use crate::clock::Instant;
 use crate::protocol::Broken;
 use crate::record::Rvn;
@@ -146,6 +148,13 @@ impl HeldState {
         timing.lease_state(self.confirmed_send, now)
     }
 
+    /// When the next heartbeat is due: a `period` after the send of the
+    /// last confirmed write, never past the max hold (where heartbeats
+    /// stop).
+    pub(crate) fn next_heartbeat_at(&self, period: Duration, limits: &HoldLimits) -> Instant {
+        limits.not_after(crate::clock::later(self.confirmed_send, period))
+    }
+
     /// The holder lets the lock go: heartbeats stop, and from now on the
     /// lock reads as released. True the first time.
     pub(crate) fn let_go(&mut self) -> bool {
@@ -181,8 +190,6 @@ impl HeldState {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn timing() -> Timing {
@@ -259,6 +266,28 @@ mod tests {
             "the broken rule trusts a lock let go"
         );
         assert!(!held.share(&timing(), &limits, t0));
+    }
+
+    #[test]
+    fn a_heartbeat_is_due_a_period_after_the_send_never_past_the_max_hold() {
+        let t0 = Instant::now();
+        let period = Duration::from_secs(3);
+        let mut held = state(t0);
+        assert_eq!(
+            held.next_heartbeat_at(period, &HoldLimits::default()),
+            t0 + period
+        );
+        let max = HoldLimits::new(t0, None, Some(Duration::from_secs(2)));
+        assert_eq!(
+            held.next_heartbeat_at(period, &max),
+            t0 + Duration::from_secs(2)
+        );
+        let sent = t0 + Duration::from_secs(1);
+        held.confirm(Rvn::fresh(), sent, sent, None, false, Broken::Nothing);
+        assert_eq!(
+            held.next_heartbeat_at(period, &HoldLimits::default()),
+            sent + period
+        );
     }
 
     #[test]
