@@ -185,11 +185,15 @@ impl AcquireOptions {
         self
     }
 
-    /// If this client already holds the lock, return another guard for the same
-    /// acquisition (same fence) instead of waiting for it. For nested use by one
-    /// logical owner only (a function that takes the lock, called by one that
-    /// already holds it): tasks that must exclude each other must not use it.
-    /// The lock is released when the last guard is.
+    /// If this client already holds the lock and trusts it (its lease safe,
+    /// no release begun), return another guard for the same acquisition
+    /// (same fence) instead of waiting for it. A lock it holds but no longer
+    /// trusts is not shared: the acquire then waits for it like any other
+    /// acquire of this client (busy at once with a zero wait), so it never
+    /// returns a guard that is already unsafe. For nested use by one logical
+    /// owner only (a function that takes the lock, called by one that
+    /// already holds it): tasks that must exclude each other must not use
+    /// it. The lock is released when the last guard is.
     pub fn reentrant(mut self, yes: bool) -> Self {
         self.reentrant = yes;
         self

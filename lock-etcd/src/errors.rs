@@ -77,8 +77,8 @@ pub(crate) fn classify(call: Call, what: &str, status: tonic::Status) -> StoreEr
     match status.code() {
         // The request was refused as it stands: nothing applied.
         Code::InvalidArgument | Code::OutOfRange => StoreError::invalid(message).with_source(status),
-        // Refused while being applied (an auth revision that moved on):
-        // nothing applied, and the next try may pass.
+        // Refused before or while being applied (a store whose login could
+        // not be renewed): nothing applied, and the next try may pass.
         Code::FailedPrecondition => StoreError::unavailable(message).with_source(status),
         Code::PermissionDenied | Code::Unauthenticated => StoreError::unauthorized(format!(
             "{message}; grant the user read and write on the lock prefix (etcdctl role grant-permission --prefix)"

@@ -85,6 +85,74 @@ async fn a_login_token_etcd_forgot_is_renewed() {
     );
 }
 
+/// A gauge of the member at `endpoint` (its `/metrics` page, on the client
+/// port).
+fn gauge(endpoint: &str, name: &str) -> f64 {
+    use std::io::{Read, Write};
+    let mut connection = std::net::TcpStream::connect(endpoint).unwrap();
+    write!(
+        connection,
+        "GET /metrics HTTP/1.0\r\nHost: {endpoint}\r\n\r\n"
+    )
+    .unwrap();
+    let mut page = String::new();
+    connection.read_to_string(&mut page).unwrap();
+    page.lines()
+        .find_map(|line| {
+            line.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{name} on {endpoint}/metrics"))
+}
+
+/// A store's watch of release announcements ends with the store: once every
+/// handle of it is gone, the member has no watcher left. (The watch's own
+/// stream of requests must end: dropping its replies alone would leave the
+/// gRPC stream, the member's watcher and the connection behind.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_dropped_leaves_no_watch_behind() {
+    let Some(members) = start_cluster(1, &[]).await else {
+        return;
+    };
+    let endpoint = members[0].endpoint.clone();
+    let watchers = "etcd_debugging_mvcc_watcher_total";
+    let store = store_on(&[&members[0]], "watched").await;
+    let holder = client(store.clone(), "holder", Duration::from_secs(5));
+    let waiter = client(store.clone(), "waiter", Duration::from_secs(5));
+    drop(store);
+    let guard = holder.acquire("job", AcquireOptions::new()).await.unwrap();
+    // A waiter that may wait watches the announcements.
+    let waiting = tokio::spawn(async move {
+        let got = waiter
+            .acquire("job", AcquireOptions::new().wait(Duration::from_secs(20)))
+            .await;
+        (waiter, got)
+    });
+    let started = Instant::now();
+    while gauge(&endpoint, watchers) < 1.0 {
+        assert!(started.elapsed() < LIMIT, "the waiter never watched");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    guard.release().await.unwrap();
+    let (waiter, got) = timeout(LIMIT, waiting).await.expect("bounded").unwrap();
+    got.unwrap().release().await.unwrap();
+    holder.shutdown().await.unwrap();
+    waiter.shutdown().await.unwrap();
+    drop((holder, waiter));
+    let dropped = Instant::now();
+    while gauge(&endpoint, watchers) > 0.0 {
+        assert!(
+            dropped.elapsed() < LIMIT,
+            "{} watchers left on the member after every store was dropped",
+            gauge(&endpoint, watchers)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// With etcd's auth on: a wrong password fails when the store is built, a
 /// user may lock under the prefix it was granted, and a write elsewhere is
 /// `Unauthorized`, saying what to grant.

@@ -156,7 +156,9 @@ impl Connection {
         let stale = self.metadata.token();
         match (send(request.clone()).await, &self.login) {
             (Err(status), Some(login)) if expired(&status) => {
-                self.renew(login, stale).await?;
+                self.renew(login, stale)
+                    .await
+                    .map_err(|error| not_logged_in_again(&error))?;
                 send(request).await.map(Response::into_inner)
             }
             (answer, _) => answer.map(Response::into_inner),
@@ -181,23 +183,73 @@ impl Connection {
         .await
     }
 
-    /// A watch made by `request`: the stream of what it sees. The stream of
-    /// requests stays open (etcd keeps a watch while its client's side is
-    /// open).
-    pub async fn watch(&self, request: WatchRequest) -> Result<Streaming<WatchResponse>, Status> {
+    /// A watch made by `request`: what it sees, until the [`Watch`] is
+    /// dropped. The stream of requests stays open while it lives (etcd keeps
+    /// a watch while its client's side is open) and ends when it is dropped,
+    /// which closes the gRPC stream: dropping the replies alone would leave
+    /// the stream, the member's watcher and the connection behind.
+    pub async fn watch(&self, request: WatchRequest) -> Result<Watch, Status> {
         let watch = |request: WatchRequest| async move {
-            let requests =
-                futures_util::stream::iter([request]).chain(futures_util::stream::pending());
-            WatchClient::with_interceptor(self.channel.clone(), self.metadata.clone())
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let until_dropped = futures_util::stream::once(async move {
+                // Resolves when the `Watch` (its sender) is dropped.
+                let _ = stopped.await;
+            })
+            .filter_map(|()| std::future::ready(None));
+            let requests = futures_util::stream::iter([request]).chain(until_dropped);
+            let answer = WatchClient::with_interceptor(self.channel.clone(), self.metadata.clone())
                 .watch(requests)
-                .await
+                .await?;
+            Ok(answer.map(|replies| Watch {
+                replies,
+                _stop: stop,
+            }))
         };
         self.logged_in(request, watch).await
     }
 }
 
-/// Whether etcd refused a request for an expired (or unknown) token: logging
-/// in again mends it.
+/// A watch in progress: its replies; dropping it ends the watch.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    replies: Streaming<WatchResponse>,
+    /// Dropped with the watch: ends the stream of requests.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Watch {
+    /// The next reply; `None` once etcd ended the watch.
+    pub async fn message(&mut self) -> Result<Option<WatchResponse>, Status> {
+        self.replies.message().await
+    }
+}
+
+/// Whether etcd refused a request for its token, before applying anything,
+/// in a way logging in again mends: a token it no longer knows ("invalid
+/// auth token": expired, or the member restarted), or one issued before the
+/// last change to its users, roles or permissions ("revision of auth store
+/// is old").
 fn expired(status: &Status) -> bool {
-    status.code() == Code::Unauthenticated && status.message().contains("invalid auth token")
+    let message = status.message();
+    (status.code() == Code::Unauthenticated && message.contains("invalid auth token"))
+        || (status.code() == Code::InvalidArgument
+            && message.contains("revision of auth store is old"))
+}
+
+/// The request was refused before anything applied, and logging in again
+/// failed (`status`): refused credentials read as unauthenticated, anything
+/// else as a refusal the next try may pass (never as a write that may have
+/// applied).
+fn not_logged_in_again(status: &Status) -> Status {
+    let message = format!(
+        "etcd refused the login token and logging in again failed: {}",
+        status.message()
+    );
+    match status.code() {
+        Code::InvalidArgument | Code::Unauthenticated | Code::PermissionDenied => {
+            Status::unauthenticated(message)
+        }
+        // Classified as nothing applied: the next try may pass.
+        _ => Status::failed_precondition(message),
+    }
 }
