@@ -2,7 +2,8 @@
 //! (`.proto` files) and kept in `src/wire/generated/`, so that building it
 //! needs no `protoc` (docs/etcd.md, "Building"). This test generates that
 //! code again, from the `.proto` files the `etcd-client` crate ships (a
-//! test dependency at a version `Cargo.lock` pins), with the generator
+//! test dependency at a version `Cargo.lock` pins; `cargo metadata` finds
+//! them, and may download packages of other platforms it lists), with the generator
 //! settings below, and fails on any difference: the kept code cannot drift
 //! from what the generator makes of etcd's API.
 //!
@@ -30,7 +31,7 @@ fn etcd_client_sources() -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = std::process::Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .args(["metadata", "--format-version", "1", "--locked"])
         .arg("--manifest-path")
         .arg(&workspace)
         .output()
