@@ -1588,10 +1588,13 @@ impl Fleet {
     /// What an acquirer does with its verdict on `slot`.
     fn act(&self, state: &mut State, c: usize, acquiring: Acquiring, slot: u8, verdict: Verdict) {
         let (from, seen, unresolved, handed) = acquiring;
-        match verdict {
+        // The version its next write expects (`None`: vacant), for the
+        // verdicts that write while still acquiring.
+        let expect = match verdict {
             Verdict::Handed(write) => {
                 let op = self.put(state, c, slot, Some((c as u8, write)), false, true);
                 self.send(state, c, op);
+                return;
             }
             Verdict::Ours {
                 write,
@@ -1600,41 +1603,18 @@ impl Fleet {
             } => {
                 state.recognised_own = true;
                 self.granted(state, c, slot, write, confirmed, fence);
+                return;
             }
-            Verdict::Free => {
-                state.clients[c].phase = Phase::Acquiring {
-                    from,
-                    seen,
-                    unresolved,
-                    handed,
-                };
-                let op = self.put(state, c, slot, None, false, true);
-                self.send(state, c, op);
-            }
+            Verdict::Free => None,
             Verdict::Renew(write) => {
                 state.renewed_own = true;
-                state.clients[c].phase = Phase::Acquiring {
-                    from,
-                    seen,
-                    unresolved,
-                    handed,
-                };
-                let op = self.put(state, c, slot, Some((c as u8, write)), false, true);
-                self.send(state, c, op);
+                Some((c as u8, write))
             }
             Verdict::Due(stored) => {
                 if state.clients[usize::from(stored.writer)].phase == Phase::Crashed {
                     state.took_over_crashed = true;
                 }
-                state.clients[c].phase = Phase::Acquiring {
-                    from,
-                    seen,
-                    unresolved,
-                    handed,
-                };
-                let expect = Some((stored.writer, stored.write));
-                let op = self.put(state, c, slot, expect, false, true);
-                self.send(state, c, op);
+                Some((stored.writer, stored.write))
             }
             Verdict::Wait => {
                 state.clients[c].phase = Phase::Acquiring {
@@ -1643,8 +1623,17 @@ impl Fleet {
                     unresolved,
                     handed,
                 };
+                return;
             }
-        }
+        };
+        state.clients[c].phase = Phase::Acquiring {
+            from,
+            seen,
+            unresolved,
+            handed,
+        };
+        let op = self.put(state, c, slot, expect, false, true);
+        self.send(state, c, op);
     }
 
     /// Client `c` holds `slot` with `fence`.

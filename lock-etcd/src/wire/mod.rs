@@ -12,7 +12,9 @@ pub(crate) mod requests;
 pub(crate) use connection::{Connection, Endpoints};
 
 // Generated code: what tonic-prost-build makes, unchanged. Only the KV,
-// Watch and Auth clients and their messages are used.
+// Watch and Auth clients and their messages are used. The packages are
+// siblings (the generated code names `super::mvccpb`), under one set of
+// allowances.
 #[allow(
     dead_code,
     missing_docs,
@@ -22,32 +24,16 @@ pub(crate) use connection::{Connection, Endpoints};
     clippy::pedantic,
     rustdoc::all
 )]
-pub(crate) mod etcdserverpb {
-    include!("generated/etcdserverpb.rs");
+mod generated {
+    pub(crate) mod etcdserverpb {
+        include!("generated/etcdserverpb.rs");
+    }
+    pub(crate) mod mvccpb {
+        include!("generated/mvccpb.rs");
+    }
+    pub(crate) mod authpb {
+        include!("generated/authpb.rs");
+    }
 }
 
-#[allow(
-    dead_code,
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    clippy::all,
-    clippy::pedantic,
-    rustdoc::all
-)]
-pub(crate) mod mvccpb {
-    include!("generated/mvccpb.rs");
-}
-
-#[allow(
-    dead_code,
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    clippy::all,
-    clippy::pedantic,
-    rustdoc::all
-)]
-pub(crate) mod authpb {
-    include!("generated/authpb.rs");
-}
+pub(crate) use generated::{etcdserverpb, mvccpb};
